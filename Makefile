@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# vmnap top-level Makefile.
+#
+#   make            build vmnap.ko, vmnapd, vmnapctl, the preload shim, tests
+#   make demo       set-up, then the main job (see README)
+#   make check      set-up, build, every test; last line "check: N passed, ..."
+#   make fuzz       run every libFuzzer target for FUZZ_SECONDS each
+#   make asan       userspace built with ASan+UBSan into build-asan/
+#   make bench      every benchmark (bench-pager, bench-vsock, bench-replay)
+#
+# Userspace objects go to $(BUILD); the module is built by Kbuild in place
+# (kmod/*.o, ignored by git).  Expensive artefacts (guest kernel, images,
+# the UML build for KUnit) are cached in $(VMNAP_CACHE), keyed by inputs.
+
+BUILD		?= build
+VMNAP_CACHE	?= /var/cache/vmnap
+export VMNAP_CACHE
+
+CC		?= gcc
+CFLAGS_BASE	:= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g \
+		   -fno-strict-aliasing -I$(CURDIR) -I$(CURDIR)/host-pager/src
+CFLAGS		?=
+ALL_CFLAGS	= $(CFLAGS_BASE) $(EXTRA_CFLAGS) $(CFLAGS)
+LDFLAGS		?=
+
+# Kernel headers: Debian's linux-headers-<ver>-amd64 that matches the guest
+# kernel scripts/guest-kernel.sh fetches.  KDIR= overrides.
+KDIR		?= $(shell scripts/kdir.sh 2>/dev/null)
+
+.PHONY: all userspace module deps demo check fuzz fuzz-smoke asan bench \
+	clean distclean guest-kernel initramfs
+
+all: userspace module
+
+deps:
+	@scripts/deps.sh
+
+# Each component's fragment adds its programs to these lists and its rules.
+PROGRAMS	:=	# host executables -> $(BUILD)/<name>
+TEST_PROGRAMS	:=	# test executables -> $(BUILD)/tests/<name>
+GUEST_PROGRAMS	:=	# programs copied into the guest initramfs
+LIBS		:=	# shared objects -> $(BUILD)/<name>.so
+
+include $(sort $(wildcard */build.mk */*/build.mk))
+
+userspace: $(PROGRAMS) $(LIBS) $(TEST_PROGRAMS) $(GUEST_PROGRAMS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+module:
+	@test -n "$(KDIR)" || { echo "no kernel headers: run 'make deps' or set KDIR=" >&2; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+asan:
+	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1" \
+		LDFLAGS="-fsanitize=address,undefined" userspace
+
+guest-kernel: deps
+	@scripts/guest-kernel.sh
+
+initramfs: all guest-kernel
+	@scripts/mkinitramfs.sh
+
+check: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/check.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh
+
+clean:
+	rm -rf $(BUILD) build-asan
+	@if [ -n "$(KDIR)" ]; then $(MAKE) -C $(KDIR) M=$(CURDIR) clean >/dev/null; fi
+
+distclean: clean
+	@echo "cache left in $(VMNAP_CACHE); remove it by hand if wanted"

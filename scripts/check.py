@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""check.py - run every test layer of vmnap and count results.
+
+Tests are listed in tests/*/check.list (sorted by path; one test command a
+line: "<name> <timeout-seconds> <command...>", run from the repo root by
+/bin/sh; '#' starts a comment).  A command reports through TAP on stdout
+("ok N ...", "not ok N ...", "ok N ... # SKIP reason"; nested/indented
+KTAP lines are only echoed) or, when it prints no TAP, through its exit
+status: 0 passed, 77 skipped (reason on its last output line), else failed.
+A command that exits non-zero after TAP lines adds one failure unless a
+"not ok" already accounts for it.  A timeout is a failure.
+
+Output: each command's output goes to $BUILD/check/<name>.log; a line per
+result is printed; the last line is exactly
+    check: N passed, M failed, K skipped
+and the exit status is 0 only when M == 0.
+Environment: CHECK_FILTER=<regex> runs only matching test names.
+"""
+import os, re, signal, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", "build")
+LOGDIR = os.path.join(ROOT, BUILD, "check")
+TAP = re.compile(r"^(not ok|ok)\b\s*(\d+)?\s*-?\s*(.*)$")
+SKIP = re.compile(r"#\s*SKIP\b\s*(.*)$", re.I)
+
+
+def load_tests():
+    tests = []
+    tdir = os.path.join(ROOT, "tests")
+    for layer in sorted(os.listdir(tdir)):
+        lst = os.path.join(tdir, layer, "check.list")
+        if not os.path.isfile(lst):
+            continue
+        with open(lst) as f:
+            for raw in f:
+                line = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+                if not line:
+                    continue
+                name, timeout, cmd = line.split(None, 2)
+                tests.append((name, int(timeout), cmd))
+    return tests
+
+
+def run(name, timeout, cmd, counts):
+    os.makedirs(LOGDIR, exist_ok=True)
+    log = os.path.join(LOGDIR, name + ".log")
+    t0 = time.monotonic()
+    p = subprocess.Popen(["/bin/sh", "-c", cmd], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, errors="replace",
+                         start_new_session=True)
+    passed = failed = skipped = 0
+    last = ""
+    timed_out = False
+
+    def kill(*_):
+        nonlocal timed_out
+        timed_out = True
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGALRM, kill)
+    signal.alarm(timeout)
+    with open(log, "w") as lf:
+        for line in p.stdout:
+            lf.write(line)
+            s = line.rstrip("\n")
+            if s.strip():
+                last = s.strip()
+            m = TAP.match(s)  # top-level only: indented KTAP is a subtest
+            if not m:
+                continue
+            desc = m.group(3)
+            sk = SKIP.search(desc)
+            if m.group(1) == "not ok" and not sk:
+                failed += 1
+                print(f"  FAIL {name}: {desc}")
+            elif sk:
+                skipped += 1
+                print(f"  SKIP {name}: {desc.split('#')[0].strip()} ({sk.group(1).strip()})")
+            else:
+                passed += 1
+    rc = p.wait()
+    signal.alarm(0)
+    dt = time.monotonic() - t0
+    tap = passed + failed + skipped
+    if timed_out:
+        failed += 1
+        print(f"  FAIL {name}: timed out after {timeout}s")
+    elif tap == 0:
+        if rc == 0:
+            passed += 1
+        elif rc == 77:
+            skipped += 1
+            print(f"  SKIP {name}: {last}")
+        else:
+            failed += 1
+            print(f"  FAIL {name}: exit {rc}: {last}")
+    elif rc != 0 and failed == 0:
+        failed += 1
+        print(f"  FAIL {name}: exit {rc} after {tap} TAP results: {last}")
+    print(f"{name}: {passed} passed, {failed} failed, {skipped} skipped "
+          f"({dt:.1f}s, log {os.path.relpath(log, ROOT)})", flush=True)
+    counts[0] += passed
+    counts[1] += failed
+    counts[2] += skipped
+
+
+def main():
+    flt = re.compile(os.environ.get("CHECK_FILTER", ""))
+    counts = [0, 0, 0]
+    for name, timeout, cmd in load_tests():
+        if flt.search(name):
+            run(name, timeout, cmd, counts)
+    print(f"check: {counts[0]} passed, {counts[1]} failed, {counts[2]} skipped")
+    return 0 if counts[1] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# Test programs.  Every tests/unit/*.c and tests/integration/*.c is one
+# program in $(BUILD)/tests/<layer>/<name>, linked with the daemon library
+# (unit tests also with cmocka).  tests/selftests/*.c run inside the guest
+# (GUEST_PROGRAMS, copied into the initramfs by scripts/mkinitramfs.sh).
+
+UNIT_SRCS	:= $(wildcard tests/unit/*.c)
+INTEG_SRCS	:= $(wildcard tests/integration/*.c)
+SELFTEST_SRCS	:= $(wildcard tests/selftests/*.c)
+
+TEST_PROGRAMS	+= $(UNIT_SRCS:%.c=$(BUILD)/%) $(INTEG_SRCS:%.c=$(BUILD)/%)
+GUEST_PROGRAMS	+= $(SELFTEST_SRCS:%.c=$(BUILD)/%)
+
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(VMNAPD_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcmocka $(VMNAPD_LDLIBS)
+
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(VMNAPD_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(VMNAPD_LDLIBS)
+
+$(BUILD)/tests/selftests/%: $(BUILD)/tests/selftests/%.o
+	$(CC) $(LDFLAGS) -o $@ $^ $(SELFTEST_LDLIBS)
+
+SELFTEST_LDLIBS	?= $(shell pkg-config --libs libnl-genl-3.0 libkmod 2>/dev/null)
+SELFTEST_CFLAGS	:= $(shell pkg-config --cflags libnl-genl-3.0 libkmod 2>/dev/null)
+$(BUILD)/tests/selftests/%.o: EXTRA_CFLAGS += $(SELFTEST_CFLAGS)
+
+# Keep intermediate objects (make would delete them otherwise).
+.SECONDARY:
