@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * main.c - vmnapd: command line, directories, signals, the event loop.
+ *
+ * Subsystems start in daemon_start() and stop in daemon_stop(), in reverse.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loop.h"
+#include "vmnapd.h"
+
+#define VMNAPD_VERSION		"0.1.0"
+#define DEFAULT_RUN_DIR		"/run/vmnap"
+#define DEFAULT_STORE_DIR	"/var/lib/vmnap"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: vmnapd [OPTIONS]\n"
+		"Reclaim the memory of paused VMs while their agents wait.\n\n"
+		"  -r, --run-dir DIR     sockets (api.sock, mem.sock) [" DEFAULT_RUN_DIR "]\n"
+		"  -s, --store-dir DIR   per-VM page stores [" DEFAULT_STORE_DIR "]\n"
+		"  -e, --events FILE     append JSONL events to FILE\n"
+		"  -c, --config FILE     read settings from FILE\n"
+		"  -l, --log-level LVL   err, warn, info (default), debug\n"
+		"  -h, --help            this text\n"
+		"  -V, --version         print the version\n");
+}
+
+/* Create @path as a 0700 directory (or check an existing one). */
+static int make_private_dir(const char *path)
+{
+	struct stat st;
+
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if ((st.st_mode & 077) && chmod(path, 0700) < 0)
+		return -errno;
+	return 0;
+}
+
+static void on_signal(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct signalfd_siginfo si;
+
+	(void)events;
+	(void)arg;
+	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		log_info(NULL, "signal %u: shutting down", si.ssi_signo);
+	loop_stop(l);
+}
+
+static int daemon_start(struct vmnapd *d)
+{
+	int err;
+
+	err = make_private_dir(d->cfg.run_dir);
+	if (!err)
+		err = make_private_dir(d->cfg.store_dir);
+	if (err) {
+		log_err(NULL, "cannot use %s or %s: %s", d->cfg.run_dir,
+			d->cfg.store_dir, strerror(-err));
+		return err;
+	}
+	/* subsystems start here */
+	return 0;
+}
+
+static void daemon_stop(struct vmnapd *d)
+{
+	while (d->vms)
+		vm_free(d->vms);
+	/* subsystems stop here, in reverse order of daemon_start() */
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "run-dir", required_argument, NULL, 'r' },
+		{ "store-dir", required_argument, NULL, 's' },
+		{ "events", required_argument, NULL, 'e' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 }
+	};
+	struct vmnapd d = {
+		.cfg = { .run_dir = DEFAULT_RUN_DIR, .store_dir = DEFAULT_STORE_DIR },
+	};
+	sigset_t mask;
+	int c, sfd, err;
+
+	while ((c = getopt_long(argc, argv, "r:s:e:c:l:hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': d.cfg.run_dir = optarg; break;
+		case 's': d.cfg.store_dir = optarg; break;
+		case 'e': d.cfg.events_path = optarg; break;
+		case 'c': d.cfg.config_path = optarg; break;
+		case 'l':
+			if (log_level_parse(optarg) < 0) {
+				fprintf(stderr, "vmnapd: unknown log level '%s'\n", optarg);
+				return 2;
+			}
+			log_set_level((enum log_level)log_level_parse(optarg));
+			break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("vmnapd %s\n", VMNAPD_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "vmnapd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+
+	d.loop = loop_new();
+	if (!d.loop) {
+		log_err(NULL, "cannot create event loop: %s", strerror(errno));
+		return 1;
+	}
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);	/* a peer that hangs up is an EPIPE */
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0 || loop_add_fd(d.loop, sfd, EPOLLIN, on_signal, &d) < 0) {
+		log_err(NULL, "cannot watch signals: %s", strerror(errno));
+		return 1;
+	}
+
+	err = daemon_start(&d);
+	if (err)
+		return 1;
+	log_info(NULL, "vmnapd %s ready (run dir %s, store dir %s)", VMNAPD_VERSION,
+		 d.cfg.run_dir, d.cfg.store_dir);
+	err = loop_run(d.loop);
+	daemon_stop(&d);
+	close(sfd);
+	loop_free(d.loop);
+	return err ? 1 : 0;
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * vm_hooks.h - detach every subsystem of a VM, in reverse order of
+ * dependency: the coordinator first (it drives the others), then the pause
+ * backend, the vsock device and guest link, the pager last (it must serve
+ * every page until nothing maps guest RAM any more).
+ *
+ * Each subsystem adds its detach call here when it lands; a NULL pointer
+ * means "not attached" and is skipped by the detach function itself.
+ */
+#ifndef VMNAP_VM_HOOKS_H
+#define VMNAP_VM_HOOKS_H
+
+#include "vmnapd.h"
+
+static inline void vm_detach_all(struct vm *vm)
+{
+	(void)vm;
+}
+
+#endif

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * vmnapd.h - the daemon context and the per-VM record.
+ *
+ * One struct vmnapd holds all mutable daemon state (no other globals).
+ * A struct vm is one managed VM; each subsystem keeps its own state behind
+ * an opaque pointer in it and offers <subsystem>_vm_attach/_detach:
+ *
+ *   pager        guest RAM: page states, store, userfaultfd service  (pager.h)
+ *   link         guest link: vmnap protocol with vmnap.ko       (guest_link.h)
+ *   vsock        built-in vhost-user-vsock device for QEMU     (vhost_vsock.h)
+ *   pause        pause backend: QMP, freezer, Firecracker, CH        (pause.h)
+ *   coord        the wait coordinator state machine                (coord.h)
+ *
+ * Lifetime: vm_new() registers; vm_free() detaches every subsystem in
+ * reverse order, then frees.  Every VM has a short name used in logs
+ * ("vm <name>") and a numeric id sent to the guest in HELLO_ACK.
+ */
+#ifndef VMNAP_VMNAPD_H
+#define VMNAP_VMNAPD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "loop.h"
+
+#define VM_NAME_MAX	64
+
+struct pager;
+struct guest_link;
+struct vhost_vsock;
+struct pause_backend;
+struct coord;
+
+struct vmnapd_config {
+	const char *run_dir;	/* sockets: api.sock, mem.sock, ... (0700) */
+	const char *store_dir;	/* one store file per VM (0700) */
+	const char *events_path;	/* JSONL events, NULL: none */
+	const char *config_path;	/* the config file read, or NULL */
+};
+
+struct vm {
+	struct vm *next;
+	struct vmnapd *d;
+	uint64_t id;
+	char name[VM_NAME_MAX];	/* [A-Za-z0-9_.-], validated on creation */
+	char subject[VM_NAME_MAX + 4];	/* "vm <name>" for log lines */
+
+	struct pager *pager;
+	struct guest_link *link;
+	struct vhost_vsock *vsock;
+	struct pause_backend *pause;
+	struct coord *coord;
+};
+
+struct vmnapd {
+	struct loop *loop;
+	struct vmnapd_config cfg;
+	struct vm *vms;
+	uint64_t next_vm_id;
+	uint64_t event_seq;	/* per-daemon event sequence number */
+	void *api;		/* control API server (api.c) */
+	void *events;		/* event log (events.c) */
+};
+
+/* A name is 1..VM_NAME_MAX-1 of [A-Za-z0-9_.-] and not "." or "..". */
+bool vm_name_valid(const char *name);
+/* Create and register a VM; NULL with errno set (EEXIST, EINVAL, ENOMEM). */
+struct vm *vm_new(struct vmnapd *d, const char *name);
+struct vm *vm_find(struct vmnapd *d, const char *name);
+struct vm *vm_find_id(struct vmnapd *d, uint64_t id);
+/* Detach every subsystem, unregister, free. */
+void vm_free(struct vm *vm);
+
+#endif
