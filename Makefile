@@ -43,6 +43,9 @@ GUEST_PROGRAMS	:=	# programs copied into the guest initramfs
 LIBS		:=	# shared objects -> $(BUILD)/<name>.so
 
 include $(sort $(wildcard */build.mk */*/build.mk))
+# Benchmarks: scripts/bench-<name>.mk adds its target to BENCH_TARGETS.
+BENCH_TARGETS	:=
+include $(sort $(wildcard scripts/*.mk))
 
 userspace: $(PROGRAMS) $(LIBS) $(TEST_PROGRAMS) $(GUEST_PROGRAMS)
 
@@ -73,6 +76,8 @@ check: deps
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
+
+bench: $(BENCH_TARGETS)
 
 clean:
 	rm -rf $(BUILD) build-asan

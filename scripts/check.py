@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """check.py - run every test layer of vmnap and count results.
 
-Tests are listed in tests/*/check.list (sorted by path; one test command a
-line: "<name> <timeout-seconds> <command...>", run from the repo root by
+Tests are listed in tests/<layer>/*.list (layers and files sorted by name;
+one test command a line: "<name> <timeout-seconds> <command...>", run from the repo root by
 /bin/sh; '#' starts a comment).  A command reports through TAP on stdout
 ("ok N ...", "not ok N ...", "ok N ... # SKIP reason"; nested/indented
 KTAP lines are only echoed) or, when it prints no TAP, through its exit
@@ -29,10 +29,13 @@ SKIP = re.compile(r"#\s*SKIP\b\s*(.*)$", re.I)
 def load_tests():
     tests = []
     tdir = os.path.join(ROOT, "tests")
+    lists = []
     for layer in sorted(os.listdir(tdir)):
-        lst = os.path.join(tdir, layer, "check.list")
-        if not os.path.isfile(lst):
-            continue
+        ldir = os.path.join(tdir, layer)
+        if os.path.isdir(ldir):
+            lists += [os.path.join(ldir, n) for n in sorted(os.listdir(ldir))
+                      if n.endswith(".list")]
+    for lst in lists:
         with open(lst) as f:
             for raw in f:
                 line = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
