@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * pager.h - a VM's guest RAM: page states, the per-VM store, userfaultfd
+ * fault service and working-set prefetch (DESIGN §6).
+ *
+ * Guest RAM is one or more regions of shared memfds.  Each region is known
+ * by its guest-physical address (gpa), its size, the memfd and the offset
+ * in it.  Every process that maps a region is a "mapper" and hands vmnapd a
+ * userfaultfd for its mapping (mem_handshake.c); the pager registers the
+ * mappers' ranges MISSING only while pages are out.
+ *
+ * Per 4 KiB page one state:
+ *   RESIDENT   the memfd holds the page (or may: a hole reads as zero)
+ *   OFFLOADED  the page is in the store at its slot, punched from the memfd
+ *   ZERO       known zero or reported free: punched, nothing stored
+ *   IN_FLIGHT  being written out or brought back by one thread
+ *
+ * Threads: every function here is called from the event-loop thread unless
+ * it says otherwise; the pager runs its own fault-service, prefetch and
+ * offload threads and reports back to the loop (offload done callback)
+ * through an eventfd.  The page-state table is shared under one mutex.
+ *
+ * Store slots: the slot of a page is its index in guest RAM (region order),
+ * so the store file is laid out like guest RAM, sparse, and contiguous
+ * guest pages are contiguous on disk.  Persisting the slot map for crash
+ * safety is then persisting the OFFLOADED bitmap before the punch.
+ */
+#ifndef VMNAP_PAGER_H
+#define VMNAP_PAGER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "uapi/vmnap.h"
+#include "vmnapd.h"
+
+#define PAGER_PAGE_SIZE		4096u
+#define PAGER_MAX_REGIONS	64	/* per VM */
+#define PAGER_MAX_MAPPERS	16	/* processes mapping one VM's RAM */
+#define PAGER_LAT_BUCKETS	32	/* fault latency: power-of-2 µs buckets */
+
+/* Tunables; pager_config_default() fills the defaults. */
+struct pager_config {
+	const char *store_dir;		/* 0700 directory; store file <vm>.store */
+	uint32_t fault_around_pages;	/* max pages one fault brings in (>= 1) */
+	uint32_t write_batch_bytes;	/* offload: bytes read+written per batch */
+	uint32_t write_queue_depth;	/* offload: batches in flight (io_uring) */
+	uint32_t prefetch_min_bytes;	/* prefetch transfer size after a fault */
+	uint32_t prefetch_max_bytes;	/* ... grows x2 per quiet chunk up to this */
+	bool prefetch;			/* working-set prefetch after resume */
+	bool direct_io;			/* O_DIRECT on the store (falls back if
+					 * the file system refuses it) */
+};
+
+void pager_config_default(struct pager_config *cfg, const char *store_dir);
+
+/* One region of guest RAM as the handshake describes it. */
+struct pager_region_desc {
+	uint64_t gpa;
+	uint64_t size;
+	uint64_t memfd_offset;
+	uint64_t host_addr;		/* in the mapper's address space */
+	int memfd;			/* -1: anonymous memory (not evictable) */
+};
+
+enum pager_page_state {
+	PAGE_RESIDENT = 0,
+	PAGE_OFFLOADED,
+	PAGE_ZERO,
+	PAGE_IN_FLIGHT,
+	PAGE_STATES
+};
+
+struct pager_stats {
+	uint64_t pages[PAGE_STATES];	/* count per enum pager_page_state */
+	uint64_t pages_total;
+	uint64_t ram_bytes;		/* guest RAM size */
+	uint64_t resident_bytes;	/* memfds' allocated blocks */
+	uint64_t store_bytes;		/* bytes held in the store (offloaded) */
+	uint64_t store_file_bytes;	/* the store file's allocated blocks */
+	uint64_t faults;		/* userfaultfd MISSING events served */
+	uint64_t fault_pages;		/* pages brought in by faults (+around) */
+	uint64_t zero_faults;		/* served with UFFDIO_ZEROPAGE */
+	uint64_t eexist;		/* EEXIST answered with UFFDIO_WAKE */
+	uint64_t prefetch_pages;	/* pages brought in by prefetch */
+	uint64_t offloads;		/* completed offloads */
+	uint64_t offload_errors;	/* aborted offloads (ENOSPC, EIO, ...) */
+	uint64_t last_offload_ns;	/* duration of the last offload */
+	uint64_t last_offload_written;	/* bytes written by the last offload */
+	uint64_t dropped_free_pages;	/* pages made ZERO by pager_drop_free */
+	uint32_t mappers;
+	bool registered;		/* mappers' ranges registered MISSING */
+	bool evictable;
+	const char *not_evictable_reason;	/* static string or NULL */
+	/* bucket i: latency in [2^i, 2^(i+1)) µs; bucket 0 also < 1 µs */
+	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
+};
+
+struct pager;
+struct pager_mapper;
+
+/*
+ * Create vm->pager for @vm with @nr regions.  The pager takes ownership of
+ * the memfds in @regions (closes them on detach).  -errno.
+ */
+int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
+		    const struct pager_region_desc *regions, unsigned int nr);
+/* Stop every pager thread, close fds, remove the store file. NULL-safe. */
+void pager_vm_detach(struct vm *vm);
+
+/*
+ * Add a mapper: @uffd is a userfaultfd of the mapper's mm (UFFDIO_API
+ * done), @host_addr[i] the address of region i in that mm (0: region not
+ * mapped there).  Owns @uffd.  If pages are out, registers at once.  -errno.
+ */
+int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
+		     unsigned int nr, pid_t pid, struct pager_mapper **out);
+/* The mapper went away (its handshake connection closed). */
+void pager_remove_mapper(struct pager *p, struct pager_mapper *m);
+/* Mark the VM not evictable (e.g. anonymous memory), with a static reason. */
+void pager_set_not_evictable(struct pager *p, const char *reason);
+
+/*
+ * Block until [gpa, gpa+len) is resident (OFFLOADED pages read back into
+ * the memfd).  For vmnapd's own accesses to guest RAM.  Any thread. -errno.
+ */
+int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len);
+
+/*
+ * Offload every resident page: zero pages punched, the rest written to the
+ * store and then punched.  Only while the VM is paused and every mapper is
+ * registered.  Asynchronous: @done runs on the loop thread with 0 or
+ * -errno (-ENOSPC, -EIO: aborted, what was not written stays resident).
+ * -EBUSY if an offload is running, -EPERM if not evictable.
+ */
+int pager_offload_start(struct pager *p,
+			void (*done)(struct pager *p, int err, void *arg),
+			void *arg);
+/* The VM runs again: start working-set prefetch. */
+void pager_resumed(struct pager *p);
+/* FREE_REPORT: the range becomes ZERO (punched, store slot dropped). */
+int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len);
+
+void pager_get_stats(struct pager *p, struct pager_stats *st);
+
+/*
+ * Guest RAM map for vmnap_range_check(): ranges (little-endian wire format)
+ * owned by the pager, valid until pager_vm_detach.
+ */
+void pager_get_ram(struct pager *p, struct vmnap_ram *ram);
+/* GPA -> (memfd, offset); the fd stays owned by the pager. -ERANGE. */
+int pager_gpa_to_memfd(struct pager *p, uint64_t gpa, int *memfd,
+		       uint64_t *offset);
+/* (memfd region index, offset) -> GPA; -ERANGE. */
+int pager_memfd_to_gpa(struct pager *p, int memfd, uint64_t offset,
+		       uint64_t *gpa);
+
+const char *pager_page_state_name(enum pager_page_state s);
+/* The VM this pager belongs to. */
+struct vm *pager_vm(struct pager *p);
+
+#endif
