@@ -22,6 +22,8 @@ PACKAGES=(
 	debootstrap
 	# tests, demo and benchmarks
 	curl jq socat fio gnuplot-nox util-linux procps iproute2
+	# replay benchmark: static in-guest exec agent (jansson + nettle)
+	nettle-dev
 )
 
 die() { echo "deps: $*" >&2; exit 1; }
