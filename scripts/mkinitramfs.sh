@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# mkinitramfs.sh - build the guest initramfs $BUILD/guest/initramfs.cpio.gz
+# (BUILD defaults to build) from:
+#   busybox-static            /bin/busybox + applet links
+#   scripts/guest-init        /init
+#   guest kernel modules      /lib/modules/<ver>/... (guest-modules.order,
+#                             modules.dep from depmod: modprobe works)
+#   vmnap.ko                  /lib/modules/vmnap.ko (not loaded at boot)
+#   $(GUEST_PROGRAMS)         /usr/bin/<name>, with their shared libraries
+# Skips the work when none of these inputs changed (content hash).
+# Needs the guest kernel (scripts/guest-kernel.sh, called here; cached) and
+# the build (make all).  Prints the image path.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+cd "$root"
+die() { echo "mkinitramfs: $*" >&2; exit 1; }
+
+BUILD=${BUILD:-build}
+out_dir=$BUILD/guest
+out=$out_dir/initramfs.cpio.gz
+stamp=$out_dir/initramfs.inputs
+busybox=/bin/busybox
+module=$root/vmnap.ko
+init=$here/guest-init
+
+kdir=$("$here/guest-kernel.sh") || die "guest kernel unavailable (see above)"
+ver=$("$here/guest-kver.sh")
+moddir=$kdir/lib/modules/$ver
+
+[ -x "$busybox" ] || die "$busybox missing; run 'make deps' (busybox-static)"
+if ldd "$busybox" >/dev/null 2>&1; then
+	die "$busybox is dynamically linked; install busybox-static ('make deps')"
+fi
+[ -f "$module" ] || die "vmnap.ko not built; run 'make module' (or 'make all')"
+vermagic=$(modinfo -F vermagic "$module")
+[ "${vermagic%% *}" = "$ver" ] ||
+	die "vmnap.ko was built for ${vermagic%% *}, the guest kernel is $ver; run 'make clean module'"
+
+programs=$(make -s --no-print-directory print-guest-programs)
+for p in $programs; do
+	[ -x "$p" ] || die "guest program $p not built; run 'make all'"
+done
+
+# Shared libraries of a program, as the absolute paths ldd resolves
+# (including the dynamic loader).  Static programs have none.
+shared_libs() {
+	{ ldd "$1" 2>/dev/null || true; } | awk '/=> \//{print $3} /^\t\//{print $1}'
+}
+libs=$(for p in $programs; do shared_libs "$p"; done | sort -u)
+
+# Content hash of every input decides whether to rebuild.
+mapfile -t boot_modules <"$kdir/guest-modules.order"
+inputs=("$0" "$init" "$busybox" "$module" "$kdir/.complete"
+	"${boot_modules[@]/#/$moddir/}" $programs $libs)
+digest=$( { printf '%s\n' "$ver" "$programs"; sha256sum "${inputs[@]}"; } | sha256sum | cut -d' ' -f1)
+if [ -f "$out" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
+	echo "$out"
+	exit 0
+fi
+
+mkdir -p "$out_dir"
+stage=$(mktemp -d "$out_dir/.initramfs.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+
+mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,lib/modules,etc,root,proc,sys,dev,run,tmp}
+chmod 1777 "$stage/tmp"
+# The kernel opens /dev/console for init before devtmpfs is mounted.
+mknod -m 0600 "$stage/dev/console" c 5 1
+mknod -m 0666 "$stage/dev/null" c 1 3
+
+cp "$busybox" "$stage/bin/busybox"
+for a in $("$busybox" --list-full); do
+	[ -e "$stage/$a" ] || ln -s /bin/busybox "$stage/$a"
+done
+install -m 0755 "$init" "$stage/init"
+printf 'root:x:0:0:root:/root:/bin/sh\n' >"$stage/etc/passwd"
+printf 'root:x:0:\n' >"$stage/etc/group"
+
+smod=$stage/lib/modules/$ver
+for m in "${boot_modules[@]}"; do
+	install -D -m 0644 "$moddir/$m" "$smod/$m"
+done
+cp "$kdir/guest-modules.order" "$smod/"
+cp "$moddir"/modules.builtin "$moddir"/modules.builtin.modinfo "$moddir"/modules.order "$smod/"
+depmod -b "$stage" "$ver"
+install -m 0644 "$module" "$stage/lib/modules/vmnap.ko"
+
+for p in $programs; do
+	install -m 0755 "$p" "$stage/usr/bin/$(basename "$p")"
+done
+for l in $libs; do
+	install -D -m 0755 "$l" "$stage$l"
+done
+
+(cd "$stage" && find . -mindepth 1 -print0 | LC_ALL=C sort -z |
+	cpio --null -o -H newc -R 0:0 --quiet) | gzip -6 -n >"$out.tmp"
+mv "$out.tmp" "$out"
+echo "$digest" >"$stamp"
+echo "mkinitramfs: $out ($(du -h "$out" | cut -f1), ${#boot_modules[@]} modules," \
+	"$(echo $programs | wc -w) programs)" >&2
+echo "$out"

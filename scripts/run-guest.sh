@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# run-guest.sh - boot the vmnap guest (Debian's kernel + busybox initramfs)
+# in QEMU, run one shell command in it and exit with that command's status.
+# See usage() or --help.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+BUILD=${BUILD:-build}
+
+# Exit statuses of the launcher itself (a guest command's own status is
+# passed through unchanged).
+EXIT_USAGE=2
+EXIT_KERNEL_COMPLAINT=123	# console shows BUG/WARNING/Oops/Call Trace/panic
+EXIT_TIMEOUT=124		# --timeout expired, QEMU killed
+EXIT_NO_STATUS=125		# QEMU failed or the guest died without a status line
+
+KILL_GRACE_SEC=5		# SIGTERM -> SIGKILL for a QEMU that overran
+GUEST_CID=3			# vsock CID of the guest (vhost-user-vsock)
+ROOTFS_SERIAL=vmnap-root	# guest-init finds the --rootfs disk by it
+# Kernel log lines (after the printk timestamp) that fail a run.
+KERNEL_COMPLAINT_RE='\[ *[0-9]+\.[0-9]+\] *(BUG:|kernel BUG at|WARNING:|Oops|Call Trace:|Kernel panic|general protection fault)'
+
+usage() {
+	cat <<EOF
+usage: scripts/run-guest.sh [options] [-- guest shell command]
+
+Boot the vmnap guest in QEMU (q35, guest RAM from a shared memfd as the NUMA
+node memdev), run the command as root under /bin/sh after the virtio and
+vsock modules are loaded, power off.  vmnap.ko is at /lib/modules/vmnap.ko
+(not loaded).  The command's console output is printed on stdout; the whole
+console is in the log file.
+
+options:
+  --mem MIB           guest RAM (default 512)
+  --cpus N            vCPUs (default 1)
+  --timeout SEC       hard limit; QEMU is killed, exit 124 (default 120)
+  --name NAME         guest name, used for default paths (default guest)
+  --log FILE          serial console log (default $BUILD/guest/NAME.log)
+  --qmp PATH          QMP unix socket (default $BUILD/guest/NAME.qmp)
+  --ctl PATH          unix socket (QEMU listens) wired to the guest's /dev/ttyS1;
+                      what the guest writes there is also logged to PATH.log
+  --disk FILE         virtio-blk disk, guest /dev/vda (raw; qcow2 by extension)
+  --vsock-user PATH   vhost-user-vsock device served on unix socket PATH
+                      (guest CID $GUEST_CID)
+  --env VAR=VAL       put VAR into QEMU's environment (e.g. LD_PRELOAD=...)
+  --qemu-arg ARG      extra raw QEMU argument (repeatable)
+  --initrd FILE       use this initramfs instead of building/using
+                      $BUILD/guest/initramfs.cpio.gz
+  --net               user-mode virtio-net NIC (guest eth0 10.0.2.15/24)
+  --rootfs IMAGE      ext4 image: the guest mounts it, switch_roots into it
+                      and runs the command there (writes go to a throw-away
+                      snapshot; busybox, vmnap.ko in /run/vmnap)
+  --append ARGS       extra kernel command line
+  --verbose           copy the console to stderr while the guest runs
+  -h, --help          this text
+
+exit status: the guest command's; $EXIT_TIMEOUT timeout; $EXIT_NO_STATUS no status from the
+guest (QEMU error, kernel panic); $EXIT_KERNEL_COMPLAINT kernel BUG/WARNING/Oops/Call Trace/
+panic on the console (the lines are printed); $EXIT_USAGE usage error.
+Environment: VMNAP_ACCEL=kvm|tcg forces the accelerator (default: KVM when
+/dev/kvm is usable, else TCG); VMNAP_CACHE (guest kernel cache).
+EOF
+}
+
+die() { echo "run-guest: $*" >&2; exit "$EXIT_NO_STATUS"; }
+usage_error() { echo "run-guest: $*" >&2; echo "try --help" >&2; exit "$EXIT_USAGE"; }
+
+mem=512 cpus=1 timeout=120 name=guest log= qmp= ctl= disk= vsock_user= initrd=
+net=0 rootfs= append= verbose=0
+envs=() qemu_extra=()
+need_arg() { [ $# -ge 2 ] || usage_error "$1 needs an argument"; }
+while [ $# -gt 0 ]; do
+	case $1 in
+	--mem) need_arg "$@"; mem=$2; shift 2 ;;
+	--cpus) need_arg "$@"; cpus=$2; shift 2 ;;
+	--timeout) need_arg "$@"; timeout=$2; shift 2 ;;
+	--name) need_arg "$@"; name=$2; shift 2 ;;
+	--log) need_arg "$@"; log=$2; shift 2 ;;
+	--qmp) need_arg "$@"; qmp=$2; shift 2 ;;
+	--ctl) need_arg "$@"; ctl=$2; shift 2 ;;
+	--disk) need_arg "$@"; disk=$2; shift 2 ;;
+	--vsock-user) need_arg "$@"; vsock_user=$2; shift 2 ;;
+	--env) need_arg "$@"; envs+=("$2"); shift 2 ;;
+	--qemu-arg) need_arg "$@"; qemu_extra+=("$2"); shift 2 ;;
+	--initrd) need_arg "$@"; initrd=$2; shift 2 ;;
+	--net) net=1; shift ;;
+	--rootfs) need_arg "$@"; rootfs=$2; shift 2 ;;
+	--append) need_arg "$@"; append=$2; shift 2 ;;
+	--verbose) verbose=1; shift ;;
+	-h|--help) usage; exit 0 ;;
+	--) shift; break ;;
+	*) usage_error "unknown option '$1'" ;;
+	esac
+done
+command=${*:-true}
+
+is_uint() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
+is_uint "$mem" || usage_error "--mem wants MiB > 0, got '$mem'"
+is_uint "$cpus" || usage_error "--cpus wants N > 0, got '$cpus'"
+is_uint "$timeout" || usage_error "--timeout wants seconds > 0, got '$timeout'"
+[[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || usage_error "--name wants [A-Za-z0-9_.-]+, got '$name'"
+for e in ${envs[@]+"${envs[@]}"}; do
+	[[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage_error "--env wants VAR=VAL, got '$e'"
+done
+[ -z "$disk" ] || [ -f "$disk" ] || [ -b "$disk" ] || usage_error "--disk $disk: no such file"
+[ -z "$rootfs" ] || [ -f "$rootfs" ] || usage_error "--rootfs $rootfs: no such file"
+[ -z "$initrd" ] || [ -f "$initrd" ] || usage_error "--initrd $initrd: no such file"
+
+cd "$root"
+out_dir=$BUILD/guest
+mkdir -p "$out_dir"
+log=${log:-$out_dir/$name.log}
+qmp=${qmp:-$out_dir/$name.qmp}
+qemu_log=$out_dir/$name.qemu.log
+cmd_file=$out_dir/$name.cmd
+
+kdir=$("$here/guest-kernel.sh") || die "guest kernel unavailable (see above)"
+if [ -z "$initrd" ]; then
+	initrd=$("$here/mkinitramfs.sh") || die "initramfs unavailable (see above)"
+fi
+
+# KVM when /dev/kvm opens and QEMU can reset and start a q35 vCPU with the
+# host CPU model on it (a sandbox may offer a /dev/kvm that cannot), else TCG.
+kvm_usable() {
+	[ -r /dev/kvm ] && [ -w /dev/kvm ] || return 1
+	(printf '%s' '{"execute":"qmp_capabilities"}{"execute":"cont"}{"execute":"quit"}' |
+		timeout 20 qemu-system-x86_64 -machine q35 -accel kvm -cpu host -m 64 \
+			-nodefaults -display none -S -qmp stdio) >/dev/null 2>&1
+}
+accel=${VMNAP_ACCEL:-}
+if [ -z "$accel" ]; then
+	if kvm_usable; then accel=kvm; else accel=tcg; fi
+fi
+case $accel in
+kvm) cpu_model=host ;;
+tcg) cpu_model=max ;;
+*) usage_error "VMNAP_ACCEL must be kvm or tcg, got '$accel'" ;;
+esac
+
+nonce=$(tr -d '-' </proc/sys/kernel/random/uuid)
+printf '%s' "$command" >"$cmd_file"
+cmdline="console=ttyS0 panic=-1 vmnap_nonce=$nonce vmnap_name=$name"
+[ "$net" = 1 ] && cmdline+=" vmnap_net=1"
+[ -n "$rootfs" ] && cmdline+=" vmnap_rootfs=1"
+[ -n "$append" ] && cmdline+=" $append"
+
+disk_format() { case $1 in *.qcow2) echo qcow2 ;; *) echo raw ;; esac; }
+
+args=(
+	-name "guest=$name" -machine q35 -accel "$accel" -cpu "$cpu_model"
+	-smp "$cpus" -m "${mem}M"
+	-object "memory-backend-memfd,id=mem,size=${mem}M,share=on"
+	-numa "node,memdev=mem"
+	-kernel "$kdir/vmlinuz" -initrd "$initrd" -append "$cmdline"
+	-fw_cfg "name=opt/vmnap/cmd,file=$cmd_file"
+	-nodefaults -no-user-config -display none -no-reboot
+	-chardev "file,id=console,path=$log" -serial chardev:console
+	-qmp "unix:$qmp,server=on,wait=off"
+)
+if [ -n "$ctl" ]; then
+	rm -f "$ctl"
+	args+=(-chardev "socket,id=ctl,path=$ctl,server=on,wait=off,logfile=$ctl.log"
+		-serial chardev:ctl)
+else
+	args+=(-serial null)
+fi
+if [ -n "$disk" ]; then
+	args+=(-drive "file=$disk,if=none,id=disk0,format=$(disk_format "$disk")"
+		-device virtio-blk-pci,drive=disk0)
+fi
+if [ -n "$rootfs" ]; then
+	args+=(-drive "file=$rootfs,if=none,id=rootfs,format=$(disk_format "$rootfs"),snapshot=on"
+		-device "virtio-blk-pci,drive=rootfs,serial=$ROOTFS_SERIAL")
+fi
+if [ -n "$vsock_user" ]; then
+	args+=(-chardev "socket,id=vsock,path=$vsock_user"
+		-device "vhost-user-vsock-pci,chardev=vsock,guest-cid=$GUEST_CID")
+fi
+if [ "$net" = 1 ]; then
+	args+=(-netdev user,id=net0 -device virtio-net-pci,netdev=net0)
+fi
+args+=(${qemu_extra[@]+"${qemu_extra[@]}"})
+
+rm -f "$log" "$qmp"
+: >"$log"
+echo "run-guest: $name: $accel, $cpus vCPU, ${mem} MiB, timeout ${timeout}s, console $log" >&2
+
+qemu_pid= tail_pid=
+cleanup() {
+	[ -n "$qemu_pid" ] && kill -TERM "$qemu_pid" 2>/dev/null && wait "$qemu_pid" 2>/dev/null
+	[ -n "$tail_pid" ] && kill "$tail_pid" 2>/dev/null
+	return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# timeout(1) forwards our SIGTERM to QEMU and SIGKILLs it after the grace.
+env ${envs[@]+"${envs[@]}"} timeout -k "$KILL_GRACE_SEC" "$timeout" \
+	qemu-system-x86_64 "${args[@]}" </dev/null >"$qemu_log" 2>&1 &
+qemu_pid=$!
+if [ "$verbose" = 1 ]; then
+	tail -n +1 -f --pid="$qemu_pid" "$log" >&2 &
+	tail_pid=$!
+fi
+rc=0
+wait "$qemu_pid" || rc=$?
+qemu_pid=
+[ -n "$tail_pid" ] && { sleep 0.2; kill "$tail_pid" 2>/dev/null || true; tail_pid=; }
+
+console=$(tr -d '\r' <"$log")
+# The command's output: the console between our two status lines.
+printf '%s\n' "$console" | awk -v n="$nonce" '
+	index($0, "VMNAP-READY " n) { on = 1; next }
+	index($0, "VMNAP-EXIT " n) { exit }
+	on { print }'
+ready=$(printf '%s\n' "$console" | sed -n "s/.*VMNAP-READY $nonce \([0-9.]*\).*/\1/p")
+status=$(printf '%s\n' "$console" | sed -n "s/.*VMNAP-EXIT $nonce \([0-9]*\).*/\1/p")
+[ -n "$ready" ] && echo "run-guest: $name: command started ${ready}s after kernel start ($accel)" >&2
+
+complaints=$(printf '%s\n' "$console" | grep -E "$KERNEL_COMPLAINT_RE" || true)
+if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+	echo "run-guest: $name: timed out after ${timeout}s; QEMU killed (console: $log)" >&2
+	[ -n "$complaints" ] && printf 'run-guest: kernel: %s\n' "$complaints" >&2
+	exit "$EXIT_TIMEOUT"
+fi
+if [ -n "$complaints" ]; then
+	echo "run-guest: $name: the kernel complained on the console ($log):" >&2
+	printf '%s\n' "$complaints" | head -n 20 | sed 's/^/run-guest:   /' >&2
+	echo "run-guest: $name: guest command status ${status:-none}" >&2
+	exit "$EXIT_KERNEL_COMPLAINT"
+fi
+if [ -z "$status" ]; then
+	echo "run-guest: $name: no status line from the guest (QEMU exit $rc)" >&2
+	sed 's/^/run-guest: qemu: /' "$qemu_log" >&2
+	tail -n 15 "$log" | tr -d '\r' | sed 's/^/run-guest: console: /' >&2
+	exit "$EXIT_NO_STATUS"
+fi
+if [ "$rc" -ne 0 ]; then
+	echo "run-guest: $name: QEMU exited with $rc after the guest finished" >&2
+	sed 's/^/run-guest: qemu: /' "$qemu_log" >&2
+fi
+exit "$status"
