@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "loop.h"
+#include "mem_handshake.h"	/* pager: memory handshake */
 #include "vmnapd.h"
 
 #define VMNAPD_VERSION		"0.1.0"
@@ -77,6 +78,9 @@ static int daemon_start(struct vmnapd *d)
 		return err;
 	}
 	/* subsystems start here */
+	err = mem_handshake_start(d, NULL, NULL);	/* pager: <run_dir>/mem.sock */
+	if (err)
+		return err;
 	return 0;
 }
 
@@ -85,6 +89,7 @@ static void daemon_stop(struct vmnapd *d)
 	while (d->vms)
 		vm_free(d->vms);
 	/* subsystems stop here, in reverse order of daemon_start() */
+	mem_handshake_stop(d);	/* pager */
 }
 
 int main(int argc, char **argv)

@@ -116,6 +116,12 @@ void pager_vm_detach(struct vm *vm);
  */
 int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 		     unsigned int nr, pid_t pid, struct pager_mapper **out);
+/*
+ * A further mapper's region list must describe the same guest RAM: same
+ * count, gpa, size, memfd offset and memfd inode.  0 or -EINVAL.
+ */
+int pager_regions_match(struct pager *p, const struct pager_region_desc *rd,
+			unsigned int nr);
 /* The mapper went away (its handshake connection closed). */
 void pager_remove_mapper(struct pager *p, struct pager_mapper *m);
 /* Mark the VM not evictable (e.g. anonymous memory), with a static reason. */

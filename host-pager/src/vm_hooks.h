@@ -12,10 +12,11 @@
 #define VMNAP_VM_HOOKS_H
 
 #include "vmnapd.h"
+#include "pager.h"
 
 static inline void vm_detach_all(struct vm *vm)
 {
-	(void)vm;
+	pager_vm_detach(vm);	/* last: serves pages until nothing maps RAM */
 }
 
 #endif

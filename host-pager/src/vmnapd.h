@@ -61,6 +61,7 @@ struct vmnapd {
 	uint64_t event_seq;	/* per-daemon event sequence number */
 	void *api;		/* control API server (api.c) */
 	void *events;		/* event log (events.c) */
+	void *mem_handshake;	/* memory handshake server (mem_handshake.c) */
 };
 
 /* A name is 1..VM_NAME_MAX-1 of [A-Za-z0-9_.-] and not "." or "..". */

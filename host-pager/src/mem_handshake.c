@@ -1,0 +1,625 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * mem_handshake.c - the memory handshake server; see mem_handshake.h.
+ *
+ * Everything a peer sends is hostile until checked: its credentials
+ * (SO_PEERCRED), the size and syntax of its message, every fd's kind
+ * (userfaultfd by its anon-inode name; memfd by its "/memfd:" name, a
+ * regular shmem file that answers F_GET_SEALS, without write seals, large
+ * enough) and every region (alignment, size, overlap, count).  A refusal
+ * is logged with its reason, counted, answered, and closes the connection.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loop.h"
+#include "mem_handshake.h"
+#include "pager.h"
+
+#define HS_MAX_RAM_BYTES	(1ull << 40)	/* per VM */
+#define HS_MAX_ADDR		(1ull << 57)	/* user address space bound */
+#define HS_UFFD_LINK		"anon_inode:[userfaultfd]"
+#define HS_MEMFD_LINK_PREFIX	"/memfd:"
+#define HS_CMSG_SPACE		CMSG_SPACE(sizeof(int) * MEM_HANDSHAKE_MAX_FDS)
+
+struct hs_conn {
+	struct hs_conn *next;
+	struct mem_handshake *hs;
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	bool attached;
+	char *buf;
+	size_t len;
+	int fds[MEM_HANDSHAKE_MAX_FDS];
+	unsigned int nfds;
+	struct loop_timer timer;
+	/* attached: the mapper this connection stands for */
+	uint64_t vm_id;
+	struct pager *pager;
+	struct pager_mapper *mapper;
+};
+
+struct mem_handshake {
+	struct vmnapd *d;
+	int fd;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct pager_config cfg;
+	struct hs_conn *conns;
+	struct mem_handshake_stats st;
+};
+
+static const char *const refusal_names[HS_REFUSALS] = {
+	[HS_REFUSE_PEER] = "peer",
+	[HS_REFUSE_TRUNCATED] = "truncated",
+	[HS_REFUSE_TIMEOUT] = "timeout",
+	[HS_REFUSE_TOO_LARGE] = "too_large",
+	[HS_REFUSE_JSON] = "json",
+	[HS_REFUSE_FIELD] = "field",
+	[HS_REFUSE_FD] = "fd",
+	[HS_REFUSE_REGION] = "region",
+	[HS_REFUSE_VM] = "vm",
+	[HS_REFUSE_INTERNAL] = "internal",
+};
+
+const char *mem_hs_refusal_name(enum mem_hs_refusal r)
+{
+	return r < HS_REFUSALS ? refusal_names[r] : "?";
+}
+
+static void conn_close_fds(struct hs_conn *c)
+{
+	for (unsigned int i = 0; i < c->nfds; i++)
+		if (c->fds[i] >= 0)
+			close(c->fds[i]);
+	c->nfds = 0;
+}
+
+static void conn_free(struct hs_conn *c)
+{
+	struct mem_handshake *hs = c->hs;
+	struct hs_conn **pp;
+
+	for (pp = &hs->conns; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	loop_timer_cancel(hs->d->loop, &c->timer);
+	loop_del_fd(hs->d->loop, c->fd);
+	close(c->fd);
+	conn_close_fds(c);
+	free(c->buf);
+	free(c);
+}
+
+static void reply(struct hs_conn *c, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+
+	if (s) {
+		size_t n = strlen(s);
+
+		s[n] = '\n';	/* one line; the NUL is not sent */
+		(void)send(c->fd, s, n + 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		free(s);
+	}
+	json_decref(j);
+}
+
+static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->hs->st.refused[why]++;
+	log_warn("mem.sock", "refused pid %d (%s): %s", (int)c->pid,
+		 mem_hs_refusal_name(why), msg);
+	reply(c, json_pack("{s:b,s:s,s:s}", "ok", 0, "reason",
+			   mem_hs_refusal_name(why), "error", msg));
+	conn_free(c);
+}
+
+static bool fd_link_is(int fd, const char *want, bool prefix)
+{
+	char path[64], link[256];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return false;
+	link[n] = 0;
+	return prefix ? !strncmp(link, want, strlen(want)) : !strcmp(link, want);
+}
+
+/* An integer field >= 0; @def if absent and @def >= 0.  -1 on error. */
+static int get_u64(json_t *o, const char *key, int64_t def, uint64_t *out)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!v) {
+		if (def < 0)
+			return -1;
+		*out = (uint64_t)def;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return -1;
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+struct hs_req {
+	char name[VM_NAME_MAX];
+	bool firecracker;
+	int uffd_idx;
+	unsigned int nr;
+	struct pager_region_desc rd[PAGER_MAX_REGIONS];
+	int memfd_idx[PAGER_MAX_REGIONS];
+};
+
+/* Parse and check the regions; fills @rq.  Refuses (and frees @c) on error. */
+static int parse_regions(struct hs_conn *c, json_t *arr, struct hs_req *rq)
+{
+	size_t n = json_array_size(arr);
+	uint64_t total = 0;
+
+	if (!json_is_array(arr) || n == 0) {
+		refuse(c, HS_REFUSE_FIELD, "\"regions\" must be a non-empty array");
+		return -1;
+	}
+	if (n > PAGER_MAX_REGIONS) {
+		refuse(c, HS_REFUSE_REGION, "%zu regions (at most %d)", n, PAGER_MAX_REGIONS);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *r = json_array_get(arr, i);
+		uint64_t ps, memfd_idx, host, size, off, gpa;
+
+		if (!json_is_object(r) ||
+		    get_u64(r, "base_host_virt_addr", -1, &host) ||
+		    get_u64(r, "size", -1, &size) || get_u64(r, "offset", -1, &off) ||
+		    get_u64(r, "page_size", PAGER_PAGE_SIZE, &ps) ||
+		    get_u64(r, "gpa", rq->firecracker ? (int64_t)off : -1, &gpa) ||
+		    get_u64(r, "memfd", rq->firecracker ? 0 : -1, &memfd_idx)) {
+			refuse(c, HS_REFUSE_FIELD, "region %zu: missing or invalid field", i);
+			return -1;
+		}
+		if (ps != PAGER_PAGE_SIZE) {
+			refuse(c, HS_REFUSE_REGION, "region %zu: page_size %llu (only %u)",
+			       i, (unsigned long long)ps, PAGER_PAGE_SIZE);
+			return -1;
+		}
+		if (!size || !host || (host | size | off | gpa) % PAGER_PAGE_SIZE) {
+			refuse(c, HS_REFUSE_REGION, "region %zu: empty or not %u-aligned",
+			       i, PAGER_PAGE_SIZE);
+			return -1;
+		}
+		if (size > HS_MAX_RAM_BYTES || host >= HS_MAX_ADDR || gpa >= HS_MAX_ADDR ||
+		    off >= HS_MAX_ADDR || host + size > HS_MAX_ADDR ||
+		    (total += size) > HS_MAX_RAM_BYTES) {
+			refuse(c, HS_REFUSE_REGION, "region %zu: too large", i);
+			return -1;
+		}
+		for (size_t j = 0; j < i; j++) {
+			const struct pager_region_desc *o = &rq->rd[j];
+
+			if (ranges_overlap(gpa, size, o->gpa, o->size) ||
+			    ranges_overlap(host, size, o->host_addr, o->size) ||
+			    (!rq->firecracker && memfd_idx == (uint64_t)rq->memfd_idx[j] &&
+			     ranges_overlap(off, size, o->memfd_offset, o->size))) {
+				refuse(c, HS_REFUSE_REGION, "region %zu overlaps region %zu", i, j);
+				return -1;
+			}
+		}
+		if (!rq->firecracker && (memfd_idx >= c->nfds || (int)memfd_idx == rq->uffd_idx)) {
+			refuse(c, HS_REFUSE_FD, "region %zu: memfd index %llu not a received fd",
+			       i, (unsigned long long)memfd_idx);
+			return -1;
+		}
+		rq->rd[i] = (struct pager_region_desc){
+			.gpa = gpa, .size = size, .memfd_offset = off, .host_addr = host,
+			.memfd = -1,
+		};
+		rq->memfd_idx[i] = rq->firecracker ? -1 : (int)memfd_idx;
+	}
+	rq->nr = (unsigned int)n;
+	return 0;
+}
+
+/* Check every fd's kind; @c refused on error. */
+static int check_fds(struct hs_conn *c, struct hs_req *rq)
+{
+	bool used[MEM_HANDSHAKE_MAX_FDS] = { false };
+
+	if (rq->uffd_idx < 0 || (unsigned int)rq->uffd_idx >= c->nfds) {
+		refuse(c, HS_REFUSE_FD, "no userfaultfd received (%u fd(s))", c->nfds);
+		return -1;
+	}
+	if (!fd_link_is(c->fds[rq->uffd_idx], HS_UFFD_LINK, false)) {
+		refuse(c, HS_REFUSE_FD, "fd %d is not a userfaultfd", rq->uffd_idx);
+		return -1;
+	}
+	used[rq->uffd_idx] = true;
+	for (unsigned int i = 0; i < rq->nr; i++) {
+		int idx = rq->memfd_idx[i], fd, seals;
+		struct stat st;
+
+		if (idx < 0)
+			continue;
+		fd = c->fds[idx];
+		used[idx] = true;
+		seals = fcntl(fd, F_GET_SEALS);
+		if (!fd_link_is(fd, HS_MEMFD_LINK_PREFIX, true) || fstat(fd, &st) < 0 ||
+		    !S_ISREG(st.st_mode) || seals < 0) {
+			refuse(c, HS_REFUSE_FD, "region %u: fd %d is not a memfd", i, idx);
+			return -1;
+		}
+		if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) {
+			refuse(c, HS_REFUSE_FD, "region %u: memfd is write-sealed", i);
+			return -1;
+		}
+		if ((uint64_t)st.st_size < rq->rd[i].memfd_offset + rq->rd[i].size) {
+			refuse(c, HS_REFUSE_REGION, "region %u: beyond the memfd's %lld bytes",
+			       i, (long long)st.st_size);
+			return -1;
+		}
+		rq->rd[i].memfd = fd;
+	}
+	for (unsigned int i = 0; i < c->nfds; i++) {
+		if (!used[i]) {
+			refuse(c, HS_REFUSE_FD, "fd %u received but not referenced", i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Hand the checked request to the VM's pager. */
+static void attach(struct hs_conn *c, struct hs_req *rq)
+{
+	struct mem_handshake *hs = c->hs;
+	uint64_t host[PAGER_MAX_REGIONS];
+	bool created = false;
+	struct vm *vm;
+	int err, uffd = c->fds[rq->uffd_idx];
+
+	vm = vm_find(hs->d, rq->name);
+	if (!vm) {
+		vm = vm_new(hs->d, rq->name);
+		if (!vm) {
+			refuse(c, errno == ENOMEM ? HS_REFUSE_INTERNAL : HS_REFUSE_VM,
+			       "cannot register vm '%s': %s", rq->name, strerror(errno));
+			return;
+		}
+		created = true;
+	}
+	for (unsigned int i = 0; i < rq->nr; i++)
+		host[i] = rq->rd[i].host_addr;
+	if (!vm->pager) {
+		err = pager_vm_attach(vm, &hs->cfg, rq->rd, rq->nr);
+		if (err) {
+			if (created)
+				vm_free(vm);
+			refuse(c, HS_REFUSE_INTERNAL, "pager: %s", strerror(-err));
+			return;
+		}
+		/* the pager owns the memfds now */
+		for (unsigned int i = 0; i < rq->nr; i++)
+			if (rq->memfd_idx[i] >= 0)
+				c->fds[rq->memfd_idx[i]] = -1;
+		if (rq->firecracker)
+			pager_set_not_evictable(vm->pager,
+				"Firecracker form: anonymous memory, no memfd to punch");
+	} else if (pager_regions_match(vm->pager, rq->rd, rq->nr)) {
+		refuse(c, HS_REFUSE_VM, "vm '%s' already has different guest RAM", rq->name);
+		return;
+	}
+	err = pager_add_mapper(vm->pager, uffd, host, rq->nr, c->pid, &c->mapper);
+	if (err) {
+		if (created)
+			vm_free(vm);
+		refuse(c, HS_REFUSE_INTERNAL, "mapper: %s", strerror(-err));
+		return;
+	}
+	c->fds[rq->uffd_idx] = -1;	/* the mapper owns it */
+	conn_close_fds(c);
+	c->attached = true;
+	c->vm_id = vm->id;
+	c->pager = vm->pager;
+	free(c->buf);
+	c->buf = NULL;
+	loop_timer_cancel(hs->d->loop, &c->timer);
+	hs->st.accepted++;
+	log_info(vm->subject, "mem handshake from pid %d: %u region(s)%s", (int)c->pid,
+		 rq->nr, rq->firecracker ? " (Firecracker form)" : "");
+	reply(c, json_pack("{s:b,s:s,s:I,s:b}", "ok", 1, "vm", vm->name,
+			   "id", (json_int_t)vm->id, "evictable", !rq->firecracker));
+}
+
+static void handle_message(struct hs_conn *c, json_t *doc)
+{
+	struct hs_req *rq = calloc(1, sizeof(*rq));
+	json_t *regions;
+
+	if (!rq) {
+		refuse(c, HS_REFUSE_INTERNAL, "out of memory");
+		return;
+	}
+	if (json_is_array(doc)) {
+		rq->firecracker = true;
+		rq->uffd_idx = 0;
+		snprintf(rq->name, sizeof(rq->name), "fc-%d", (int)c->pid);
+		regions = doc;
+	} else if (json_is_object(doc)) {
+		json_t *name = json_object_get(doc, "vm");
+		uint64_t idx;
+
+		if (!json_is_string(name) || !vm_name_valid(json_string_value(name))) {
+			refuse(c, HS_REFUSE_VM, "\"vm\" must be a valid VM name");
+			goto out;
+		}
+		snprintf(rq->name, sizeof(rq->name), "%s", json_string_value(name));
+		if (get_u64(doc, "uffd", 0, &idx) || idx >= MEM_HANDSHAKE_MAX_FDS) {
+			refuse(c, HS_REFUSE_FIELD, "\"uffd\" must be an fd index");
+			goto out;
+		}
+		rq->uffd_idx = (int)idx;
+		regions = json_object_get(doc, "regions");
+	} else {
+		refuse(c, HS_REFUSE_FIELD, "expected an object or an array");
+		goto out;
+	}
+	if (parse_regions(c, regions, rq) || check_fds(c, rq))
+		goto out;
+	attach(c, rq);
+out:
+	free(rq);
+}
+
+/* The peer of an attached connection hung up: its mapper is gone. */
+static void conn_detach(struct hs_conn *c)
+{
+	struct mem_handshake *hs = c->hs;
+	struct vm *vm = vm_find_id(hs->d, c->vm_id);
+
+	hs->st.mappers_gone++;
+	if (vm && vm->pager && vm->pager == c->pager) {
+		struct pager_stats st;
+
+		pager_remove_mapper(vm->pager, c->mapper);
+		pager_get_stats(vm->pager, &st);
+		if (!st.mappers) {
+			log_info(vm->subject, "last mapper gone: releasing guest RAM");
+			pager_vm_detach(vm);
+		}
+	}
+	conn_free(c);
+}
+
+static void conn_readable(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct hs_conn *c = arg;
+	char cbuf[HS_CMSG_SPACE];
+	struct iovec iov;
+	struct msghdr mh = { 0 };
+	json_error_t jerr;
+	json_t *doc;
+	ssize_t n;
+
+	(void)l;
+	(void)events;
+	if (c->attached) {
+		char sink[256];
+
+		n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			conn_detach(c);
+		return;	/* nothing more is expected: ignore */
+	}
+	iov.iov_base = c->buf + c->len;
+	iov.iov_len = MEM_HANDSHAKE_MAX_MSG - c->len;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		refuse(c, HS_REFUSE_TRUNCATED, "recvmsg: %s", strerror(errno));
+		return;
+	}
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t nfd;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < nfd; i++) {
+			int rfd;
+
+			memcpy(&rfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (c->nfds < MEM_HANDSHAKE_MAX_FDS)
+				c->fds[c->nfds++] = rfd;
+			else
+				close(rfd);
+		}
+	}
+	if (mh.msg_flags & MSG_CTRUNC) {
+		refuse(c, HS_REFUSE_FD, "more than %d fds", MEM_HANDSHAKE_MAX_FDS);
+		return;
+	}
+	if (n == 0) {
+		refuse(c, HS_REFUSE_TRUNCATED, "peer closed after %zu byte(s)", c->len);
+		return;
+	}
+	c->len += (size_t)n;
+	doc = json_loadb(c->buf, c->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!doc) {
+		if (json_error_code(&jerr) != json_error_premature_end_of_input) {
+			refuse(c, HS_REFUSE_JSON, "bad JSON at %d:%d: %s", jerr.line,
+			       jerr.column, jerr.text);
+		} else if (c->len >= MEM_HANDSHAKE_MAX_MSG) {
+			refuse(c, HS_REFUSE_TOO_LARGE, "message over %u bytes",
+			       MEM_HANDSHAKE_MAX_MSG);
+		}
+		return;	/* wait for more */
+	}
+	handle_message(c, doc);
+	json_decref(doc);
+}
+
+static void conn_timeout(struct loop *l, struct loop_timer *t, void *arg)
+{
+	struct hs_conn *c = arg;
+
+	(void)l;
+	(void)t;
+	refuse(c, HS_REFUSE_TIMEOUT, "no complete message within %d ms",
+	       MEM_HANDSHAKE_TIMEOUT_MS);
+}
+
+static void on_accept(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct mem_handshake *hs = arg;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct hs_conn *c;
+	int cfd;
+
+	(void)events;
+	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (cfd < 0)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->buf = malloc(MEM_HANDSHAKE_MAX_MSG))) {
+		free(c);
+		close(cfd);
+		hs->st.refused[HS_REFUSE_INTERNAL]++;
+		return;
+	}
+	c->hs = hs;
+	c->fd = cfd;
+	c->pid = -1;
+	loop_timer_init(&c->timer, conn_timeout, c);
+	c->next = hs->conns;
+	hs->conns = c;
+	if (loop_add_fd(l, cfd, EPOLLIN, conn_readable, c) < 0) {
+		hs->st.refused[HS_REFUSE_INTERNAL]++;
+		conn_free(c);
+		return;
+	}
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		refuse(c, HS_REFUSE_PEER, "SO_PEERCRED: %s", strerror(errno));
+		return;
+	}
+	c->pid = cred.pid;
+	c->uid = cred.uid;
+	if (cred.uid != 0 && cred.uid != geteuid()) {
+		refuse(c, HS_REFUSE_PEER, "uid %u may not hand over guest RAM",
+		       (unsigned int)cred.uid);
+		return;
+	}
+	loop_timer_arm(l, &c->timer, (uint64_t)MEM_HANDSHAKE_TIMEOUT_MS * 1000000ull);
+}
+
+int mem_handshake_start(struct vmnapd *d, const char *path,
+			const struct pager_config *cfg)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct mem_handshake *hs;
+	int n, err;
+
+	hs = calloc(1, sizeof(*hs));
+	if (!hs)
+		return -ENOMEM;
+	hs->d = d;
+	if (cfg)
+		hs->cfg = *cfg;
+	else
+		pager_config_default(&hs->cfg, d->cfg.store_dir);
+	if (path)
+		n = snprintf(hs->path, sizeof(hs->path), "%s", path);
+	else
+		n = snprintf(hs->path, sizeof(hs->path), "%s/%s", d->cfg.run_dir,
+			     MEM_HANDSHAKE_SOCKET);
+	if (n < 0 || (size_t)n >= sizeof(hs->path)) {
+		free(hs);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, hs->path, sizeof(hs->path));
+	hs->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (hs->fd < 0) {
+		err = -errno;
+		free(hs);
+		return err;
+	}
+	unlink(hs->path);
+	if (bind(hs->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(hs->path, 0600) < 0 || listen(hs->fd, SOMAXCONN) < 0) {
+		err = -errno;
+		log_err(NULL, "memory handshake socket %s: %s", hs->path, strerror(-err));
+		close(hs->fd);
+		free(hs);
+		return err;
+	}
+	err = loop_add_fd(d->loop, hs->fd, EPOLLIN, on_accept, hs);
+	if (err) {
+		close(hs->fd);
+		unlink(hs->path);
+		free(hs);
+		return err;
+	}
+	d->mem_handshake = hs;
+	log_info(NULL, "memory handshake on %s", hs->path);
+	return 0;
+}
+
+void mem_handshake_stop(struct vmnapd *d)
+{
+	struct mem_handshake *hs = d->mem_handshake;
+
+	if (!hs)
+		return;
+	while (hs->conns)
+		conn_free(hs->conns);
+	loop_del_fd(d->loop, hs->fd);
+	close(hs->fd);
+	unlink(hs->path);
+	free(hs);
+	d->mem_handshake = NULL;
+}
+
+void mem_handshake_get_stats(struct vmnapd *d, struct mem_handshake_stats *st)
+{
+	struct mem_handshake *hs = d->mem_handshake;
+
+	if (hs)
+		*st = hs->st;
+	else
+		memset(st, 0, sizeof(*st));
+}

@@ -1,0 +1,749 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager.c - a VM's guest RAM: lifetime, mappers and their userfaultfd
+ * registration, page-state transitions shared by the fault, prefetch and
+ * offload paths, and the synchronous entry points (make_resident,
+ * drop_free, stats).  See pager.h and pager_internal.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loop.h"
+#include "pager_internal.h"
+
+#define DEFAULT_FAULT_AROUND_PAGES	16
+#define DEFAULT_WRITE_BATCH_BYTES	(2u << 20)
+#define DEFAULT_WRITE_QUEUE_DEPTH	8
+#define DEFAULT_PREFETCH_MIN_BYTES	(64u << 10)
+#define DEFAULT_PREFETCH_MAX_BYTES	(4u << 20)
+#define RESTORE_RUN_MAX_PAGES		256	/* make_resident, detach */
+/* The ioctls a registered range must offer for the fault path. */
+#define UFFD_NEEDED_IOCTLS	((1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_ZEROPAGE) | \
+				 (1ull << _UFFDIO_WAKE))
+
+static const char *const page_state_names[PAGE_STATES] = {
+	[PAGE_RESIDENT] = "resident",
+	[PAGE_OFFLOADED] = "offloaded",
+	[PAGE_ZERO] = "zero",
+	[PAGE_IN_FLIGHT] = "in_flight",
+};
+
+const char *pager_page_state_name(enum pager_page_state s)
+{
+	return s < PAGE_STATES ? page_state_names[s] : "?";
+}
+
+void pager_config_default(struct pager_config *cfg, const char *store_dir)
+{
+	*cfg = (struct pager_config){
+		.store_dir = store_dir,
+		.fault_around_pages = DEFAULT_FAULT_AROUND_PAGES,
+		.write_batch_bytes = DEFAULT_WRITE_BATCH_BYTES,
+		.write_queue_depth = DEFAULT_WRITE_QUEUE_DEPTH,
+		.prefetch_min_bytes = DEFAULT_PREFETCH_MIN_BYTES,
+		.prefetch_max_bytes = DEFAULT_PREFETCH_MAX_BYTES,
+		.prefetch = true,
+		.direct_io = true,
+	};
+}
+
+struct vm *pager_vm(struct pager *p)
+{
+	return p->vm;
+}
+
+static int config_check(const struct pager_config *c)
+{
+	if (!c->store_dir || !c->fault_around_pages || !c->write_queue_depth ||
+	    c->write_batch_bytes < PAGER_PAGE_SIZE ||
+	    c->write_batch_bytes % PAGER_PAGE_SIZE ||
+	    c->prefetch_min_bytes < PAGER_PAGE_SIZE ||
+	    c->prefetch_max_bytes < c->prefetch_min_bytes)
+		return -EINVAL;
+	return 0;
+}
+
+/* Loop callback: the offload thread finished. */
+static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct pager *p = arg;
+	uint64_t v;
+	int err;
+
+	(void)l;
+	(void)events;
+	if (read(fd, &v, sizeof(v)) != sizeof(v))
+		return;
+	pthread_join(p->offload_thread, NULL);
+	pthread_mutex_lock(&p->lock);
+	p->offloading = false;
+	err = p->offload_err;
+	pager_maybe_unregister_locked(p);
+	pthread_mutex_unlock(&p->lock);
+	if (p->offload_done)
+		p->offload_done(p, err, p->offload_arg);
+}
+
+static int regions_init(struct pager *p, const struct pager_region_desc *rd,
+			unsigned int nr)
+{
+	uint64_t pg = 0;
+
+	if (!nr || nr > PAGER_MAX_REGIONS)
+		return -EINVAL;
+	for (unsigned int i = 0; i < nr; i++) {
+		struct pager_region *r = &p->regions[i];
+
+		if (!rd[i].size || (rd[i].size | rd[i].gpa | rd[i].memfd_offset) %
+		    PAGER_PAGE_SIZE)
+			return -EINVAL;
+		r->gpa = rd[i].gpa;
+		r->size = rd[i].size;
+		r->memfd_off = rd[i].memfd_offset;
+		r->memfd = rd[i].memfd;
+		r->first_page = pg;
+		r->npages = rd[i].size / PAGER_PAGE_SIZE;
+		pg += r->npages;
+		p->ram_ranges[i].gpa = vmnap_cpu64(r->gpa);
+		p->ram_ranges[i].len = vmnap_cpu64(r->size);
+		if (r->memfd < 0 && p->evictable) {
+			p->evictable = false;
+			p->not_evictable_reason =
+				"anonymous guest memory (no memfd): cannot punch";
+		}
+	}
+	p->nr_regions = nr;
+	p->npages = pg;
+	return 0;
+}
+
+int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
+		    const struct pager_region_desc *rd, unsigned int nr)
+{
+	struct pager *p;
+	int err;
+
+	if (vm->pager)
+		return -EEXIST;
+	err = config_check(cfg);
+	if (err)
+		return err;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->vm = vm;
+	p->subject = vm->subject;
+	p->cfg = *cfg;
+	p->store.fd = -1;
+	p->fault_wake_fd = -1;
+	p->offload_done_fd = -1;
+	p->evictable = true;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->state_cv, NULL);
+	pthread_cond_init(&p->prefetch_cv, NULL);
+	err = regions_init(p, rd, nr);
+	if (err)
+		goto fail;
+	p->state = calloc(p->npages, 1);	/* all RESIDENT */
+	if (!p->state) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	p->count[PAGE_RESIDENT] = p->npages;
+	err = store_open(&p->store, cfg->store_dir, vm->name,
+			 p->npages * PAGER_PAGE_SIZE, cfg->direct_io);
+	if (err) {
+		log_err(p->subject, "cannot create store in %s: %s",
+			cfg->store_dir, strerror(-err));
+		goto fail;
+	}
+	p->fault_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	p->offload_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->fault_wake_fd < 0 || p->offload_done_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	err = loop_add_fd(vm->d->loop, p->offload_done_fd, EPOLLIN,
+			  offload_done_cb, p);
+	if (err)
+		goto fail;
+	err = pager_fault_thread_start(p);
+	if (!err)
+		err = pager_prefetch_thread_start(p);
+	if (err)
+		goto fail_loop;
+	vm->pager = p;
+	log_info(p->subject, "pager: %u region(s), %llu MiB, store %s%s",
+		 nr, (unsigned long long)(p->npages * PAGER_PAGE_SIZE >> 20),
+		 p->store.path, p->store.direct ? " (O_DIRECT)" : " (buffered)");
+	return 0;
+
+fail_loop:
+	pager_fault_thread_stop(p);
+	loop_del_fd(vm->d->loop, p->offload_done_fd);
+fail:
+	if (p->fault_wake_fd >= 0)
+		close(p->fault_wake_fd);
+	if (p->offload_done_fd >= 0)
+		close(p->offload_done_fd);
+	store_close(&p->store);
+	free(p->state);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->state_cv);
+	pthread_cond_destroy(&p->prefetch_cv);
+	free(p);
+	return err;
+}
+
+/* Bring every offloaded page back (detach while mappers still live). */
+static void restore_all(struct pager *p)
+{
+	void *buf = store_buf_alloc(RESTORE_RUN_MAX_PAGES * PAGER_PAGE_SIZE);
+	uint64_t failed = 0;
+
+	if (!buf)
+		return;
+	for (uint64_t pg = 0; pg < p->npages;) {
+		uint64_t n;
+
+		pthread_mutex_lock(&p->lock);
+		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
+			pthread_cond_wait(&p->state_cv, &p->lock);
+		n = pager_claim_run_locked(p, pg, RESTORE_RUN_MAX_PAGES, 0);
+		pthread_mutex_unlock(&p->lock);
+		if (!n) {
+			pg++;
+			continue;
+		}
+		if (pager_restore_run(p, pg, n, buf))
+			failed += n;
+		pg += n;
+	}
+	free(buf);
+	if (failed)
+		log_err(p->subject, "detach: %llu page(s) could not be restored",
+			(unsigned long long)failed);
+}
+
+void pager_vm_detach(struct vm *vm)
+{
+	struct pager *p = vm ? vm->pager : NULL;
+	bool live_mappers = false;
+
+	if (!p)
+		return;
+	pager_prefetch_thread_stop(p);
+	if (p->offloading) {
+		atomic_store(&p->offload_abort, true);
+		pthread_join(p->offload_thread, NULL);
+		p->offloading = false;
+	}
+	loop_del_fd(vm->d->loop, p->offload_done_fd);
+	pthread_mutex_lock(&p->lock);
+	for (struct pager_mapper *m = p->mappers; m; m = m->next)
+		live_mappers |= !m->dead;
+	pthread_mutex_unlock(&p->lock);
+	/* The fault thread keeps serving while pages come back. */
+	if (live_mappers && p->count[PAGE_OFFLOADED])
+		restore_all(p);
+	pthread_mutex_lock(&p->lock);
+	pager_maybe_unregister_locked(p);
+	pthread_mutex_unlock(&p->lock);
+	pager_fault_thread_stop(p);
+	while (p->mappers) {
+		struct pager_mapper *m = p->mappers;
+
+		p->mappers = m->next;
+		close(m->uffd);
+		free(m);
+	}
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		bool dup = false;
+
+		for (unsigned int j = 0; j < i; j++)
+			dup |= p->regions[j].memfd == p->regions[i].memfd;
+		if (p->regions[i].memfd >= 0 && !dup)
+			close(p->regions[i].memfd);
+	}
+	store_close(&p->store);
+	close(p->fault_wake_fd);
+	close(p->offload_done_fd);
+	free(p->state);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->state_cv);
+	pthread_cond_destroy(&p->prefetch_cv);
+	log_info(p->subject, "pager detached");
+	free(p);
+	vm->pager = NULL;
+}
+
+void pager_set_not_evictable(struct pager *p, const char *reason)
+{
+	pthread_mutex_lock(&p->lock);
+	p->evictable = false;
+	p->not_evictable_reason = reason;
+	pthread_mutex_unlock(&p->lock);
+	log_info(p->subject, "not evictable: %s", reason);
+}
+
+static int mapper_register(struct pager *p, struct pager_mapper *m)
+{
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		struct uffdio_register reg = {
+			.range = { .start = m->host_addr[i], .len = p->regions[i].size },
+			.mode = UFFDIO_REGISTER_MODE_MISSING,
+		};
+
+		if (!m->host_addr[i])
+			continue;
+		if (ioctl(m->uffd, UFFDIO_REGISTER, &reg) < 0) {
+			int err = -errno;
+
+			log_err(p->subject, "mapper pid %d: UFFDIO_REGISTER %#llx+%#llx: %s",
+				(int)m->pid, (unsigned long long)reg.range.start,
+				(unsigned long long)reg.range.len, strerror(-err));
+			return err;
+		}
+		if ((reg.ioctls & UFFD_NEEDED_IOCTLS) != UFFD_NEEDED_IOCTLS) {
+			log_err(p->subject, "mapper pid %d: range lacks COPY/ZEROPAGE/WAKE",
+				(int)m->pid);
+			return -EOPNOTSUPP;
+		}
+	}
+	m->registered = true;
+	return 0;
+}
+
+static void mapper_unregister(struct pager *p, struct pager_mapper *m)
+{
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		struct uffdio_range r = { .start = m->host_addr[i], .len = p->regions[i].size };
+
+		if (m->host_addr[i])
+			(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &r);
+	}
+	m->registered = false;
+}
+
+int pager_register_all_locked(struct pager *p)
+{
+	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
+		int err;
+
+		if (m->dead || m->registered)
+			continue;
+		err = mapper_register(p, m);
+		if (err == -ESRCH) {	/* the process exited: not an error */
+			m->dead = true;
+			continue;
+		}
+		if (err)
+			return err;
+	}
+	p->registered = true;
+	return 0;
+}
+
+/* Never unregister while a page is out: the next touch would read zeros. */
+void pager_maybe_unregister_locked(struct pager *p)
+{
+	if (!p->registered || p->offloading || p->count[PAGE_OFFLOADED] ||
+	    p->count[PAGE_IN_FLIGHT])
+		return;
+	for (struct pager_mapper *m = p->mappers; m; m = m->next)
+		if (m->registered && !m->dead)
+			mapper_unregister(p, m);
+	p->registered = false;
+	log_debug(p->subject, "every page resident: ranges unregistered");
+}
+
+int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
+		     unsigned int nr, pid_t pid, struct pager_mapper **out)
+{
+	struct pager_mapper *m;
+	int err = 0;
+
+	if (nr != p->nr_regions)
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->uffd = uffd;
+	m->pid = pid;
+	memcpy(m->host_addr, host_addr, nr * sizeof(*host_addr));
+	(void)fcntl(uffd, F_SETFL, fcntl(uffd, F_GETFL) | O_NONBLOCK);
+	pthread_mutex_lock(&p->lock);
+	if (p->nr_mappers >= PAGER_MAX_MAPPERS) {
+		err = -EMFILE;
+	} else if (p->registered) {
+		err = mapper_register(p, m);
+	}
+	if (!err) {
+		m->next = p->mappers;
+		p->mappers = m;
+		p->nr_mappers++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (err) {
+		free(m);
+		return err;
+	}
+	pager_fault_kick(p);
+	log_info(p->subject, "mapper pid %d added (%u mapper(s))", (int)pid,
+		 p->nr_mappers);
+	if (out)
+		*out = m;
+	return 0;
+}
+
+static bool same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	if (a < 0 || b < 0)
+		return a == b;
+	return !fstat(a, &sa) && !fstat(b, &sb) && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+int pager_regions_match(struct pager *p, const struct pager_region_desc *rd,
+			unsigned int nr)
+{
+	if (nr != p->nr_regions)
+		return -EINVAL;
+	for (unsigned int i = 0; i < nr; i++) {
+		const struct pager_region *r = &p->regions[i];
+
+		if (rd[i].gpa != r->gpa || rd[i].size != r->size ||
+		    rd[i].memfd_offset != r->memfd_off ||
+		    !same_file(rd[i].memfd, r->memfd))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+void pager_remove_mapper(struct pager *p, struct pager_mapper *m)
+{
+	pthread_mutex_lock(&p->lock);
+	if (!m->dead)
+		p->nr_mappers--;
+	m->dead = true;		/* the fault thread closes and frees it */
+	pthread_mutex_unlock(&p->lock);
+	pager_fault_kick(p);
+	log_info(p->subject, "mapper pid %d gone", (int)m->pid);
+}
+
+uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
+				uint8_t flags)
+{
+	struct pager_region *r = pg_region(p, pg);
+	uint64_t end, n = 0;
+
+	if (!r)
+		return 0;
+	end = r->first_page + r->npages;
+	while (pg + n < end && n < max && pg_state(p, pg + n) == PAGE_OFFLOADED &&
+	       (p->state[pg + n] & flags) == flags) {
+		pg_set(p, pg + n, PAGE_IN_FLIGHT);
+		n++;
+	}
+	return n;
+}
+
+void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		pg_set(p, pg + i, ok ? PAGE_RESIDENT : PAGE_OFFLOADED);
+		if (ok)
+			p->state[pg + i] |= PG_WS_CUR;
+	}
+	pthread_cond_broadcast(&p->state_cv);
+}
+
+/*
+ * Read the claimed run back into the memfd with pwrite: no mapper needs a
+ * userfaultfd for that, and a mapper faulting on a page meanwhile finds it
+ * IN_FLIGHT and is woken once it is in.
+ */
+int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf)
+{
+	struct pager_region *r = pg_region(p, pg);
+	size_t len = n * PAGER_PAGE_SIZE;
+	int err;
+
+	err = store_read(&p->store, buf, len, pg_store_off(pg));
+	if (!err) {
+		ssize_t w = pwrite(r->memfd, buf, len, (off_t)pg_memfd_off(r, pg));
+
+		err = w < 0 ? -errno : (size_t)w != len ? -EIO : 0;
+	}
+	if (err)
+		log_err(p->subject, "restore of %llu page(s) at gpa %#llx: %s",
+			(unsigned long long)n,
+			(unsigned long long)(r->gpa + (pg - r->first_page) * PAGER_PAGE_SIZE),
+			strerror(-err));
+	pthread_mutex_lock(&p->lock);
+	pager_finish_run_locked(p, pg, n, !err);
+	pthread_mutex_unlock(&p->lock);
+	return err;
+}
+
+/* GPA range -> first page index and count; -ERANGE if not one region. */
+static int gpa_to_pages(struct pager *p, uint64_t gpa, uint64_t len,
+			uint64_t *pg, uint64_t *n)
+{
+	if (!len || (gpa | len) % PAGER_PAGE_SIZE || gpa + len < gpa)
+		return -EINVAL;
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		struct pager_region *r = &p->regions[i];
+
+		if (gpa >= r->gpa && gpa + len <= r->gpa + r->size) {
+			*pg = r->first_page + (gpa - r->gpa) / PAGER_PAGE_SIZE;
+			*n = len / PAGER_PAGE_SIZE;
+			return 0;
+		}
+	}
+	return -ERANGE;
+}
+
+int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
+{
+	uint64_t pg, n, end;
+	void *buf;
+	int err;
+
+	/* Widen to whole pages: callers pass byte ranges of buffers. */
+	len += gpa % PAGER_PAGE_SIZE;
+	gpa -= gpa % PAGER_PAGE_SIZE;
+	len = (len + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+	err = gpa_to_pages(p, gpa, len, &pg, &n);
+	if (err)
+		return err;
+	pthread_mutex_lock(&p->lock);
+	if (!p->count[PAGE_OFFLOADED] && !p->count[PAGE_IN_FLIGHT]) {
+		pthread_mutex_unlock(&p->lock);
+		return 0;	/* fast path: nothing is out */
+	}
+	pthread_mutex_unlock(&p->lock);
+	buf = store_buf_alloc(RESTORE_RUN_MAX_PAGES * PAGER_PAGE_SIZE);
+	if (!buf)
+		return -ENOMEM;
+	for (end = pg + n; pg < end && !err;) {
+		uint64_t run;
+
+		pthread_mutex_lock(&p->lock);
+		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
+			pthread_cond_wait(&p->state_cv, &p->lock);
+		run = pager_claim_run_locked(p, pg, end - pg < RESTORE_RUN_MAX_PAGES ?
+					     end - pg : RESTORE_RUN_MAX_PAGES, 0);
+		pthread_mutex_unlock(&p->lock);
+		if (!run) {
+			pg++;
+			continue;
+		}
+		err = pager_restore_run(p, pg, run, buf);
+		pg += run;
+	}
+	free(buf);
+	return err;
+}
+
+int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len)
+{
+	struct pager_region *r;
+	uint64_t pg, n, dropped = 0;
+	int err;
+
+	err = gpa_to_pages(p, gpa, len, &pg, &n);
+	if (err)
+		return err;
+	r = pg_region(p, pg);
+	if (r->memfd < 0)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t i = pg; i < pg + n;) {
+		uint64_t run = 0;
+		bool stored;
+
+		if (pg_state(p, i) == PAGE_IN_FLIGHT) {
+			i++;	/* a hint: leave pages being moved alone */
+			continue;
+		}
+		stored = pg_state(p, i) == PAGE_OFFLOADED;
+		while (i + run < pg + n && pg_state(p, i + run) != PAGE_IN_FLIGHT &&
+		       (pg_state(p, i + run) == PAGE_OFFLOADED) == stored) {
+			pg_set(p, i + run, PAGE_ZERO);
+			p->state[i + run] &= (uint8_t)~(PG_WS_CUR | PG_WS_PREV);
+			run++;
+		}
+		if (fallocate(r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)pg_memfd_off(r, i), (off_t)(run * PAGER_PAGE_SIZE)) < 0 &&
+		    !err)
+			err = -errno;
+		if (stored)
+			store_discard(&p->store, pg_store_off(i), run * PAGER_PAGE_SIZE);
+		dropped += run;
+		i += run;
+	}
+	p->dropped_free_pages += dropped;
+	pager_maybe_unregister_locked(p);
+	pthread_mutex_unlock(&p->lock);
+	if (err)
+		log_warn(p->subject, "drop_free gpa %#llx+%#llx: punch: %s",
+			 (unsigned long long)gpa, (unsigned long long)len,
+			 strerror(-err));
+	return err;
+}
+
+int pager_offload_start(struct pager *p,
+			void (*done)(struct pager *p, int err, void *arg),
+			void *arg)
+{
+	int err;
+
+	if (!p->evictable) {
+		log_warn(p->subject, "offload refused: not evictable: %s",
+			 p->not_evictable_reason);
+		return -EPERM;
+	}
+	if (p->offloading)
+		return -EBUSY;
+	pager_prefetch_quiesce(p);
+	pthread_mutex_lock(&p->lock);
+	if (!p->nr_mappers) {
+		pthread_mutex_unlock(&p->lock);
+		log_warn(p->subject, "offload refused: no mapper has handed a userfaultfd");
+		return -ENOTCONN;
+	}
+	/* Register before the first punch: a touch must fault, not read zero. */
+	err = pager_register_all_locked(p);
+	if (err) {
+		pthread_mutex_unlock(&p->lock);
+		return err;
+	}
+	/* Working set: what this cycle faulted in is prefetched after resume. */
+	for (uint64_t pg = 0; pg < p->npages; pg++) {
+		uint8_t s = p->state[pg];
+
+		p->state[pg] = (uint8_t)((s & ~(PG_WS_CUR | PG_WS_PREV)) |
+					 ((s & PG_WS_CUR) ? PG_WS_PREV : 0));
+	}
+	p->offloading = true;
+	p->offload_err = 0;
+	p->offload_done = done;
+	p->offload_arg = arg;
+	p->offload_t0 = now_ns();
+	atomic_store(&p->offload_abort, false);
+	pthread_mutex_unlock(&p->lock);
+	err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
+	if (err) {
+		pthread_mutex_lock(&p->lock);
+		p->offloading = false;
+		pthread_mutex_unlock(&p->lock);
+		return -err;
+	}
+	return 0;
+}
+
+void pager_resumed(struct pager *p)
+{
+	if (!p->cfg.prefetch)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->prefetch_requested = true;
+	atomic_store(&p->prefetch_abort, false);
+	pthread_cond_broadcast(&p->prefetch_cv);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static uint64_t memfd_allocated_bytes(struct pager *p)
+{
+	uint64_t total = 0;
+
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		struct stat st;
+		bool dup = false;
+
+		for (unsigned int j = 0; j < i; j++)
+			dup |= p->regions[j].memfd == p->regions[i].memfd;
+		if (p->regions[i].memfd < 0 || dup ||
+		    fstat(p->regions[i].memfd, &st) < 0)
+			continue;
+		total += (uint64_t)st.st_blocks * 512u;
+	}
+	return total;
+}
+
+void pager_get_stats(struct pager *p, struct pager_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&p->lock);
+	memcpy(st->pages, p->count, sizeof(st->pages));
+	st->pages_total = p->npages;
+	st->ram_bytes = p->npages * PAGER_PAGE_SIZE;
+	st->store_bytes = p->count[PAGE_OFFLOADED] * PAGER_PAGE_SIZE;
+	st->faults = p->faults;
+	st->fault_pages = p->fault_pages;
+	st->zero_faults = p->zero_faults;
+	st->eexist = p->eexist;
+	st->prefetch_pages = p->prefetch_pages;
+	st->offloads = p->offloads;
+	st->offload_errors = p->offload_errors;
+	st->last_offload_ns = p->last_offload_ns;
+	st->last_offload_written = p->last_offload_written;
+	st->dropped_free_pages = p->dropped_free_pages;
+	st->mappers = p->nr_mappers;
+	st->registered = p->registered;
+	st->evictable = p->evictable;
+	st->not_evictable_reason = p->not_evictable_reason;
+	memcpy(st->fault_lat_us, p->fault_lat_us, sizeof(st->fault_lat_us));
+	pthread_mutex_unlock(&p->lock);
+	st->resident_bytes = memfd_allocated_bytes(p);
+	st->store_file_bytes = store_allocated_bytes(&p->store);
+}
+
+void pager_get_ram(struct pager *p, struct vmnap_ram *ram)
+{
+	ram->ranges = p->ram_ranges;
+	ram->nr = p->nr_regions;
+	ram->page_size = PAGER_PAGE_SIZE;
+}
+
+int pager_gpa_to_memfd(struct pager *p, uint64_t gpa, int *memfd,
+		       uint64_t *offset)
+{
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		struct pager_region *r = &p->regions[i];
+
+		if (gpa >= r->gpa && gpa - r->gpa < r->size) {
+			*memfd = r->memfd;
+			*offset = r->memfd_off + (gpa - r->gpa);
+			return 0;
+		}
+	}
+	return -ERANGE;
+}
+
+int pager_memfd_to_gpa(struct pager *p, int memfd, uint64_t offset,
+		       uint64_t *gpa)
+{
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		struct pager_region *r = &p->regions[i];
+
+		if (r->memfd == memfd && offset >= r->memfd_off &&
+		    offset - r->memfd_off < r->size) {
+			*gpa = r->gpa + (offset - r->memfd_off);
+			return 0;
+		}
+	}
+	return -ERANGE;
+}

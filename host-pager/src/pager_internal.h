@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * pager_internal.h - the pager's shared state, for pager*.c and store.c
+ * only.  See pager.h for the model.
+ *
+ * Locking: p->lock protects the page-state table, the counters in it, the
+ * mapper list and the registration flag.  No store or memfd I/O is done
+ * under it; a thread that does I/O for pages first marks them IN_FLIGHT
+ * (it "claims" them), drops the lock, does the I/O, retakes the lock and
+ * sets the final state, then broadcasts p->state_cv.
+ */
+#ifndef VMNAP_PAGER_INTERNAL_H
+#define VMNAP_PAGER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <limits.h>
+
+#include "pager.h"
+#include "store.h"
+
+/* Page-state byte: the state in the low bits, working-set flags above. */
+#define PG_STATE_MASK	0x03u
+#define PG_WS_CUR	0x10u	/* faulted or prefetched in this cycle */
+#define PG_WS_PREV	0x20u	/* ... in the previous cycle: prefetch it */
+
+struct pager_region {
+	uint64_t gpa;
+	uint64_t size;
+	uint64_t memfd_off;
+	int memfd;		/* -1: anonymous */
+	uint64_t first_page;	/* index of its first page in p->state */
+	uint64_t npages;
+};
+
+struct pager_mapper {
+	struct pager_mapper *next;
+	int uffd;
+	pid_t pid;
+	uint64_t host_addr[PAGER_MAX_REGIONS];	/* 0: not mapped */
+	bool registered;
+	bool dead;		/* closed by the fault thread */
+};
+
+struct pager {
+	struct vm *vm;
+	const char *subject;
+	struct pager_config cfg;
+
+	struct pager_region regions[PAGER_MAX_REGIONS];
+	unsigned int nr_regions;
+	struct vmnap_range ram_ranges[PAGER_MAX_REGIONS];	/* wire format */
+	uint64_t npages;
+
+	pthread_mutex_t lock;
+	pthread_cond_t state_cv;	/* a page left IN_FLIGHT */
+	uint8_t *state;			/* npages state bytes */
+	uint64_t count[PAGE_STATES];
+	struct pager_mapper *mappers;
+	unsigned int nr_mappers;
+	bool registered;
+	bool evictable;
+	const char *not_evictable_reason;
+
+	struct store store;
+
+	/* fault service */
+	pthread_t fault_thread;
+	bool fault_thread_started;
+	int fault_wake_fd;		/* eventfd: mappers changed or stop */
+	atomic_bool stop;
+	atomic_uint faults_active;	/* fault batches being served */
+	atomic_uint_fast64_t fault_seq;	/* bumped on every fault */
+
+	/* prefetch */
+	pthread_t prefetch_thread;
+	bool prefetch_thread_started;
+	pthread_cond_t prefetch_cv;
+	bool prefetch_requested;
+	bool prefetch_running;
+	bool prefetch_exit;
+	atomic_bool prefetch_abort;
+
+	/* offload */
+	pthread_t offload_thread;
+	bool offloading;
+	atomic_bool offload_abort;
+	int offload_done_fd;		/* eventfd watched by the loop */
+	int offload_err;
+	uint64_t offload_t0;
+	void (*offload_done)(struct pager *p, int err, void *arg);
+	void *offload_arg;
+
+	/* statistics (under lock) */
+	uint64_t faults, fault_pages, zero_faults, eexist, prefetch_pages;
+	uint64_t offloads, offload_errors, last_offload_ns, last_offload_written;
+	uint64_t dropped_free_pages;
+	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
+};
+
+/* Page state helpers; call with p->lock held. */
+static inline enum pager_page_state pg_state(const struct pager *p, uint64_t pg)
+{
+	return (enum pager_page_state)(p->state[pg] & PG_STATE_MASK);
+}
+
+static inline void pg_set(struct pager *p, uint64_t pg, enum pager_page_state s)
+{
+	p->count[pg_state(p, pg)]--;
+	p->state[pg] = (uint8_t)((p->state[pg] & ~PG_STATE_MASK) | s);
+	p->count[s]++;
+}
+
+static inline uint64_t pg_store_off(uint64_t pg)
+{
+	return pg * PAGER_PAGE_SIZE;
+}
+
+/* The region holding page @pg. */
+static inline struct pager_region *pg_region(struct pager *p, uint64_t pg)
+{
+	for (unsigned int i = 0; i < p->nr_regions; i++)
+		if (pg >= p->regions[i].first_page &&
+		    pg < p->regions[i].first_page + p->regions[i].npages)
+			return &p->regions[i];
+	return NULL;
+}
+
+static inline uint64_t pg_memfd_off(const struct pager_region *r, uint64_t pg)
+{
+	return r->memfd_off + (pg - r->first_page) * PAGER_PAGE_SIZE;
+}
+
+/* pager.c */
+int pager_register_all_locked(struct pager *p);
+void pager_maybe_unregister_locked(struct pager *p);
+/* Read claimed pages [pg, pg+n) of one region back into its memfd. */
+int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf);
+/* Claim the run of OFFLOADED pages from @pg (with all @flags set, if any)
+ * up to @max pages, not crossing a region; returns its length (0: none). */
+uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
+				uint8_t flags);
+void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n,
+			     bool ok);
+
+/* pager_fault.c */
+int pager_fault_thread_start(struct pager *p);
+void pager_fault_thread_stop(struct pager *p);
+void pager_fault_kick(struct pager *p);
+
+/* pager_prefetch.c */
+int pager_prefetch_thread_start(struct pager *p);
+void pager_prefetch_thread_stop(struct pager *p);
+/* Abort a running prefetch and wait until it is idle. */
+void pager_prefetch_quiesce(struct pager *p);
+
+/* pager_offload.c */
+void *pager_offload_main(void *arg);
+
+#endif

@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_offload.c - evict a paused VM's resident pages (DESIGN §6).
+ *
+ * Per region, the memfd's data extents are found with SEEK_DATA/SEEK_HOLE
+ * (a hole is ZERO at no cost).  Each extent is read with pread in batches
+ * of write_batch_bytes; in a batch, all-zero pages need no I/O and every
+ * run of non-zero pages becomes one O_DIRECT write at its slot through
+ * io_uring, write_queue_depth batches in flight.  When every write of a
+ * batch completed, the batch's pages are punched from the memfd and become
+ * OFFLOADED (or ZERO).  The first error (ENOSPC, EIO) stops the offload:
+ * batches not yet completed are not punched, their pages stay RESIDENT.
+ *
+ * Crash safety hook (later): persist the batch's OFFLOADED bits to the
+ * store's metadata between "writes completed" and "punch".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loop.h"
+#include "pager_internal.h"
+
+#define OFFLOAD_RING_ENTRIES	256
+
+enum batch_page { BP_SKIP = 0, BP_ZERO, BP_WRITE };
+
+struct batch;
+
+struct write_req {
+	struct batch *b;
+	uint32_t buf_off;
+	uint32_t len;
+	uint64_t store_off;
+};
+
+struct batch {
+	char *buf;
+	struct pager_region *r;
+	uint64_t pg;		/* first page */
+	uint64_t n;		/* pages */
+	uint8_t *kind;		/* enum batch_page per page */
+	struct write_req *req;	/* one per run of BP_WRITE pages */
+	unsigned int pending;
+	int err;
+	bool busy;
+};
+
+struct offload {
+	struct pager *p;
+	struct io_uring ring;
+	struct batch *b;
+	unsigned int nb;
+	unsigned int busy;
+	uint64_t batch_pages;
+	uint64_t written;
+	int err;
+};
+
+static bool page_is_zero(const char *page)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)page;
+	uint64_t acc = 0;
+
+	if (w[0])
+		return false;
+	for (size_t i = 0; i < PAGER_PAGE_SIZE / sizeof(*w); i++)
+		acc |= w[i];
+	return !acc;
+}
+
+static void set_error(struct offload *o, int err)
+{
+	if (!o->err)
+		o->err = err;
+}
+
+/* Pages of the batch that were written or zero: punch, then final state. */
+static void batch_complete(struct offload *o, struct batch *b)
+{
+	struct pager *p = o->p;
+	int err = b->err;
+
+	for (uint64_t i = 0; i < b->n && !err;) {
+		uint64_t run = 0;
+
+		if (b->kind[i] == BP_SKIP) {
+			i++;
+			continue;
+		}
+		while (i + run < b->n && b->kind[i + run] != BP_SKIP)
+			run++;
+		/* crash safety: persist the slot map of [i, i+run) here */
+		if (fallocate(b->r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)pg_memfd_off(b->r, b->pg + i),
+			      (off_t)(run * PAGER_PAGE_SIZE)) < 0)
+			err = -errno;
+		i += run;
+	}
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t i = 0; i < b->n; i++) {
+		if (b->kind[i] == BP_SKIP)
+			continue;
+		if (b->err)
+			pg_set(p, b->pg + i, PAGE_RESIDENT);	/* not punched */
+		else
+			pg_set(p, b->pg + i, b->kind[i] == BP_WRITE ?
+			       PAGE_OFFLOADED : PAGE_ZERO);
+		if (!b->err && b->kind[i] == BP_WRITE)
+			o->written += PAGER_PAGE_SIZE;
+	}
+	pthread_cond_broadcast(&p->state_cv);
+	pthread_mutex_unlock(&p->lock);
+	if (err) {
+		log_err(p->subject, "offload: batch at gpa %#llx: %s",
+			(unsigned long long)(b->r->gpa + (b->pg - b->r->first_page) *
+					     PAGER_PAGE_SIZE), strerror(-err));
+		set_error(o, err);
+	}
+	b->busy = false;
+	o->busy--;
+}
+
+static void reap_one(struct offload *o, struct io_uring_cqe *cqe)
+{
+	struct write_req *w = io_uring_cqe_get_data(cqe);
+	struct batch *b = w->b;
+	int res = cqe->res;
+
+	if (res >= 0 && (uint32_t)res < w->len) {
+		/* short write: finish it synchronously to learn the errno */
+		res = store_write(&o->p->store, b->buf + w->buf_off + res,
+				  w->len - (uint32_t)res, w->store_off + (uint64_t)res);
+	} else if (res > 0) {
+		res = 0;
+	}
+	if (res < 0 && !b->err)
+		b->err = res;
+	if (--b->pending == 0)
+		batch_complete(o, b);
+}
+
+/* Reap completions; wait for one if @wait. */
+static int reap(struct offload *o, bool wait)
+{
+	struct io_uring_cqe *cqe;
+	int err;
+
+	if (wait) {
+		err = io_uring_wait_cqe(&o->ring, &cqe);
+		if (err && err != -EINTR)
+			return err;
+	}
+	while (io_uring_peek_cqe(&o->ring, &cqe) == 0) {
+		reap_one(o, cqe);
+		io_uring_cqe_seen(&o->ring, cqe);
+	}
+	return 0;
+}
+
+static struct batch *free_batch(struct offload *o)
+{
+	while (o->busy == o->nb) {
+		int err = reap(o, true);
+
+		if (err)
+			return NULL;
+	}
+	for (unsigned int i = 0; i < o->nb; i++)
+		if (!o->b[i].busy)
+			return &o->b[i];
+	return NULL;
+}
+
+static struct io_uring_sqe *get_sqe(struct offload *o)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&o->ring);
+
+	if (!sqe) {
+		io_uring_submit(&o->ring);
+		sqe = io_uring_get_sqe(&o->ring);
+	}
+	return sqe;
+}
+
+/* Read [off, off+len) of region @r, classify its pages, queue the writes. */
+static int batch_submit(struct offload *o, struct batch *b,
+			struct pager_region *r, uint64_t off, uint64_t len)
+{
+	struct pager *p = o->p;
+	unsigned int nreq = 0;
+	ssize_t got;
+
+	got = pread(r->memfd, b->buf, len, (off_t)off);
+	if (got < 0)
+		return -errno;
+	len = (uint64_t)got & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+	if (!len)
+		return -EIO;
+	b->r = r;
+	b->pg = r->first_page + (off - r->memfd_off) / PAGER_PAGE_SIZE;
+	b->n = len / PAGER_PAGE_SIZE;
+	b->err = 0;
+	b->pending = 0;
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t i = 0; i < b->n; i++) {
+		/* An IN_FLIGHT page belongs to someone else: leave it. */
+		if (pg_state(p, b->pg + i) == PAGE_IN_FLIGHT) {
+			b->kind[i] = BP_SKIP;
+			continue;
+		}
+		b->kind[i] = page_is_zero(b->buf + i * PAGER_PAGE_SIZE) ? BP_ZERO : BP_WRITE;
+		pg_set(p, b->pg + i, PAGE_IN_FLIGHT);
+	}
+	pthread_mutex_unlock(&p->lock);
+	b->busy = true;
+	o->busy++;
+	for (uint64_t i = 0; i < b->n;) {
+		struct write_req *w;
+		struct io_uring_sqe *sqe;
+		uint64_t run = 0;
+
+		if (b->kind[i] != BP_WRITE) {
+			i++;
+			continue;
+		}
+		while (i + run < b->n && b->kind[i + run] == BP_WRITE)
+			run++;
+		sqe = get_sqe(o);
+		if (!sqe) {
+			b->err = -EBUSY;
+			break;
+		}
+		w = &b->req[nreq++];
+		*w = (struct write_req){
+			.b = b, .buf_off = (uint32_t)(i * PAGER_PAGE_SIZE),
+			.len = (uint32_t)(run * PAGER_PAGE_SIZE),
+			.store_off = pg_store_off(b->pg + i),
+		};
+		io_uring_prep_write(sqe, p->store.fd, b->buf + w->buf_off, w->len,
+				    w->store_off);
+		io_uring_sqe_set_data(sqe, w);
+		b->pending++;
+		i += run;
+	}
+	if (!b->pending) {
+		batch_complete(o, b);
+		return 0;
+	}
+	io_uring_submit(&o->ring);
+	return 0;
+}
+
+/* Pages in [from, to) of the memfd are holes: RESIDENT/ZERO -> ZERO. */
+static void mark_holes(struct pager *p, struct pager_region *r, uint64_t from,
+		       uint64_t to)
+{
+	uint64_t pg = r->first_page + (from - r->memfd_off) / PAGER_PAGE_SIZE;
+	uint64_t end = r->first_page + (to - r->memfd_off) / PAGER_PAGE_SIZE;
+
+	pthread_mutex_lock(&p->lock);
+	for (; pg < end; pg++)
+		if (pg_state(p, pg) == PAGE_RESIDENT)
+			pg_set(p, pg, PAGE_ZERO);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static int offload_region(struct offload *o, struct pager_region *r)
+{
+	struct pager *p = o->p;
+	uint64_t off = r->memfd_off, end = r->memfd_off + r->size;
+	uint64_t batch_bytes = o->batch_pages * PAGER_PAGE_SIZE;
+
+	while (off < end && !o->err) {
+		off_t data, hole;
+
+		if (atomic_load(&p->offload_abort))
+			return -ECANCELED;
+		data = lseek(r->memfd, (off_t)off, SEEK_DATA);
+		if (data < 0 && errno != ENXIO)
+			return -errno;
+		if (data < 0 || (uint64_t)data > end)
+			data = (off_t)end;
+		data &= ~(off_t)(PAGER_PAGE_SIZE - 1);
+		mark_holes(p, r, off, (uint64_t)data);
+		if ((uint64_t)data >= end)
+			break;
+		hole = lseek(r->memfd, data, SEEK_HOLE);
+		if (hole < 0 || (uint64_t)hole > end)
+			hole = (off_t)end;
+		hole = (hole + PAGER_PAGE_SIZE - 1) & ~(off_t)(PAGER_PAGE_SIZE - 1);
+		for (uint64_t c = (uint64_t)data; c < (uint64_t)hole && !o->err;) {
+			uint64_t len = (uint64_t)hole - c < batch_bytes ?
+				       (uint64_t)hole - c : batch_bytes;
+			struct batch *b = free_batch(o);
+			int err;
+
+			if (!b)
+				return -EIO;
+			if (o->err)
+				break;
+			err = batch_submit(o, b, r, c, len);
+			if (err)
+				return err;
+			c += len;
+		}
+		off = (uint64_t)hole;
+	}
+	return 0;
+}
+
+static int offload_init(struct offload *o, struct pager *p)
+{
+	int err;
+
+	o->p = p;
+	o->batch_pages = p->cfg.write_batch_bytes / PAGER_PAGE_SIZE;
+	o->nb = p->cfg.write_queue_depth;
+	err = io_uring_queue_init(OFFLOAD_RING_ENTRIES, &o->ring, 0);
+	if (err)
+		return err;
+	o->b = calloc(o->nb, sizeof(*o->b));
+	if (!o->b)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < o->nb; i++) {
+		struct batch *b = &o->b[i];
+
+		b->buf = store_buf_alloc(p->cfg.write_batch_bytes);
+		b->kind = calloc(o->batch_pages, 1);
+		b->req = calloc((o->batch_pages + 1) / 2, sizeof(*b->req));
+		if (!b->buf || !b->kind || !b->req)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void offload_fini(struct offload *o)
+{
+	if (o->b) {
+		for (unsigned int i = 0; i < o->nb; i++) {
+			free(o->b[i].buf);
+			free(o->b[i].kind);
+			free(o->b[i].req);
+		}
+		free(o->b);
+	}
+	if (o->ring.ring_fd > 0)
+		io_uring_queue_exit(&o->ring);
+}
+
+void *pager_offload_main(void *arg)
+{
+	struct pager *p = arg;
+	struct offload o = { 0 };
+	uint64_t one = 1, ns;
+	int err;
+
+	o.ring.ring_fd = -1;
+	err = offload_init(&o, p);
+	for (unsigned int i = 0; i < p->nr_regions && !err && !o.err; i++)
+		if (p->regions[i].memfd >= 0)
+			err = offload_region(&o, &p->regions[i]);
+	while (o.busy && !reap(&o, true))
+		;
+	if (!err)
+		err = o.err;
+	offload_fini(&o);
+	ns = now_ns() - p->offload_t0;
+	pthread_mutex_lock(&p->lock);
+	p->offload_err = err;
+	p->last_offload_ns = ns;
+	p->last_offload_written = o.written;
+	if (err)
+		p->offload_errors++;
+	else
+		p->offloads++;
+	pthread_mutex_unlock(&p->lock);
+	if (err)
+		log_err(p->subject, "offload aborted after %llu MiB: %s (unwritten pages stay resident)",
+			(unsigned long long)(o.written >> 20), strerror(-err));
+	else
+		log_info(p->subject, "offload: %llu MiB written in %llu ms, %llu page(s) out, %llu zero",
+			 (unsigned long long)(o.written >> 20),
+			 (unsigned long long)(ns / 1000000),
+			 (unsigned long long)p->count[PAGE_OFFLOADED],
+			 (unsigned long long)p->count[PAGE_ZERO]);
+	if (write(p->offload_done_fd, &one, sizeof(one)) < 0)
+		log_err(p->subject, "offload: cannot signal completion: %s",
+			strerror(errno));
+	return NULL;
+}
