@@ -10,7 +10,7 @@ set -euo pipefail
 
 PACKAGES=(
 	# toolchain and kernel module build
-	build-essential clang llvm lld pkg-config bc bison flex kmod
+	build-essential clang libclang-rt-dev llvm lld pkg-config bc bison flex kmod
 	linux-headers-amd64 libelf-dev
 	# KUnit on UML, built from Debian's kernel source
 	linux-source-6.1 python3
