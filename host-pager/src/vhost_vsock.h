@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * vhost_vsock.h - vmnapd's built-in vhost-user-vsock device (one per VM)
+ * for QEMU's `-device vhost-user-vsock-pci,chardev=...`: the guest's
+ * virtio-vsock streams end in vmnapd (DESIGN §7).
+ *
+ * Routing, host CID 2, Firecracker's hybrid-vsock convention:
+ *   guest -> host port VMNAP_DEFAULT_PORT  the VM's guest link (vm->link),
+ *                                         when attached; else bridged
+ *   guest -> host port P                  connect(2) to the unix socket
+ *                                         "<uds>_P"; RST when nobody
+ *                                         listens there
+ *   host -> guest port P                  a client connects to "<uds>",
+ *                                         writes "CONNECT P\n", and reads
+ *                                         "OK <host port>\n" once the guest
+ *                                         accepted; then the stream is raw.
+ *                                         The connection is closed instead
+ *                                         when the guest refuses (RST) or
+ *                                         does not answer in time.
+ *
+ * The reply carries the host-side (local) port the device allocated for
+ * the connection, as Firecracker does: clients written for Firecracker's
+ * hybrid vsock parse it unchanged, and it is the one number that tells
+ * apart two connections to the same guest port (it is what the guest sees
+ * as the peer port of the accepted socket).  The guest port is known to
+ * the client already: it asked for it.
+ *
+ * Stream semantics (virtio 1.2 §5.10): REQUEST, RESPONSE, RW, CREDIT_UPDATE,
+ * CREDIT_REQUEST, SHUTDOWN, RST; credit both ways (buf_alloc / fwd_cnt).
+ * Guest data the host side cannot take yet waits in vmnapd, bounded by the
+ * credit vmnapd gave; TX (guest -> host) is never stalled by a full RX
+ * queue: replies owed to the guest are flags on the connection (bounded by
+ * the number of connections) plus a bounded queue of RSTs for strangers.
+ *
+ * Guest memory: while the VM is paused (vhost_vsock_set_paused) the device
+ * neither reads nor writes the rings or buffers; host data waits in the
+ * host sockets and vmnapd.  Before touching any guest range it asks the
+ * pager to make it resident (vm->pager, when attached).  Connections live
+ * in vmnapd and survive QEMU's stop/cont (GET_VRING_BASE, rings set up
+ * again); when the front-end disconnects (QEMU exited) every connection is
+ * reset: the guest that owned them is gone.
+ */
+#ifndef VMNAP_VHOST_VSOCK_H
+#define VMNAP_VHOST_VSOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vmnapd.h"
+
+#define VSOCK_HOST_CID		2U		/* VMADDR_CID_HOST */
+#define VSOCK_CONN_MAX		1024U		/* connections per VM */
+
+struct vhost_vsock;
+
+struct vhost_vsock_config {
+	const char *vhost_user_path;	/* QEMU's chardev socket (we listen) */
+	const char *uds_path;		/* hybrid vsock socket "<uds>" */
+	uint64_t guest_cid;		/* >= 3 */
+};
+
+struct vhost_vsock_stats {
+	/* traffic */
+	uint64_t tx_packets, rx_packets;	/* TX: from guest, RX: to guest */
+	uint64_t tx_bytes, rx_bytes;		/* stream payload */
+	uint64_t conns_opened, conns_closed;
+	uint64_t guest_connects, host_connects;
+	uint64_t refused;			/* RST: nobody listening / refused */
+	/* hostile or broken guest input */
+	uint64_t bad_packets;		/* short header, bad len, bad op/type */
+	uint64_t bad_cid;		/* src/dst CID not this VM / the host */
+	uint64_t credit_violations;	/* sent beyond our credit: RST */
+	uint64_t unknown_conn;		/* packet for no connection: RST */
+	uint64_t conn_limit;		/* REQUEST beyond VSOCK_CONN_MAX */
+	uint64_t rst_dropped;		/* stray RST queue full */
+	uint64_t bad_connect_lines;	/* host client sent a bad CONNECT */
+	uint64_t residency_errors;	/* pager could not make RAM resident */
+	uint64_t paused_deferrals;	/* work held back while paused */
+	uint64_t frontend_resets;	/* QEMU went away with connections */
+};
+
+/*
+ * Create vm->vsock: listen on both sockets.  -errno (logged).
+ * The guest link for port VMNAP_DEFAULT_PORT is vm->link, looked up on each
+ * connection, so it may be attached before or after the device.
+ */
+int vhost_vsock_vm_attach(struct vm *vm, const struct vhost_vsock_config *cfg);
+/* Reset every connection, close both sockets, free.  NULL-safe. */
+void vhost_vsock_vm_detach(struct vm *vm);
+
+/* While paused, guest RAM is not touched; resuming catches up at once. */
+void vhost_vsock_set_paused(struct vhost_vsock *vs, bool paused);
+bool vhost_vsock_front_end_connected(const struct vhost_vsock *vs);
+unsigned int vhost_vsock_nr_conns(const struct vhost_vsock *vs);
+void vhost_vsock_get_stats(const struct vhost_vsock *vs, struct vhost_vsock_stats *st);
+
+#endif
