@@ -63,7 +63,8 @@ struct vm *pager_vm(struct pager *p)
 
 static int config_check(const struct pager_config *c)
 {
-	if (!c->store_dir || !c->fault_around_pages || !c->write_queue_depth ||
+	if (!c->store_dir || !c->fault_around_pages ||
+	    c->fault_around_pages > PAGER_MAX_FAULT_AROUND || !c->write_queue_depth ||
 	    c->write_batch_bytes < PAGER_PAGE_SIZE ||
 	    c->write_batch_bytes % PAGER_PAGE_SIZE ||
 	    c->prefetch_min_bytes < PAGER_PAGE_SIZE ||
@@ -709,6 +710,17 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	pthread_mutex_unlock(&p->lock);
 	st->resident_bytes = memfd_allocated_bytes(p);
 	st->store_file_bytes = store_allocated_bytes(&p->store);
+}
+
+void pager_set_fault_around(struct pager *p, uint32_t pages)
+{
+	if (pages < 1)
+		pages = 1;
+	if (pages > PAGER_MAX_FAULT_AROUND)
+		pages = PAGER_MAX_FAULT_AROUND;
+	pthread_mutex_lock(&p->lock);
+	p->cfg.fault_around_pages = pages;
+	pthread_mutex_unlock(&p->lock);
 }
 
 void pager_get_ram(struct pager *p, struct vmnap_ram *ram)

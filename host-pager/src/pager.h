@@ -39,11 +39,13 @@
 #define PAGER_MAX_REGIONS	64	/* per VM */
 #define PAGER_MAX_MAPPERS	16	/* processes mapping one VM's RAM */
 #define PAGER_LAT_BUCKETS	32	/* fault latency: power-of-2 µs buckets */
+#define PAGER_MAX_FAULT_AROUND	256	/* pages (1 MiB) */
 
 /* Tunables; pager_config_default() fills the defaults. */
 struct pager_config {
 	const char *store_dir;		/* 0700 directory; store file <vm>.store */
-	uint32_t fault_around_pages;	/* max pages one fault brings in (>= 1) */
+	uint32_t fault_around_pages;	/* max pages one fault brings in, 1 ..
+					 * PAGER_MAX_FAULT_AROUND */
 	uint32_t write_batch_bytes;	/* offload: bytes read+written per batch */
 	uint32_t write_queue_depth;	/* offload: batches in flight (io_uring) */
 	uint32_t prefetch_min_bytes;	/* prefetch transfer size after a fault */
@@ -149,6 +151,8 @@ void pager_resumed(struct pager *p);
 int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len);
 
 void pager_get_stats(struct pager *p, struct pager_stats *st);
+/* Change the fault-around size at run time (clamped to 1..MAX). */
+void pager_set_fault_around(struct pager *p, uint32_t pages);
 
 /*
  * Guest RAM map for vmnap_range_check(): ranges (little-endian wire format)

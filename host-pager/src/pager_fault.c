@@ -30,7 +30,7 @@
 
 struct fault_ctx {
 	struct pager *p;
-	void *buf;			/* fault_around_pages, O_DIRECT-aligned */
+	void *buf;			/* PAGER_MAX_FAULT_AROUND pages, aligned */
 	struct pollfd pfd[PAGER_MAX_MAPPERS + 1];
 	struct pager_mapper *pm[PAGER_MAX_MAPPERS + 1];
 };
@@ -274,7 +274,7 @@ static void *fault_main(void *arg)
 	struct pager *p = fc.p;
 	nfds_t n;
 
-	fc.buf = store_buf_alloc(p->cfg.fault_around_pages * PAGER_PAGE_SIZE);
+	fc.buf = store_buf_alloc(PAGER_MAX_FAULT_AROUND * PAGER_PAGE_SIZE);
 	if (!fc.buf) {
 		log_err(p->subject, "fault thread: out of memory");
 		return NULL;

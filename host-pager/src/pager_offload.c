@@ -115,7 +115,7 @@ static void batch_complete(struct offload *o, struct batch *b)
 	}
 	pthread_cond_broadcast(&p->state_cv);
 	pthread_mutex_unlock(&p->lock);
-	if (err) {
+	if (err && !o->err) {	/* the first error; the rest follow from it */
 		log_err(p->subject, "offload: batch at gpa %#llx: %s",
 			(unsigned long long)(b->r->gpa + (b->pg - b->r->first_page) *
 					     PAGER_PAGE_SIZE), strerror(-err));

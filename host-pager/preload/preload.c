@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * libvmnap-preload.so - LD_PRELOAD into a VMM (QEMU 7.2 with
+ * -object memory-backend-memfd,share=on) to hand its guest RAM to vmnapd.
+ *
+ * memfd_create() is interposed to remember guest-RAM memfds (by name); a
+ * later shared mmap()/mmap64() of such a memfd of at least the size
+ * threshold is guest RAM.  For it the shim creates a userfaultfd (the
+ * userfaultfd syscall, else /dev/userfaultfd), does UFFDIO_API, and sends
+ * the region with the userfaultfd and the memfd to vmnapd's memory
+ * handshake socket (see host-pager/src/mem_handshake.h).  It does not
+ * register the range: vmnapd registers it only while pages are out.  The
+ * shim keeps its copy of the userfaultfd and the connection open for the
+ * VMM's lifetime (vmnapd sees the mapper go when the connection ends).
+ *
+ * Environment:
+ *   VMNAP_VM                 VM name (default "qemu-<pid>")
+ *   VMNAP_SOCKET             handshake socket (default /run/vmnap/mem.sock)
+ *   VMNAP_MEMFD_NAME         memfd name to manage (default
+ *                            "memory-backend-memfd"; "*" for any)
+ *   VMNAP_MIN_BYTES          smallest mapping to manage (default 1 MiB)
+ *   VMNAP_GPA_BASE           guest-physical address of offset 0 (default 0)
+ *   VMNAP_ALLOW_UNMANAGED=1  run on unmanaged if vmnapd cannot be reached
+ *   VMNAP_PRELOAD_DEBUG=1    log every decision to stderr
+ * Without VMNAP_ALLOW_UNMANAGED a failed handshake fails the mmap (the
+ * VMM stops with its own error) after a loud message on stderr.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define DEFAULT_SOCKET		"/run/vmnap/mem.sock"
+#define DEFAULT_MEMFD_NAME	"memory-backend-memfd"
+#define DEFAULT_MIN_BYTES	(1ull << 20)
+#define MAX_MEMFDS		64
+#define MEMFD_NAME_MAX		250
+#define REPLY_TIMEOUT_S		10
+#define JSON_MAX		1024
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW	_IO(0xAA, 0x00)
+#endif
+
+struct known_memfd {
+	int fd;
+	char name[MEMFD_NAME_MAX];
+};
+
+/* The shim has no daemon context: this table is its only state. */
+static struct {
+	pthread_mutex_t lock;
+	struct known_memfd fds[MAX_MEMFDS];
+	unsigned int n;
+} shim = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+typedef int (*memfd_create_fn)(const char *, unsigned int);
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(buf) - 2)
+		n = sizeof(buf) - 2;
+	buf[n++] = '\n';
+	(void)!write(STDERR_FILENO, "vmnap-preload: ", 15);
+	(void)!write(STDERR_FILENO, buf, (size_t)n);
+}
+
+static bool env_true(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && (!strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true"));
+}
+
+static bool debug(void)
+{
+	return env_true("VMNAP_PRELOAD_DEBUG");
+}
+
+static bool name_managed(const char *name)
+{
+	const char *want = getenv("VMNAP_MEMFD_NAME");
+
+	if (!want || !*want)
+		want = DEFAULT_MEMFD_NAME;
+	return !strcmp(want, "*") || !strcmp(want, name);
+}
+
+static uint64_t env_u64(const char *name, uint64_t def)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long x;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	x = strtoull(v, &end, 0);
+	return errno || *end ? def : x;
+}
+
+int memfd_create(const char *name, unsigned int flags)
+{
+	static memfd_create_fn real;
+	int fd;
+
+	if (!real)
+		real = (memfd_create_fn)dlsym(RTLD_NEXT, "memfd_create");
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	fd = real(name, flags);
+	if (fd < 0 || !name || !name_managed(name))
+		return fd;
+	pthread_mutex_lock(&shim.lock);
+	for (unsigned int i = 0; i < shim.n; i++) {
+		if (shim.fds[i].fd == fd) {	/* a closed fd's number reused */
+			shim.fds[i] = shim.fds[--shim.n];
+			break;
+		}
+	}
+	if (shim.n < MAX_MEMFDS) {
+		shim.fds[shim.n].fd = fd;
+		snprintf(shim.fds[shim.n].name, MEMFD_NAME_MAX, "%s", name);
+		shim.n++;
+	}
+	pthread_mutex_unlock(&shim.lock);
+	if (debug())
+		say("memfd_create(\"%s\") = %d: guest RAM candidate", name, fd);
+	return fd;
+}
+
+static bool is_known_memfd(int fd)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&shim.lock);
+	for (unsigned int i = 0; i < shim.n; i++)
+		found |= shim.fds[i].fd == fd;
+	pthread_mutex_unlock(&shim.lock);
+	return found;
+}
+
+static int new_userfaultfd(void)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	int fd, dev;
+
+	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		if (dev < 0)
+			return -errno;
+		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+		close(dev);
+		if (fd < 0)
+			return -errno;
+	}
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* Send the region; wait for vmnapd's one-line answer.  Returns the
+ * connected socket (kept open) or -errno with @why filled. */
+static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
+		     off_t off, char *why, size_t whylen)
+{
+	const char *path = getenv("VMNAP_SOCKET");
+	const char *vm = getenv("VMNAP_VM");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
+	char json[JSON_MAX], vmbuf[32], answer[512];
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	int fds[2] = { uffd, memfd };
+	struct iovec iov;
+	struct msghdr mh = { 0 };
+	struct cmsghdr *c;
+	size_t got = 0;
+	int s, n;
+
+	if (!path || !*path)
+		path = DEFAULT_SOCKET;
+	if (!vm || !*vm) {
+		snprintf(vmbuf, sizeof(vmbuf), "qemu-%d", (int)getpid());
+		vm = vmbuf;
+	}
+	n = snprintf(json, sizeof(json),
+		     "{\"vm\":\"%s\",\"uffd\":0,\"regions\":[{\"base_host_virt_addr\":%llu,"
+		     "\"size\":%llu,\"offset\":%llu,\"page_size\":%ld,\"gpa\":%llu,"
+		     "\"memfd\":1}]}",
+		     vm, (unsigned long long)addr, (unsigned long long)len,
+		     (unsigned long long)off, sysconf(_SC_PAGESIZE),
+		     (unsigned long long)(env_u64("VMNAP_GPA_BASE", 0) + (uint64_t)off));
+	if (n < 0 || (size_t)n >= sizeof(json) || strchr(vm, '"') || strchr(vm, '\\')) {
+		snprintf(why, whylen, "bad VMNAP_VM");
+		return -EINVAL;
+	}
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(why, whylen, "socket path too long");
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, path);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int err = -errno;
+
+		snprintf(why, whylen, "connect %s: %s", path, strerror(errno));
+		if (s >= 0)
+			close(s);
+		return err;
+	}
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	iov.iov_base = json;
+	iov.iov_len = (size_t)n;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = sizeof(cm.buf);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	if (sendmsg(s, &mh, MSG_NOSIGNAL) != n) {
+		snprintf(why, whylen, "send: %s", strerror(errno));
+		close(s);
+		return -EIO;
+	}
+	while (got < sizeof(answer) - 1) {
+		ssize_t r = recv(s, answer + got, sizeof(answer) - 1 - got, 0);
+
+		if (r <= 0) {
+			snprintf(why, whylen, "no answer from vmnapd: %s",
+				 r ? strerror(errno) : "connection closed");
+			close(s);
+			return -EIO;
+		}
+		got += (size_t)r;
+		if (memchr(answer, '\n', got))
+			break;
+	}
+	answer[got] = 0;
+	if (!strstr(answer, "\"ok\":true")) {
+		snprintf(why, whylen, "vmnapd refused: %.300s", answer);
+		close(s);
+		return -EPERM;
+	}
+	return s;
+}
+
+static void *managed_mmap(mmap_fn real, void *addr, size_t len, int prot,
+			  int flags, int fd, off_t off)
+{
+	void *p = real(addr, len, prot, flags, fd, off);
+	char why[400];
+	int uffd, s;
+
+	if (p == MAP_FAILED || fd < 0 || !(flags & MAP_SHARED) ||
+	    len < env_u64("VMNAP_MIN_BYTES", DEFAULT_MIN_BYTES) || !is_known_memfd(fd))
+		return p;
+	uffd = new_userfaultfd();
+	if (uffd < 0) {
+		snprintf(why, sizeof(why), "userfaultfd: %s", strerror(-uffd));
+		s = uffd;
+	} else {
+		s = handshake(uffd, fd, (uint64_t)(uintptr_t)p, len, off, why, sizeof(why));
+	}
+	if (s >= 0) {
+		/* keep uffd and s open: our copy, and the mapper's lifetime */
+		if (debug())
+			say("guest RAM %p+%zu (memfd %d) handed to vmnapd", p, len, fd);
+		return p;
+	}
+	if (uffd >= 0)
+		close(uffd);
+	if (env_true("VMNAP_ALLOW_UNMANAGED")) {
+		say("WARNING: %s; running UNMANAGED (VMNAP_ALLOW_UNMANAGED=1)", why);
+		return p;
+	}
+	say("ERROR: cannot hand guest RAM to vmnapd: %s. Start vmnapd, or set "
+	    "VMNAP_ALLOW_UNMANAGED=1 to run without it.", why);
+	munmap(p, len);
+	errno = ECONNREFUSED;
+	return MAP_FAILED;
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	static mmap_fn real;
+
+	if (!real)
+		real = (mmap_fn)dlsym(RTLD_NEXT, "mmap");
+	return managed_mmap(real, addr, len, prot, flags, fd, off);
+}
+
+void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	static mmap_fn real;
+
+	if (!real)
+		real = (mmap_fn)dlsym(RTLD_NEXT, "mmap64");
+	return managed_mmap(real, addr, len, prot, flags, fd, off);
+}

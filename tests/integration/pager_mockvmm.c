@@ -1,0 +1,866 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_mockvmm.c - the pager end to end on real kernel objects: a mock
+ * VMM (this program re-executed with --vmm under LD_PRELOAD=
+ * libvmnap-preload.so) maps a memfd named "memory-backend-memfd", so its
+ * guest RAM reaches the in-process vmnapd side (memory handshake server,
+ * pager, event loop on its own thread) through the real preload path.
+ * userfaultfd, memfd and io_uring are real; nothing is mocked but the VMM.
+ *
+ * Modes (TAP on stdout):
+ *   basic   [MiB]  patterns with holes and zero pages, two mappers; evict,
+ *                  verify every byte from several threads in both mappers;
+ *                  second cycle with prefetch racing faults; make_resident,
+ *                  drop_free; detach when the VMM exits
+ *   enospc  [MiB]  store on a small tmpfs: offload aborts with ENOSPC, the
+ *                  VM stays correct (skips if mounting is impossible)
+ *   bench   [MiB]  figures for scripts/bench-pager.sh, JSON on stdout
+ *
+ * Environment: PAGER_STORE_DIR (store directory; default a temp dir).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loop.h"
+#include "mem_handshake.h"
+#include "pager.h"
+#include "vmnapd.h"
+
+#define PAGE		4096u
+#define VM_NAME		"mock"
+#define LINE_MAX_LEN	256
+#define ENOSPC_STORE_MIB	8
+#define LAT_SAMPLES	4000
+#define PREFETCH_POLL_US	200
+
+/* ---------------------------------------------------------------- patterns */
+
+enum page_kind { PK_DATA, PK_HOLE, PK_ZERO };
+
+static bool g_all_data;	/* bench: every page data */
+
+static enum page_kind page_kind(uint64_t i)
+{
+	if (g_all_data)
+		return PK_DATA;
+	return i % 7 == 3 ? PK_HOLE : i % 7 == 5 ? PK_ZERO : PK_DATA;
+}
+
+static void page_pattern(uint64_t i, unsigned int round, uint64_t *w)
+{
+	uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (round + 1) * 0xC2B2AE3D27D4EB4Full;
+
+	for (size_t k = 0; k < PAGE / 8; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		w[k] = x | 1;
+	}
+}
+
+/* ---------------------------------------------------------------- mock VMM */
+
+struct vmm {
+	char *mem;
+	uint64_t npages;
+	int peer;		/* second mapper's control socket, or -1 */
+};
+
+struct verify_job {
+	struct vmm *v;
+	unsigned int round, tid, nthreads;
+	uint64_t zlo, zhi;	/* pages [zlo, zhi) expected zero */
+	bool reverse;
+	int64_t bad;		/* first bad page or -1 */
+};
+
+static void fill(struct vmm *v, unsigned int round)
+{
+	for (uint64_t i = 0; i < v->npages; i++) {
+		char *pg = v->mem + i * PAGE;
+
+		switch (page_kind(i)) {
+		case PK_DATA:
+			page_pattern(i, round, (uint64_t *)(void *)pg);
+			break;
+		case PK_ZERO:
+			memset(pg, 0, PAGE);	/* allocated, all zero */
+			break;
+		case PK_HOLE:
+			break;
+		}
+	}
+}
+
+static void *verify_thread(void *arg)
+{
+	struct verify_job *j = arg;
+	uint64_t want[PAGE / 8], zero[PAGE / 8] = { 0 };
+
+	j->bad = -1;
+	for (uint64_t k = j->tid; k < j->v->npages; k += j->nthreads) {
+		uint64_t i = j->reverse ? j->v->npages - 1 - k : k;
+		const void *exp = zero;
+
+		if (page_kind(i) == PK_DATA && !(i >= j->zlo && i < j->zhi)) {
+			page_pattern(i, j->round, want);
+			exp = want;
+		}
+		if (memcmp(j->v->mem + i * PAGE, exp, PAGE)) {
+			j->bad = (int64_t)i;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int64_t verify(struct vmm *v, unsigned int round, unsigned int nthreads,
+		      uint64_t zlo, uint64_t zhi, bool reverse)
+{
+	pthread_t t[16];
+	struct verify_job j[16];
+	int64_t bad = -1;
+
+	if (nthreads > 16)
+		nthreads = 16;
+	for (unsigned int i = 0; i < nthreads; i++) {
+		j[i] = (struct verify_job){ v, round, i, nthreads, zlo, zhi, reverse, -1 };
+		pthread_create(&t[i], NULL, verify_thread, &j[i]);
+	}
+	for (unsigned int i = 0; i < nthreads; i++) {
+		pthread_join(t[i], NULL);
+		if (j[i].bad >= 0 && bad < 0)
+			bad = j[i].bad;
+	}
+	return bad;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* bench: touch LAT_SAMPLES random pages, one at a time; p50/p99 in ns */
+static void touch_latency(struct vmm *v, uint64_t *p50, uint64_t *p99)
+{
+	static uint64_t lat[LAT_SAMPLES];
+	uint64_t x = 88172645463325252ull, n = 0;
+	volatile char sink;
+
+	for (; n < LAT_SAMPLES && n < v->npages; n++) {
+		uint64_t t0, i;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		i = x % v->npages;
+		t0 = mono_ns();
+		sink = v->mem[i * PAGE];
+		lat[n] = mono_ns() - t0;
+	}
+	(void)sink;
+	qsort(lat, n, sizeof(lat[0]), cmp_u64);
+	*p50 = lat[n / 2];
+	*p99 = lat[n * 99 / 100];
+}
+
+static uint64_t touch_all(struct vmm *v)
+{
+	volatile char sink;
+	uint64_t t0 = mono_ns();
+
+	for (uint64_t i = 0; i < v->npages; i++)
+		sink = v->mem[i * PAGE];
+	(void)sink;
+	return mono_ns() - t0;
+}
+
+static void send_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void send_line(int fd, const char *fmt, ...)
+{
+	char buf[LINE_MAX_LEN];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	buf[n++] = '\n';
+	if (write(fd, buf, (size_t)n) != n)
+		_exit(3);
+}
+
+static int read_line(int fd, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	while (n < len - 1) {
+		ssize_t r = read(fd, buf + n, 1);
+
+		if (r <= 0)
+			return -1;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+/* Serve commands on @in, answer on @out. */
+static int vmm_serve(struct vmm *v, int in, int out)
+{
+	char line[LINE_MAX_LEN];
+
+	while (read_line(in, line, sizeof(line)) == 0) {
+		unsigned int round, threads;
+		unsigned long long zlo = 0, zhi = 0;
+		int rev = 0;
+
+		if (sscanf(line, "fill %u", &round) == 1) {
+			fill(v, round);
+			send_line(out, "ok");
+		} else if (sscanf(line, "verify %u %u %llu %llu %d", &round, &threads,
+				  &zlo, &zhi, &rev) >= 2) {
+			int64_t bad, peer_bad = -1;
+			char pl[LINE_MAX_LEN];
+
+			if (v->peer >= 0)
+				send_line(v->peer, "verify %u %u %llu %llu 1", round,
+					  threads, zlo, zhi);
+			bad = verify(v, round, threads, zlo, zhi, rev);
+			if (v->peer >= 0) {
+				if (read_line(v->peer, pl, sizeof(pl)) || strcmp(pl, "ok"))
+					peer_bad = 1;
+			}
+			if (bad >= 0)
+				send_line(out, "bad page %lld", (long long)bad);
+			else if (peer_bad >= 0)
+				send_line(out, "bad in second mapper");
+			else
+				send_line(out, "ok");
+		} else if (!strcmp(line, "zero")) {
+			memset(v->mem, 0, v->npages * PAGE);
+			send_line(out, "ok");
+		} else if (!strcmp(line, "lat")) {
+			uint64_t p50, p99;
+
+			touch_latency(v, &p50, &p99);
+			send_line(out, "ok %llu %llu", (unsigned long long)p50,
+				  (unsigned long long)p99);
+		} else if (!strcmp(line, "touchall")) {
+			send_line(out, "ok %llu", (unsigned long long)touch_all(v));
+		} else if (!strcmp(line, "quit")) {
+			if (v->peer >= 0)
+				send_line(v->peer, "quit");
+			send_line(out, "ok");
+			return 0;
+		} else {
+			send_line(out, "unknown");
+		}
+	}
+	return 0;
+}
+
+static int vmm_main(uint64_t mib, int mappers, int in, int out)
+{
+	struct vmm v = { .npages = (mib << 20) / PAGE, .peer = -1 };
+	size_t size = v.npages * PAGE;
+	int memfd, sp[2];
+	char line[LINE_MAX_LEN];
+
+	memfd = memfd_create("memory-backend-memfd", MFD_CLOEXEC);
+	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0)
+		return 2;
+	if (mappers == 2) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+			return 2;
+		if (fork() == 0) {
+			close(sp[0]);
+			v.mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+			if (v.mem == MAP_FAILED)
+				_exit(2);
+			send_line(sp[1], "mapped");
+			vmm_serve(&v, sp[1], sp[1]);
+			_exit(0);
+		}
+		close(sp[1]);
+		v.peer = sp[0];
+		if (read_line(v.peer, line, sizeof(line)) || strcmp(line, "mapped"))
+			return 2;
+	}
+	v.mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (v.mem == MAP_FAILED) {
+		send_line(out, "mmap failed: %s", strerror(errno));
+		return 2;
+	}
+	fill(&v, 1);
+	send_line(out, "ready");
+	vmm_serve(&v, in, out);
+	if (v.peer >= 0)
+		wait(NULL);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- harness */
+
+struct harness {
+	struct vmnapd d;
+	pthread_t loop_thread;
+	int call_fd;		/* eventfd: a call is queued */
+	sem_t call_done;
+	void (*call_fn)(struct harness *h, void *arg);
+	void *call_arg;
+	char dir[PATH_MAX / 2], run_dir[PATH_MAX], store_dir[PATH_MAX];
+	pid_t vmm;
+	int to_vmm, from_vmm;
+	sem_t offload_done;
+	int offload_err;
+	bool mounted;
+	int tap;
+	int failures;
+};
+
+static void tap(struct harness *h, bool ok, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void tap(struct harness *h, bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s %d - ", ok ? "ok" : "not ok", ++h->tap);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	if (!ok)
+		h->failures++;
+}
+
+static void on_call(struct loop *l, int fd, uint32_t ev, void *arg)
+{
+	struct harness *h = arg;
+	uint64_t v;
+
+	(void)l;
+	(void)ev;
+	if (read(fd, &v, sizeof(v)) != sizeof(v))
+		return;
+	h->call_fn(h, h->call_arg);
+	sem_post(&h->call_done);
+}
+
+/* Run @fn on the loop thread (pager and registry calls belong there). */
+static void on_loop(struct harness *h, void (*fn)(struct harness *, void *), void *arg)
+{
+	uint64_t one = 1;
+
+	h->call_fn = fn;
+	h->call_arg = arg;
+	if (write(h->call_fd, &one, sizeof(one)) != sizeof(one))
+		abort();
+	while (sem_wait(&h->call_done) && errno == EINTR)
+		;
+}
+
+static void *loop_main(void *arg)
+{
+	struct harness *h = arg;
+
+	loop_run(h->d.loop);
+	return NULL;
+}
+
+static int harness_start(struct harness *h, const struct pager_config *pcfg_in)
+{
+	struct pager_config pcfg;
+	const char *sd = getenv("PAGER_STORE_DIR");
+
+	snprintf(h->dir, sizeof(h->dir), "/tmp/vmnap-pager-XXXXXX");
+	if (!mkdtemp(h->dir))
+		return -errno;
+	snprintf(h->run_dir, sizeof(h->run_dir), "%s/run", h->dir);
+	if (sd && *sd)
+		snprintf(h->store_dir, sizeof(h->store_dir), "%s", sd);
+	else
+		snprintf(h->store_dir, sizeof(h->store_dir), "%s/store", h->dir);
+	mkdir(h->run_dir, 0700);
+	mkdir(h->store_dir, 0700);
+	h->d.cfg.run_dir = h->run_dir;
+	h->d.cfg.store_dir = h->store_dir;
+	h->d.loop = loop_new();
+	h->call_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	sem_init(&h->call_done, 0, 0);
+	sem_init(&h->offload_done, 0, 0);
+	loop_add_fd(h->d.loop, h->call_fd, EPOLLIN, on_call, h);
+	if (pcfg_in)
+		pcfg = *pcfg_in;
+	else
+		pager_config_default(&pcfg, h->store_dir);
+	pcfg.store_dir = h->store_dir;
+	if (mem_handshake_start(&h->d, NULL, &pcfg))
+		return -1;
+	pthread_create(&h->loop_thread, NULL, loop_main, h);
+	return 0;
+}
+
+static void stop_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	while (h->d.vms)
+		vm_free(h->d.vms);
+	mem_handshake_stop(&h->d);
+	loop_stop(h->d.loop);
+}
+
+static void harness_stop(struct harness *h)
+{
+	char cmd[PATH_MAX + 16];
+
+	on_loop(h, stop_cb, NULL);
+	pthread_join(h->loop_thread, NULL);
+	loop_free(h->d.loop);
+	if (h->mounted)
+		umount2(h->store_dir, MNT_DETACH);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
+	if (system(cmd))
+		fprintf(stderr, "cannot remove %s\n", h->dir);
+}
+
+static int vmm_spawn(struct harness *h, const char *self, uint64_t mib, int mappers)
+{
+	int in[2], out[2];
+	char a_mib[32], a_map[8], a_in[16], a_out[16], sock[PATH_MAX + 16];
+
+	if (pipe(in) || pipe(out))
+		return -errno;
+	snprintf(a_mib, sizeof(a_mib), "%llu", (unsigned long long)mib);
+	snprintf(a_map, sizeof(a_map), "%d", mappers);
+	snprintf(a_in, sizeof(a_in), "%d", in[0]);
+	snprintf(a_out, sizeof(a_out), "%d", out[1]);
+	snprintf(sock, sizeof(sock), "%s/mem.sock", h->run_dir);
+	h->vmm = fork();
+	if (h->vmm == 0) {
+		char preload[PATH_MAX];
+		const char *b = getenv("BUILD");
+
+		close(in[1]);
+		close(out[0]);
+		snprintf(preload, sizeof(preload), "%s/%s/libvmnap-preload.so",
+			 getenv("PWD") ? getenv("PWD") : ".", b ? b : "build");
+		setenv("LD_PRELOAD", preload, 1);
+		setenv("VMNAP_SOCKET", sock, 1);
+		setenv("VMNAP_VM", VM_NAME, 1);
+		execl(self, self, "--vmm", a_mib, a_map, a_in, a_out, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	h->to_vmm = in[1];
+	h->from_vmm = out[0];
+	return h->vmm > 0 ? 0 : -errno;
+}
+
+/* Send a command to the VMM; its answer in @ans. */
+static void vmm_cmd(struct harness *h, char *ans, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void vmm_cmd(struct harness *h, char *ans, const char *fmt, ...)
+{
+	char buf[LINE_MAX_LEN];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	buf[n++] = '\n';
+	if (write(h->to_vmm, buf, (size_t)n) != n || read_line(h->from_vmm, ans, LINE_MAX_LEN))
+		snprintf(ans, LINE_MAX_LEN, "vmm gone");
+}
+
+static struct pager *the_pager(struct harness *h)
+{
+	struct vm *vm = vm_find(&h->d, VM_NAME);
+
+	return vm ? vm->pager : NULL;
+}
+
+struct stats_call {
+	struct pager_stats st;
+	bool have;
+};
+
+static void stats_cb(struct harness *h, void *arg)
+{
+	struct stats_call *sc = arg;
+	struct pager *p = the_pager(h);
+
+	sc->have = p != NULL;
+	if (p)
+		pager_get_stats(p, &sc->st);
+}
+
+static struct pager_stats stats(struct harness *h, bool *have)
+{
+	struct stats_call sc = { 0 };
+
+	on_loop(h, stats_cb, &sc);
+	if (have)
+		*have = sc.have;
+	return sc.st;
+}
+
+static void offload_done(struct pager *p, int err, void *arg)
+{
+	struct harness *h = arg;
+
+	(void)p;
+	h->offload_err = err;
+	sem_post(&h->offload_done);
+}
+
+struct offload_call {
+	int err;
+};
+
+static void offload_cb(struct harness *h, void *arg)
+{
+	struct offload_call *oc = arg;
+	struct pager *p = the_pager(h);
+
+	oc->err = p ? pager_offload_start(p, offload_done, h) : -ENOENT;
+}
+
+/* Offload and wait; returns the done callback's error. */
+static int offload(struct harness *h)
+{
+	struct offload_call oc;
+
+	on_loop(h, offload_cb, &oc);
+	if (oc.err)
+		return oc.err;
+	while (sem_wait(&h->offload_done) && errno == EINTR)
+		;
+	return h->offload_err;
+}
+
+static void resumed_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_resumed(the_pager(h));
+}
+
+struct range_call {
+	uint64_t gpa, len;
+	int err;
+	bool drop;
+};
+
+static void range_cb(struct harness *h, void *arg)
+{
+	struct range_call *rc = arg;
+	struct pager *p = the_pager(h);
+
+	rc->err = rc->drop ? pager_drop_free(p, rc->gpa, rc->len) :
+			     pager_make_resident(p, rc->gpa, rc->len);
+}
+
+struct fa_call {
+	uint32_t pages;
+};
+
+static void fault_around_cb(struct harness *h, void *arg)
+{
+	pager_set_fault_around(the_pager(h), ((struct fa_call *)arg)->pages);
+}
+
+/* Check a range of the memfd holds round @round's pattern (or zero). */
+struct memfd_check {
+	uint64_t pg, n;
+	unsigned int round;
+	bool ok;
+};
+
+static void memfd_check_cb(struct harness *h, void *arg)
+{
+	struct memfd_check *mc = arg;
+	uint64_t want[PAGE / 8], got[PAGE / 8], zero[PAGE / 8] = { 0 }, off;
+	int fd;
+
+	mc->ok = !pager_gpa_to_memfd(the_pager(h), mc->pg * PAGE, &fd, &off);
+	for (uint64_t i = mc->pg; mc->ok && i < mc->pg + mc->n; i++) {
+		if (pread(fd, got, PAGE, (off_t)(off + (i - mc->pg) * PAGE)) != PAGE)
+			mc->ok = false;
+		page_pattern(i, mc->round, want);
+		mc->ok = mc->ok && !memcmp(got, page_kind(i) == PK_DATA ? want : zero, PAGE);
+	}
+}
+
+static int wait_vmm_exit(struct harness *h)
+{
+	int status = 0;
+
+	waitpid(h->vmm, &status, 0);
+	close(h->to_vmm);
+	close(h->from_vmm);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* ------------------------------------------------------------------ modes */
+
+static int mode_basic(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_stats st0, st;
+	struct mem_handshake_stats hs;
+	uint64_t npages = (mib << 20) / PAGE;
+	char ans[LINE_MAX_LEN];
+	bool have;
+	int err;
+
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 2)) {
+		printf("Bail out! harness setup failed\n");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(&h, !strcmp(ans, "ready"), "mock VMM (2 mappers) handed its memfd through the preload shim (%s)", ans);
+	st0 = stats(&h, &have);
+	tap(&h, have && st0.mappers == 2 && st0.pages_total == npages,
+	    "pager attached: %llu pages, %u mappers", (unsigned long long)st0.pages_total,
+	    st0.mappers);
+	tap(&h, !st0.registered, "range not registered while nothing is out");
+
+	/* cycle 1: evict, then fault everything back from 4 threads per mapper */
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(&h, !err, "offload 1: %s", strerror(-err));
+	tap(&h, st.resident_bytes * 10 < st0.resident_bytes,
+	    "resident bytes %llu -> %llu (< 10%%)", (unsigned long long)st0.resident_bytes,
+	    (unsigned long long)st.resident_bytes);
+	tap(&h, st.pages[PAGE_OFFLOADED] == npages - 2 * (npages / 7) - (npages % 7 > 3) - (npages % 7 > 5) &&
+	    st.pages[PAGE_ZERO] + st.pages[PAGE_OFFLOADED] == npages,
+	    "data pages offloaded (%llu), holes and zero pages ZERO (%llu)",
+	    (unsigned long long)st.pages[PAGE_OFFLOADED], (unsigned long long)st.pages[PAGE_ZERO]);
+	tap(&h, st.last_offload_written == st.pages[PAGE_OFFLOADED] * PAGE,
+	    "zero pages cost no I/O: %llu bytes written", (unsigned long long)st.last_offload_written);
+	tap(&h, st.registered, "range registered while pages are out");
+	vmm_cmd(&h, ans, "verify 1 4");
+	tap(&h, !strcmp(ans, "ok"), "cycle 1: every byte verified by 4+4 threads in 2 mappers (%s)", ans);
+	st = stats(&h, NULL);
+	tap(&h, st.faults > 0 && st.pages[PAGE_OFFLOADED] == 0 && st.zero_faults > 0,
+	    "faults served: %llu (%llu pages, %llu zero, %llu eexist)",
+	    (unsigned long long)st.faults, (unsigned long long)st.fault_pages,
+	    (unsigned long long)st.zero_faults, (unsigned long long)st.eexist);
+	tap(&h, !st.registered, "range unregistered once every page is back");
+
+	/* cycle 2: new contents, evict, prefetch races the faults */
+	vmm_cmd(&h, ans, "fill 2");
+	err = offload(&h);
+	tap(&h, !err, "offload 2: %s", strerror(-err));
+	on_loop(&h, resumed_cb, NULL);
+	vmm_cmd(&h, ans, "verify 2 4 0 0 1");
+	st = stats(&h, NULL);
+	tap(&h, !strcmp(ans, "ok"), "cycle 2: verified while prefetch races faults (%s; %llu prefetched)",
+	    ans, (unsigned long long)st.prefetch_pages);
+
+	/* cycle 3: make_resident brings a range back without a fault */
+	vmm_cmd(&h, ans, "fill 3");
+	err = offload(&h);
+	tap(&h, !err, "offload 3: %s", strerror(-err));
+	{
+		struct range_call rc = { .gpa = 64 * PAGE, .len = 64 * PAGE };
+		struct memfd_check mc = { .pg = 64, .n = 64, .round = 3 };
+
+		on_loop(&h, range_cb, &rc);
+		on_loop(&h, memfd_check_cb, &mc);
+		tap(&h, !rc.err && mc.ok, "make_resident: 64 pages back in the memfd, contents right");
+		rc = (struct range_call){ .gpa = 256 * PAGE, .len = 128 * PAGE, .drop = true };
+		on_loop(&h, range_cb, &rc);
+		tap(&h, !rc.err, "drop_free of 128 pages: %s", strerror(-rc.err));
+		rc = (struct range_call){ .gpa = npages * PAGE, .len = PAGE, .drop = true };
+		on_loop(&h, range_cb, &rc);
+		tap(&h, rc.err == -ERANGE, "drop_free outside guest RAM refused");
+	}
+	vmm_cmd(&h, ans, "verify 3 3 256 384");
+	tap(&h, !strcmp(ans, "ok"), "cycle 3: verified, dropped range reads zero (%s)", ans);
+
+	vmm_cmd(&h, ans, "quit");
+	tap(&h, wait_vmm_exit(&h) == 0, "mock VMM exited cleanly");
+	for (int i = 0; i < 100 && have; i++) {
+		stats(&h, &have);
+		if (have)
+			usleep(20000);
+	}
+	tap(&h, !have, "pager released when the last mapper went");
+	mem_handshake_get_stats(&h.d, &hs);
+	tap(&h, hs.accepted == 2, "handshakes accepted: %llu", (unsigned long long)hs.accepted);
+	harness_stop(&h);
+	printf("1..%d\n", h.tap);
+	return h.failures ? 1 : 0;
+}
+
+static int mode_enospc(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_stats st;
+	char ans[LINE_MAX_LEN], opts[64];
+	int err;
+
+	if (harness_start(&h, NULL)) {
+		printf("Bail out! harness setup failed\n");
+		return 1;
+	}
+	snprintf(opts, sizeof(opts), "size=%dm,mode=0700", ENOSPC_STORE_MIB);
+	if (mount("vmnap-store", h.store_dir, "tmpfs", 0, opts) < 0) {
+		printf("1..0 # SKIP cannot mount a small tmpfs store: %s\n", strerror(errno));
+		harness_stop(&h);
+		return 0;
+	}
+	h.mounted = true;
+	vmm_spawn(&h, self, mib, 1);
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(&h, !strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(&h, err == -ENOSPC, "offload to an %d MiB store aborts with ENOSPC (%s)",
+	    ENOSPC_STORE_MIB, strerror(-err));
+	tap(&h, st.pages[PAGE_IN_FLIGHT] == 0 && st.pages[PAGE_RESIDENT] > 0 &&
+	    st.offload_errors == 1,
+	    "unwritten pages stay resident (%llu resident, %llu offloaded)",
+	    (unsigned long long)st.pages[PAGE_RESIDENT],
+	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(&h, !strcmp(ans, "ok"), "every byte still right after the aborted offload (%s)", ans);
+	vmm_cmd(&h, ans, "quit");
+	wait_vmm_exit(&h);
+	harness_stop(&h);
+	printf("1..%d\n", h.tap);
+	return h.failures ? 1 : 0;
+}
+
+static double gib_s(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (double)bytes / (double)(1ull << 30) / ((double)ns / 1e9) : 0;
+}
+
+static int mode_bench(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_stats st;
+	uint64_t bytes = mib << 20, p50 = 0, p99 = 0, ns, t0, before;
+	double evict, zero_evict, restore_fault, restore_prefetch;
+	char ans[LINE_MAX_LEN];
+	unsigned long long a, b;
+	struct fa_call fa;
+	int err;
+
+	g_all_data = true;
+	setenv("PAGER_ALL_DATA", "1", 1);	/* the VMM child fills all pages */
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1))
+		return 1;
+	read_line(h.from_vmm, ans, sizeof(ans));
+	if (strcmp(ans, "ready"))
+		return 1;
+	/* 1. evict non-zero pages */
+	err = offload(&h);
+	st = stats(&h, NULL);
+	if (err)
+		return 1;
+	evict = gib_s(st.last_offload_written, st.last_offload_ns);
+	/* 2. fault latency: random single-page touches, no fault-around */
+	fa.pages = 1;
+	on_loop(&h, fault_around_cb, &fa);
+	vmm_cmd(&h, ans, "lat");
+	if (sscanf(ans, "ok %llu %llu", &a, &b) == 2) {
+		p50 = a;
+		p99 = b;
+	}
+	/* 3. restore by faults: sequential touch, default fault-around */
+	fa.pages = 16;
+	on_loop(&h, fault_around_cb, &fa);
+	st = stats(&h, NULL);
+	before = st.pages[PAGE_OFFLOADED];
+	vmm_cmd(&h, ans, "touchall");
+	ns = sscanf(ans, "ok %llu", &a) == 1 ? a : 0;
+	restore_fault = gib_s(before * PAGE, ns);
+	/* 4. restore by prefetch: the whole working set streams back */
+	if (offload(&h))
+		return 1;
+	t0 = mono_ns();
+	on_loop(&h, resumed_cb, NULL);
+	do {
+		usleep(PREFETCH_POLL_US);
+		st = stats(&h, NULL);
+	} while (st.pages[PAGE_OFFLOADED] || st.pages[PAGE_IN_FLIGHT]);
+	restore_prefetch = gib_s(bytes, mono_ns() - t0);
+	vmm_cmd(&h, ans, "verify 1 2");
+	if (strcmp(ans, "ok"))
+		return 1;
+	/* 5. evict zero pages (allocated, all zero) */
+	vmm_cmd(&h, ans, "zero");
+	if (offload(&h))
+		return 1;
+	st = stats(&h, NULL);
+	zero_evict = gib_s(bytes, st.last_offload_ns);
+	vmm_cmd(&h, ans, "quit");
+	wait_vmm_exit(&h);
+	harness_stop(&h);
+	printf("{\"bytes\": %llu, \"nonzero_bytes\": %llu, \"evict_gib_s\": %.3f, "
+	       "\"zero_evict_gib_s\": %.3f, \"fault_p50_us\": %.1f, \"fault_p99_us\": %.1f, "
+	       "\"restore_fault_gib_s\": %.3f, \"restore_prefetch_gib_s\": %.3f}\n",
+	       (unsigned long long)bytes, (unsigned long long)bytes, evict, zero_evict,
+	       (double)p50 / 1000.0, (double)p99 / 1000.0, restore_fault, restore_prefetch);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t mib;
+
+	if (argc >= 6 && !strcmp(argv[1], "--vmm")) {
+		g_all_data = getenv("PAGER_ALL_DATA") != NULL;
+		return vmm_main(strtoull(argv[2], NULL, 0), atoi(argv[3]),
+				atoi(argv[4]), atoi(argv[5]));
+	}
+	signal(SIGPIPE, SIG_IGN);
+	log_set_level(getenv("PAGER_DEBUG") ? LOG_DEBUG : LOG_WARN);
+	if (geteuid() != 0 && access("/dev/userfaultfd", R_OK | W_OK)) {
+		printf("1..0 # SKIP needs root or access to /dev/userfaultfd\n");
+		return 0;
+	}
+	mib = argc >= 3 ? strtoull(argv[2], NULL, 0) : 0;
+	if (argc >= 2 && !strcmp(argv[1], "enospc"))
+		return mode_enospc(argv[0], mib ? mib : 32);
+	if (argc >= 2 && !strcmp(argv[1], "bench"))
+		return mode_bench(argv[0], mib ? mib : 256);
+	return mode_basic(argv[0], mib ? mib : 32);
+}
