@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * evidence.c - idle evidence, measured by the kernel over a short window.
+ *
+ *  runnable  per CPU, an IPI looks at what the CPU runs: the idle task with
+ *            no pending reschedule (0), or a task (1, not counting our own
+ *            worker) plus 1 when single_task_running() says more wait.
+ *  cpu idle  get_cpu_idle_time_us() (NOHZ idle accounting, or kcpustat
+ *            when NOHZ is inactive) before and after the window; minimum
+ *            over online CPUs, per mille of the window.
+ *  block I/O block_rq_issue minus block_rq_complete (full completions) and
+ *            block_rq_requeue, summed over per-CPU counters.
+ *  writeback global NR_WRITEBACK and NR_FILE_DIRTY pages.
+ *  timers    hrtimer_start / hrtimer_cancel / hrtimer_expire_entry keep a
+ *            book of each CPU's armed hrtimers (timerbook.c).  At sampling
+ *            time the book is checked, under the CPU's hrtimer base lock,
+ *            against the queues the clock event device is programmed from
+ *            (and against cpu_base->expires_next, its programmed event); a
+ *            book that disagrees (timers armed before we attached, a timer
+ *            that migrated between CPUs, an overflow) is rebuilt from the
+ *            queues and counted.  The budget is the earliest expiry over
+ *            all CPUs, leaving out vmnap's own fail-safe and the periodic
+ *            tick of the CPU doing the sampling (it stops when that CPU goes
+ *            idle).  On NOHZ-idle CPUs the stopped tick's hrtimer carries
+ *            the next timer-wheel event, so it is counted.
+ *
+ * The tracepoints are found by name (for_each_kernel_tracepoint()): they
+ * are not exported to modules.  hrtimer_start gained a was_armed argument
+ * within 6.1.x; Kbuild test-compiles a probe against the headers and sets
+ * VMNAP_HRTIMER_START_WAS_ARMED.  No probe schedules anything: the module
+ * adds no wakeups.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/blk-mq.h>
+#include <linux/blkdev.h>
+#include <linux/delay.h>
+#include <linux/hrtimer.h>
+#include <linux/ioport.h>
+#include <linux/kallsyms.h>
+#include <linux/kernel_stat.h>
+#include <linux/percpu.h>
+#include <linux/sched.h>
+#include <linux/sched/stat.h>
+#include <linux/slab.h>
+#include <linux/smp.h>
+#include <linux/tick.h>
+#include <linux/timerqueue.h>
+#include <linux/tracepoint.h>
+#include <linux/vmstat.h>
+
+#include "vmnap_mod.h"
+#include "timerbook.h"
+
+#define VMNAP_TICK_FN_NAME	"tick_sched_timer"
+
+/**
+ * struct vmnap_cpu_timers - hrtimer view of one CPU
+ * @lock: serialises @tb (nests inside the CPU's hrtimer base lock)
+ * @tb: armed timers as told by the tracepoints
+ * @base: the CPU's hrtimer_cpu_base (from hrtimer_init() run on it)
+ */
+struct vmnap_cpu_timers {
+	raw_spinlock_t lock;
+	struct vmnap_timerbook tb;
+	struct hrtimer_cpu_base *base;
+};
+
+static struct vmnap_cpu_timers *vmnap_timers;	/* [nr_cpu_ids] */
+static DEFINE_PER_CPU(long, vmnap_io_inflight);
+static const void *vmnap_tick_fn;		/* resolved lazily */
+static bool vmnap_timers_attached;
+
+/* ---- tracepoint probes ------------------------------------------------ */
+
+static struct vmnap_cpu_timers *vmnap_timer_cpu(struct hrtimer *t)
+{
+	struct hrtimer_clock_base *b = READ_ONCE(t->base);
+	unsigned int cpu;
+
+	if (!b || !b->cpu_base)
+		return NULL;
+	cpu = b->cpu_base->cpu;
+	return cpu < nr_cpu_ids ? &vmnap_timers[cpu] : NULL;
+}
+
+static void vmnap_book_arm(struct hrtimer *t)
+{
+	struct vmnap_cpu_timers *ct = vmnap_timer_cpu(t);
+	unsigned long flags;
+
+	if (!ct)
+		return;
+	raw_spin_lock_irqsave(&ct->lock, flags);
+	vmnap_tb_arm(&ct->tb, t, t->function,
+		     ktime_sub(hrtimer_get_expires(t), t->base->offset));
+	raw_spin_unlock_irqrestore(&ct->lock, flags);
+}
+
+static void vmnap_book_disarm(struct hrtimer *t)
+{
+	struct vmnap_cpu_timers *ct = vmnap_timer_cpu(t);
+	unsigned long flags;
+
+	if (!ct)
+		return;
+	raw_spin_lock_irqsave(&ct->lock, flags);
+	vmnap_tb_disarm(&ct->tb, t);
+	raw_spin_unlock_irqrestore(&ct->lock, flags);
+}
+
+#ifdef VMNAP_HRTIMER_START_WAS_ARMED
+static void vmnap_tp_hrtimer_start(void *data, struct hrtimer *t,
+				   enum hrtimer_mode mode, bool was_armed)
+#else
+static void vmnap_tp_hrtimer_start(void *data, struct hrtimer *t,
+				   enum hrtimer_mode mode)
+#endif
+{
+	vmnap_book_arm(t);
+}
+
+static void vmnap_tp_hrtimer_cancel(void *data, struct hrtimer *t)
+{
+	vmnap_book_disarm(t);
+}
+
+static void vmnap_tp_hrtimer_expire_entry(void *data, struct hrtimer *t,
+					  ktime_t *now)
+{
+	vmnap_book_disarm(t);
+}
+
+static void vmnap_tp_rq_issue(void *data, struct request *rq)
+{
+	this_cpu_inc(vmnap_io_inflight);
+}
+
+static void vmnap_tp_rq_complete(void *data, struct request *rq,
+				 blk_status_t error, unsigned int nr_bytes)
+{
+	/* a partial completion leaves the request in flight */
+	if (nr_bytes >= blk_rq_bytes(rq))
+		this_cpu_dec(vmnap_io_inflight);
+}
+
+static void vmnap_tp_rq_requeue(void *data, struct request *rq)
+{
+	this_cpu_dec(vmnap_io_inflight);
+}
+
+struct vmnap_tp {
+	const char *name;
+	void *probe;
+	bool timer;		/* part of the timer evidence */
+	struct tracepoint *tp;
+};
+
+static struct vmnap_tp vmnap_tps[] = {
+	{ "hrtimer_start", vmnap_tp_hrtimer_start, true },
+	{ "hrtimer_cancel", vmnap_tp_hrtimer_cancel, true },
+	{ "hrtimer_expire_entry", vmnap_tp_hrtimer_expire_entry, true },
+	{ "block_rq_issue", vmnap_tp_rq_issue, false },
+	{ "block_rq_complete", vmnap_tp_rq_complete, false },
+	{ "block_rq_requeue", vmnap_tp_rq_requeue, false },
+};
+
+static void vmnap_find_tp(struct tracepoint *tp, void *priv)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(vmnap_tps); i++)
+		if (!strcmp(tp->name, vmnap_tps[i].name))
+			vmnap_tps[i].tp = tp;
+}
+
+/* ---- timers ------------------------------------------------------------ */
+
+static void vmnap_get_cpu_base(void *arg)
+{
+	struct hrtimer_cpu_base **base = arg;
+	struct hrtimer t;
+
+	/* hrtimer_init() binds a timer to this CPU's bases: nothing armed */
+	hrtimer_init_on_stack(&t, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
+	*base = t.base->cpu_base;
+	destroy_hrtimer_on_stack(&t);
+}
+
+struct vmnap_classify_ctx {
+	bool this_cpu;
+};
+
+static u32 vmnap_classify(const struct vmnap_timer_entry *e, void *arg)
+{
+	struct vmnap_classify_ctx *ctx = arg;
+	char name[KSYM_SYMBOL_LEN];
+
+	if (vmnap_is_own_timer(e->timer))
+		return VMNAP_TB_OWN;
+	if (!ctx->this_cpu)
+		return 0;
+	if (!vmnap_tick_fn && e->fn) {
+		sprint_symbol_no_offset(name, (unsigned long)e->fn);
+		if (!strcmp(name, VMNAP_TICK_FN_NAME))
+			WRITE_ONCE(vmnap_tick_fn, e->fn);
+	}
+	return e->fn && e->fn == vmnap_tick_fn ? VMNAP_TB_TICK : 0;
+}
+
+#define VMNAP_EXCLUDE	(VMNAP_TB_OWN | VMNAP_TB_TICK)
+
+/*
+ * Earliest armed timer of one base on the live queue, skipping excluded
+ * ones.  Base lock held.  Returns false when none qualifies.
+ */
+static bool vmnap_live_earliest(struct hrtimer_clock_base *b,
+				struct vmnap_classify_ctx *ctx, s64 *ex)
+{
+	struct timerqueue_node *n = timerqueue_getnext(&b->active);
+	bool found = false;
+
+	for (; n; n = timerqueue_iterate_next(n)) {
+		struct hrtimer *t = container_of(n, struct hrtimer, node);
+		struct vmnap_timer_entry e = { t, t->function, 0 };
+		s64 v = ktime_sub(n->expires, b->offset);
+
+		if (vmnap_classify(&e, ctx) & VMNAP_EXCLUDE)
+			continue;
+		if (!found || v < *ex)
+			*ex = v;
+		found = true;
+		break;	/* the queue is ordered: the first kept is earliest */
+	}
+	return found;
+}
+
+/* Rebuild the book from the live queues.  Base lock and book lock held. */
+static void vmnap_book_resync(struct vmnap_cpu_timers *ct)
+{
+	struct hrtimer_cpu_base *cb = ct->base;
+	unsigned int i;
+
+	vmnap_tb_reset(&ct->tb);
+	for (i = 0; i < HRTIMER_MAX_CLOCK_BASES; i++) {
+		struct hrtimer_clock_base *b = &cb->clock_base[i];
+		struct timerqueue_node *n;
+
+		if (!(cb->active_bases & BIT(i)))
+			continue;
+		for (n = timerqueue_getnext(&b->active); n && !ct->tb.overflow;
+		     n = timerqueue_iterate_next(n)) {
+			struct hrtimer *t = container_of(n, struct hrtimer, node);
+
+			vmnap_tb_arm(&ct->tb, t, t->function,
+				     ktime_sub(n->expires, b->offset));
+		}
+	}
+}
+
+/*
+ * Earliest relevant timer of one CPU (absolute CLOCK_MONOTONIC ns), or
+ * KTIME_MAX.  Returns false when the CPU's view cannot be trusted.
+ */
+static bool vmnap_cpu_next_timer(unsigned int cpu, bool this_cpu, s64 *next)
+{
+	struct vmnap_cpu_timers *ct = &vmnap_timers[cpu];
+	struct vmnap_classify_ctx ctx = { .this_cpu = this_cpu };
+	struct hrtimer_cpu_base *cb = ct->base;
+	s64 live = KTIME_MAX, hard = KTIME_MAX, book = KTIME_MAX, v;
+	unsigned long flags;
+	bool ok = true;
+	unsigned int i;
+
+	raw_spin_lock_irqsave(&cb->lock, flags);
+	raw_spin_lock(&ct->lock);
+	for (i = 0; i < HRTIMER_MAX_CLOCK_BASES; i++) {
+		struct hrtimer_clock_base *b = &cb->clock_base[i];
+		struct timerqueue_node *n;
+
+		if (!(cb->active_bases & BIT(i)))
+			continue;
+		if (vmnap_live_earliest(b, &ctx, &v))
+			live = min(live, v);
+		n = timerqueue_getnext(&b->active);
+		if (n && i < HRTIMER_BASE_MONOTONIC_SOFT)
+			hard = min(hard, ktime_sub(n->expires, b->offset));
+	}
+	if (ct->tb.overflow ||
+	    !vmnap_tb_earliest(&ct->tb, vmnap_classify, &ctx, VMNAP_EXCLUDE,
+			       &book))
+		book = KTIME_MAX;
+	if (ct->tb.overflow || book != live) {
+		vmnap_count(VMNAP_CTR_TIMER_RESYNCS);
+		vmnap_book_resync(ct);
+	}
+	/*
+	 * The clock event device is programmed to expires_next; an armed
+	 * hard timer due before it would be missed: a state we do not
+	 * understand (outside hrtimer_interrupt, which we never run inside).
+	 */
+	if (cb->hres_active && !cb->in_hrtirq && hard != KTIME_MAX &&
+	    cb->expires_next > hard + (s64)TICK_NSEC)
+		ok = false;
+	raw_spin_unlock(&ct->lock);
+	raw_spin_unlock_irqrestore(&cb->lock, flags);
+	*next = live;
+	return ok;
+}
+
+/* ns from now to the earliest relevant timer on any online CPU. */
+static bool vmnap_next_timer(u64 *ns)
+{
+	s64 next = KTIME_MAX, v, now;
+	unsigned int cpu, self;
+	bool ok = vmnap_timers_attached;
+
+	for_each_online_cpu(cpu) {
+		if (!vmnap_timers[cpu].base)
+			smp_call_function_single(cpu, vmnap_get_cpu_base,
+						 &vmnap_timers[cpu].base, 1);
+	}
+	self = get_cpu();
+	for_each_online_cpu(cpu) {
+		if (!vmnap_timers[cpu].base) {
+			ok = false;
+			continue;
+		}
+		if (!vmnap_cpu_next_timer(cpu, cpu == self, &v))
+			ok = false;
+		next = min(next, v);
+	}
+	now = ktime_get();
+	put_cpu();
+	if (next == KTIME_MAX)
+		*ns = VMNAP_TIMER_UNKNOWN - 1;	/* nothing armed at all */
+	else
+		*ns = next > now ? next - now : 0;
+	return ok;
+}
+
+bool vmnap_timer_evidence_active(void)
+{
+	return vmnap_timers_attached;
+}
+
+/* ---- runnable tasks and CPU idle -------------------------------------- */
+
+struct vmnap_runnable_probe {
+	struct task_struct *self;
+	atomic_t runnable;
+};
+
+static void vmnap_runnable_ipi(void *arg)
+{
+	struct vmnap_runnable_probe *p = arg;
+	int n;
+
+	if (is_idle_task(current)) {
+		n = need_resched() ? 1 : 0;
+	} else {
+		n = current == p->self ? 0 : 1;
+		if (!single_task_running())
+			n++;	/* at least one more waits on this CPU */
+	}
+	atomic_add(n, &p->runnable);
+}
+
+static u64 vmnap_cpu_idle_us(unsigned int cpu)
+{
+	u64 us = get_cpu_idle_time_us(cpu, NULL);
+
+	if (us != (u64)-1)
+		return us;
+	return div_u64(kcpustat_cpu(cpu).cpustat[CPUTIME_IDLE], NSEC_PER_USEC);
+}
+
+/* ---- block I/O --------------------------------------------------------- */
+
+static u32 vmnap_io_inflight_sum(void)
+{
+	long sum = 0;
+	unsigned int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += per_cpu(vmnap_io_inflight, cpu);
+	return sum > 0 ? (u32)min_t(long, sum, U32_MAX) : 0;
+}
+
+/* ---- collection -------------------------------------------------------- */
+
+/*
+ * Measure the evidence over @window_us (may sleep).  Called with
+ * vmnap.lock held, from the workqueue or a netlink command.
+ */
+void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
+{
+	struct vmnap_runnable_probe rp = { .self = current };
+	u64 *idle0;
+	ktime_t t0, t1;
+	u64 wall_us, idle, permille, min_permille = 1000;
+	unsigned int cpu;
+
+	memset(s, 0, sizeof(*s));
+	idle0 = kcalloc(nr_cpu_ids, sizeof(*idle0), GFP_KERNEL);
+	t0 = ktime_get();
+	for_each_online_cpu(cpu)
+		if (idle0)
+			idle0[cpu] = vmnap_cpu_idle_us(cpu);
+	if (window_us)
+		usleep_range(window_us, window_us + window_us / 8);
+	t1 = ktime_get();
+	wall_us = max_t(u64, ktime_us_delta(t1, t0), 1);
+	s->window_ns = ktime_to_ns(ktime_sub(t1, t0));
+	for_each_online_cpu(cpu) {
+		if (!idle0) {
+			min_permille = 0;	/* cannot tell: not idle */
+			break;
+		}
+		idle = vmnap_cpu_idle_us(cpu) - idle0[cpu];
+		permille = min_t(u64, div64_u64(idle * 1000, wall_us), 1000);
+		min_permille = min(min_permille, permille);
+	}
+	kfree(idle0);
+	s->cpu_idle_permille = min_permille;
+
+	atomic_set(&rp.runnable, 0);
+	for_each_online_cpu(cpu)
+		smp_call_function_single(cpu, vmnap_runnable_ipi, &rp, 1);
+	s->nr_runnable = atomic_read(&rp.runnable);
+
+	s->io_inflight = vmnap_io_inflight_sum();
+	s->writeback_pages = global_node_page_state(NR_WRITEBACK);
+	s->dirty_pages = global_node_page_state(NR_FILE_DIRTY);
+	s->timer_known = vmnap_next_timer(&s->next_timer_ns);
+	if (!s->timer_known) {
+		s->next_timer_ns = VMNAP_TIMER_UNKNOWN;
+		vmnap_count(VMNAP_CTR_TIMER_UNKNOWN);
+	}
+	s->devices_quiesced = vmnap_quiesced_devices();
+}
+
+/* ---- guest RAM --------------------------------------------------------- */
+
+struct vmnap_ram_ctx {
+	u64 (*r)[2];
+	unsigned int n, max;
+	bool truncated;
+};
+
+static int vmnap_ram_res(struct resource *res, void *arg)
+{
+	struct vmnap_ram_ctx *c = arg;
+	u64 start = PAGE_ALIGN(res->start);
+	u64 end = (res->end + 1) & PAGE_MASK;
+
+	if (end <= start)
+		return 0;
+	if (c->n && c->r[c->n - 1][0] + c->r[c->n - 1][1] == start) {
+		c->r[c->n - 1][1] += end - start;	/* adjacent: merge */
+		return 0;
+	}
+	if (c->n == c->max) {
+		c->truncated = true;
+		return 0;
+	}
+	c->r[c->n][0] = start;
+	c->r[c->n][1] = end - start;
+	c->n++;
+	return 0;
+}
+
+/* Guest RAM as (GPA, length) pairs from the System RAM resources. */
+int vmnap_ram_ranges(u64 (*ranges)[2], unsigned int max)
+{
+	struct vmnap_ram_ctx c = { .r = ranges, .max = max };
+
+	walk_iomem_res_desc(IORES_DESC_NONE,
+			    IORESOURCE_SYSTEM_RAM | IORESOURCE_BUSY, 0, U64_MAX,
+			    &c, vmnap_ram_res);
+	if (c.truncated)
+		pr_warn("more than %u RAM ranges: HELLO lists the first %u\n",
+			max, max);
+	return c.n;
+}
+
+/* ---- init / exit -------------------------------------------------------- */
+
+static void vmnap_tp_unregister_all(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(vmnap_tps); i++)
+		if (vmnap_tps[i].tp)
+			tracepoint_probe_unregister(vmnap_tps[i].tp,
+						    vmnap_tps[i].probe, NULL);
+	tracepoint_synchronize_unregister();
+}
+
+int vmnap_evidence_init(void)
+{
+	unsigned int i, cpu;
+	int ret;
+
+	vmnap_timers = kcalloc(nr_cpu_ids, sizeof(*vmnap_timers), GFP_KERNEL);
+	if (!vmnap_timers)
+		return -ENOMEM;
+	for_each_possible_cpu(cpu) {
+		raw_spin_lock_init(&vmnap_timers[cpu].lock);
+		vmnap_tb_reset(&vmnap_timers[cpu].tb);
+	}
+	for_each_kernel_tracepoint(vmnap_find_tp, NULL);
+	vmnap_timers_attached = true;
+	for (i = 0; i < ARRAY_SIZE(vmnap_tps); i++) {
+		struct vmnap_tp *t = &vmnap_tps[i];
+
+		ret = t->tp ? tracepoint_probe_register(t->tp, t->probe, NULL) :
+			      -ENOENT;
+		if (ret) {
+			pr_warn("tracepoint %s: %d; %s evidence incomplete\n",
+				t->name, ret, t->timer ? "timer" : "block I/O");
+			t->tp = NULL;
+			if (t->timer)
+				vmnap_timers_attached = false;
+		}
+	}
+	/* bootstrap: the first sampling rebuilds each book from the queues */
+	for_each_online_cpu(cpu) {
+		vmnap_timers[cpu].tb.overflow = true;
+		smp_call_function_single(cpu, vmnap_get_cpu_base,
+					 &vmnap_timers[cpu].base, 1);
+	}
+	return 0;
+}
+
+void vmnap_evidence_exit(void)
+{
+	vmnap_tp_unregister_all();
+	kfree(vmnap_timers);
+	vmnap_timers = NULL;
+}

@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * link.c - the vsock client: connect, reconnect with backoff, receive in a
+ * work item, send.
+ *
+ * sk_data_ready and sk_state_change run in softirq context under the
+ * socket lock; they only queue the receive work.  The receive work reads
+ * with MSG_DONTWAIT until -EAGAIN, frames and validates every message
+ * (proto.c, uapi/vmnap.h) and hands accepted ones to main.c.  EOF, a
+ * socket error (a vsock transport reset sets ECONNRESET) or a fatal
+ * framing error drops the link: devices are released, and a reconnect is
+ * scheduled with capped exponential backoff.  While connected nothing is
+ * scheduled: an idle link costs no wakeups.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/kernel.h>
+#include <linux/slab.h>
+#include <linux/uio.h>
+#include <linux/vm_sockets.h>
+#include <net/sock.h>
+
+#include "vmnap_mod.h"
+
+/* A blocked send (host not reading) gives up after this long. */
+#define VMNAP_SEND_TIMEOUT_S	2
+
+static void vmnap_sk_data_ready(struct sock *sk)
+{
+	read_lock_bh(&sk->sk_callback_lock);
+	if (sk->sk_user_data)
+		queue_work(vmnap.wq, &vmnap.rx_work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void vmnap_sk_state_change(struct sock *sk)
+{
+	read_lock_bh(&sk->sk_callback_lock);
+	if (sk->sk_user_data)
+		queue_work(vmnap.wq, &vmnap.rx_work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void vmnap_sk_install(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	vmnap.saved_data_ready = sk->sk_data_ready;
+	vmnap.saved_state_change = sk->sk_state_change;
+	sk->sk_user_data = &vmnap;
+	sk->sk_data_ready = vmnap_sk_data_ready;
+	sk->sk_state_change = vmnap_sk_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void vmnap_sk_restore(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = vmnap.saved_data_ready;
+	sk->sk_state_change = vmnap.saved_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+bool vmnap_link_is_up(void)
+{
+	return READ_ONCE(vmnap.fsm.link) == VMNAP_LINK_UP;
+}
+
+/* Send one whole message; serialised with other senders by tx_lock. */
+static int vmnap_send_locked(const void *buf, size_t len)
+{
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
+	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
+	int ret;
+
+	if (!vmnap.sock)
+		return -ENOTCONN;
+	while (iov.iov_len) {
+		ret = kernel_sendmsg(vmnap.sock, &msg, &iov, 1, iov.iov_len);
+		if (ret <= 0) {
+			vmnap_count(VMNAP_CTR_TX_ERRORS);
+			return ret ? ret : -EPIPE;
+		}
+		iov.iov_base = (u8 *)iov.iov_base + ret;
+		iov.iov_len -= ret;
+	}
+	vmnap_count(VMNAP_CTR_TX_MSGS);
+	return 0;
+}
+
+/* Stamp the sequence number into @buf (a built message) and send it. */
+int vmnap_send(const void *buf, size_t len)
+{
+	struct vmnap_hdr *h = (struct vmnap_hdr *)buf;
+	int ret;
+
+	if (!len)
+		return -EINVAL;
+	mutex_lock(&vmnap.tx_lock);
+	h->seq = cpu_to_le32(++vmnap.tx_seq);
+	ret = vmnap_send_locked(buf, len);
+	mutex_unlock(&vmnap.tx_lock);
+	return ret;
+}
+
+int vmnap_send_error(u32 code, u32 ref_seq, const char *text)
+{
+	u8 buf[sizeof(struct vmnap_hdr) + sizeof(struct vmnap_error)];
+
+	return vmnap_send(buf, vmnap_build_error(buf, sizeof(buf), 0, code,
+						 ref_seq, text));
+}
+
+static void vmnap_schedule_connect(void)
+{
+	u32 ms = vmnap_backoff_next(&vmnap.backoff);
+
+	if (!READ_ONCE(vmnap.stopping))
+		queue_delayed_work(vmnap.wq, &vmnap.connect_work,
+				   msecs_to_jiffies(ms));
+}
+
+/* Tear the socket down; called on the workqueue or at stop. */
+static void vmnap_close(void)
+{
+	struct socket *sock;
+
+	mutex_lock(&vmnap.tx_lock);
+	sock = vmnap.sock;
+	vmnap.sock = NULL;
+	mutex_unlock(&vmnap.tx_lock);
+	if (!sock)
+		return;
+	vmnap_sk_restore(sock);
+	kernel_sock_shutdown(sock, SHUT_RDWR);
+	sock_release(sock);
+	vmnap.rx.len = 0;
+}
+
+/* The connection is gone or untrustworthy: release and reconnect. */
+static void vmnap_lost(void)
+{
+	bool had = vmnap.sock != NULL;
+
+	vmnap_close();
+	if (!had)
+		return;
+	vmnap_count(VMNAP_CTR_LINK_LOSSES);
+	mutex_lock(&vmnap.lock);
+	vmnap_link_down();
+	mutex_unlock(&vmnap.lock);
+	vmnap_schedule_connect();
+}
+
+static void vmnap_connect_work(struct work_struct *work)
+{
+	struct sockaddr_vm addr = {
+		.svm_family = AF_VSOCK,
+		.svm_cid = vmnap_host_cid,
+		.svm_port = vmnap_port,
+	};
+	struct socket *sock;
+	int ret;
+
+	if (READ_ONCE(vmnap.stopping) || vmnap.sock)
+		return;
+	ret = sock_create_kern(&init_net, AF_VSOCK, SOCK_STREAM, 0, &sock);
+	if (ret) {
+		/* af_vsock not loaded yet, or no memory: try again later */
+		vmnap_count(VMNAP_CTR_CONNECT_FAILS);
+		vmnap_schedule_connect();
+		return;
+	}
+	sock_set_sndtimeo(sock->sk, VMNAP_SEND_TIMEOUT_S);
+	ret = kernel_connect(sock, (struct sockaddr *)&addr, sizeof(addr), 0);
+	if (ret) {
+		sock_release(sock);
+		vmnap_count(VMNAP_CTR_CONNECT_FAILS);
+		if (vmnap.backoff.attempts == 0)
+			pr_info("connect to cid %u port %u: %d, retrying\n",
+				vmnap_host_cid, vmnap_port, ret);
+		vmnap_schedule_connect();
+		return;
+	}
+	vmnap_count(VMNAP_CTR_CONNECTS);
+	vmnap_sk_install(sock);
+	mutex_lock(&vmnap.tx_lock);
+	vmnap.sock = sock;
+	vmnap.tx_seq = 0;
+	mutex_unlock(&vmnap.tx_lock);
+	vmnap.rx.len = 0;
+
+	mutex_lock(&vmnap.lock);
+	vmnap_link_up();
+	mutex_unlock(&vmnap.lock);
+	pr_info("connected to cid %u port %u\n", vmnap_host_cid, vmnap_port);
+	/* data (or a reset) may have arrived before the callbacks were set */
+	queue_work(vmnap.wq, &vmnap.rx_work);
+}
+
+/* Frame and dispatch whatever the buffer holds. */
+static int vmnap_rx_dispatch(void)
+{
+	struct vmnap_rxmsg m;
+	int ret;
+
+	while ((ret = vmnap_rx_next(&vmnap.rx, &m)) != 0) {
+		if (ret < 0) {
+			vmnap_count(VMNAP_CTR_RX_FATAL);
+			pr_warn_ratelimited("host stream unframed: %s, dropping link\n",
+					    vmnap_err_name(m.err));
+			vmnap_send_error(m.err, 0, NULL);
+			return -EPROTO;
+		}
+		if (m.err) {
+			u32 ref = le32_to_cpu(((struct vmnap_hdr *)vmnap.rx.buf)->seq);
+
+			vmnap_count(VMNAP_CTR_RX_BAD);
+			pr_warn_ratelimited("host message rejected: %s\n",
+					    vmnap_err_name(m.err));
+			vmnap_send_error(m.err, ref, NULL);
+		} else {
+			vmnap_count(VMNAP_CTR_RX_MSGS);
+			mutex_lock(&vmnap.lock);
+			ret = vmnap_handle_msg(m.hdr, m.payload);
+			mutex_unlock(&vmnap.lock);
+			if (ret)
+				return ret;
+		}
+		vmnap_rx_consume(&vmnap.rx, m.size);
+	}
+	return 0;
+}
+
+static void vmnap_rx_work(struct work_struct *work)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT };
+	struct kvec iov;
+	int ret;
+
+	if (!vmnap.sock)
+		return;
+	for (;;) {
+		if (vmnap.rx.len == vmnap.rx.cap) {
+			/* cannot happen: rx_next frames any full buffer */
+			ret = -EPROTO;
+			break;
+		}
+		iov.iov_base = vmnap.rx.buf + vmnap.rx.len;
+		iov.iov_len = vmnap.rx.cap - vmnap.rx.len;
+		ret = kernel_recvmsg(vmnap.sock, &msg, &iov, 1, iov.iov_len,
+				     MSG_DONTWAIT);
+		if (ret == -EAGAIN)
+			return;
+		if (ret <= 0) {
+			if (ret == 0)
+				ret = -ECONNRESET;
+			break;
+		}
+		vmnap.rx.len += ret;
+		ret = vmnap_rx_dispatch();
+		if (ret)
+			break;
+		if (!vmnap.sock)	/* dropped by a handler */
+			return;
+	}
+	pr_info("link lost (%d)\n", ret);
+	vmnap_lost();
+}
+
+/* Drop the link as a transport reset would (test hook, protocol errors). */
+static void vmnap_drop_work(struct work_struct *work)
+{
+	if (vmnap.sock) {
+		pr_info("link dropped\n");
+		vmnap_lost();
+	}
+}
+
+static DECLARE_WORK(vmnap_drop, vmnap_drop_work);
+
+void vmnap_link_drop(void)
+{
+	queue_work(vmnap.wq, &vmnap_drop);
+}
+
+int vmnap_link_init(void)
+{
+	mutex_init(&vmnap.tx_lock);
+	INIT_DELAYED_WORK(&vmnap.connect_work, vmnap_connect_work);
+	INIT_WORK(&vmnap.rx_work, vmnap_rx_work);
+	vmnap_backoff_init(&vmnap.backoff, vmnap_reconnect_min_ms,
+			   vmnap_reconnect_max_ms);
+	vmnap.rx.cap = VMNAP_MAX_MSG;
+	vmnap.rx.buf = kvmalloc(vmnap.rx.cap, GFP_KERNEL);
+	vmnap.txbuf = kvmalloc(VMNAP_MAX_MSG, GFP_KERNEL);
+	if (!vmnap.rx.buf || !vmnap.txbuf) {
+		kvfree(vmnap.rx.buf);
+		kvfree(vmnap.txbuf);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void vmnap_link_start(void)
+{
+	queue_delayed_work(vmnap.wq, &vmnap.connect_work, 0);
+}
+
+/*
+ * Stop for unload: no new connect, socket closed with callbacks restored
+ * before the works are flushed, so nothing re-queues them afterwards.
+ */
+void vmnap_link_stop(void)
+{
+	WRITE_ONCE(vmnap.stopping, true);
+	cancel_delayed_work_sync(&vmnap.connect_work);
+	flush_workqueue(vmnap.wq);
+	/* only the (now idle) workqueue changes vmnap.sock */
+	if (vmnap.sock)
+		vmnap_sk_restore(vmnap.sock);
+	/* a receive work queued before the restore runs to its end */
+	flush_workqueue(vmnap.wq);
+	vmnap_close();
+	cancel_work_sync(&vmnap.rx_work);
+	cancel_work_sync(&vmnap_drop);
+	mutex_lock(&vmnap.lock);
+	vmnap_link_down();
+	mutex_unlock(&vmnap.lock);
+}
+
+void vmnap_link_exit(void)
+{
+	kvfree(vmnap.rx.buf);
+	kvfree(vmnap.txbuf);
+}

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * quiesce.c - hold and release the virtio block and network devices, and
+ * the fail-safe timer that releases them when the host goes silent.
+ *
+ * Devices are found by walking the virtio bus (reached through an empty
+ * virtio driver of our own: the bus symbol is not exported) and, below each
+ * bound virtio-blk / virtio-net device, its gendisk or net_device child.
+ *
+ * Block: the request queue is frozen (blk_freeze_queue_start() on every
+ * disk, then blk_mq_freeze_queue_wait_timeout()): new bios wait in
+ * bio_queue_enter() and every request already issued completes before the
+ * wait returns, so nothing is in flight and nothing new is dispatched.
+ * Merely quiescing (blk_mq_quiesce_queue) would stop dispatch but leave
+ * requests in flight and keep accepting new ones into the queues.
+ *
+ * Network: netif_device_detach() marks the device absent and stops every
+ * TX queue, so the stack hands it no packet; packets already placed in
+ * the TX virtqueue belong to the device.  RX is left alone (a paused VM
+ * receives nothing anyway; a running one must not lose packets).
+ *
+ * Release is idempotent: each held device is released exactly once.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/blk-mq.h>
+#include <linux/blkdev.h>
+#include <linux/device.h>
+#include <linux/netdevice.h>
+#include <linux/rtnetlink.h>
+#include <linux/slab.h>
+#include <linux/virtio.h>
+#include <linux/virtio_ids.h>
+
+#include "vmnap_mod.h"
+
+enum vmnap_qdev_kind {
+	VMNAP_QDEV_BLK,
+	VMNAP_QDEV_NET,
+};
+
+/**
+ * struct vmnap_qdev - one held device
+ * @kind: block or network
+ * @dev: the gendisk's or net_device's struct device, referenced
+ * @q: request queue (block)
+ * @ndev: net device (network)
+ */
+struct vmnap_qdev {
+	enum vmnap_qdev_kind kind;
+	struct device *dev;
+	struct request_queue *q;
+	struct net_device *ndev;
+};
+
+/* Empty id table: binds nothing, only gives us the virtio bus. */
+static const struct virtio_device_id vmnap_no_ids[] = { { 0 } };
+
+static int vmnap_vdrv_probe(struct virtio_device *vdev)
+{
+	return -ENODEV;
+}
+
+static void vmnap_vdrv_remove(struct virtio_device *vdev)
+{
+}
+
+static struct virtio_driver vmnap_vdrv = {
+	.driver.name = "vmnap-bus-walker",
+	.driver.owner = THIS_MODULE,
+	.id_table = vmnap_no_ids,
+	.probe = vmnap_vdrv_probe,
+	.remove = vmnap_vdrv_remove,
+};
+
+static atomic_t vmnap_failsafe_gen = ATOMIC_INIT(0);
+static atomic_t vmnap_failsafe_fired = ATOMIC_INIT(-1);
+
+static bool vmnap_is_class(struct device *dev, const char *cls)
+{
+	return dev->class && dev->class->name && !strcmp(dev->class->name, cls);
+}
+
+/* Record one device below a virtio device, with a reference. */
+static int vmnap_walk_child(struct device *child, void *data)
+{
+	u32 id = *(u32 *)data;
+	struct vmnap_qdev *qd;
+
+	if (vmnap.nr_qdevs == VMNAP_MAX_QUIESCE_DEVS)
+		return -ENOSPC;
+	qd = &vmnap.qdevs[vmnap.nr_qdevs];
+	if (id == VIRTIO_ID_BLOCK && vmnap_is_class(child, "block") &&
+	    child->type && child->type->name &&
+	    !strcmp(child->type->name, "disk")) {
+		struct gendisk *disk = dev_to_disk(child);
+
+		if (!disk->queue)
+			return 0;
+		qd->kind = VMNAP_QDEV_BLK;
+		qd->q = disk->queue;
+	} else if (id == VIRTIO_ID_NET && vmnap_is_class(child, "net")) {
+		qd->kind = VMNAP_QDEV_NET;
+		qd->ndev = to_net_dev(child);
+	} else {
+		return 0;
+	}
+	qd->dev = get_device(child);
+	vmnap.nr_qdevs++;
+	return 0;
+}
+
+static int vmnap_walk_vdev(struct device *dev, void *data)
+{
+	struct virtio_device *vdev = dev_to_virtio(dev);
+	u32 id = vdev->id.device;
+
+	if (!dev->driver)
+		return 0;	/* no driver bound: no disk or netdev below */
+	if (id != VIRTIO_ID_BLOCK && id != VIRTIO_ID_NET)
+		return 0;
+	return device_for_each_child(dev, &id, vmnap_walk_child);
+}
+
+static void vmnap_put_devices(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < vmnap.nr_qdevs; i++)
+		put_device(vmnap.qdevs[i].dev);
+	vmnap.nr_qdevs = 0;
+}
+
+static void vmnap_release_dev(struct vmnap_qdev *qd)
+{
+	if (qd->kind == VMNAP_QDEV_BLK) {
+		blk_mq_unfreeze_queue(qd->q);
+	} else {
+		rtnl_lock();
+		netif_device_attach(qd->ndev);
+		rtnl_unlock();
+	}
+}
+
+/*
+ * Hold every virtio block and network device.  Returns 0 with all held, or
+ * a negative errno with none held (a disk did not drain within
+ * @timeout_ms, or too many devices).  vmnap.lock held.
+ */
+int vmnap_quiesce(unsigned int timeout_ms)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	unsigned int i;
+	int ret;
+
+	if (vmnap.nr_qdevs)
+		return 0;	/* already held */
+	ret = bus_for_each_dev(vmnap_vdrv.driver.bus, NULL, NULL,
+			       vmnap_walk_vdev);
+	if (ret) {
+		pr_warn_ratelimited("virtio walk: %d\n", ret);
+		vmnap_put_devices();
+		return ret;
+	}
+	for (i = 0; i < vmnap.nr_qdevs; i++) {
+		struct vmnap_qdev *qd = &vmnap.qdevs[i];
+
+		if (qd->kind == VMNAP_QDEV_BLK) {
+			blk_freeze_queue_start(qd->q);
+			continue;
+		}
+		rtnl_lock();
+		if (netif_device_present(qd->ndev)) {
+			netif_device_detach(qd->ndev);
+		} else {
+			/* detached by someone else: not ours to attach */
+			put_device(qd->dev);
+			vmnap.qdevs[i--] = vmnap.qdevs[--vmnap.nr_qdevs];
+		}
+		rtnl_unlock();
+	}
+	for (i = 0; i < vmnap.nr_qdevs; i++) {
+		struct vmnap_qdev *qd = &vmnap.qdevs[i];
+		long left = (long)(deadline - jiffies);
+
+		if (qd->kind != VMNAP_QDEV_BLK)
+			continue;
+		if (left <= 0 ||
+		    !blk_mq_freeze_queue_wait_timeout(qd->q, left)) {
+			pr_warn_ratelimited("%s did not drain in %u ms\n",
+					    dev_name(qd->dev), timeout_ms);
+			vmnap_unquiesce();
+			return -ETIMEDOUT;
+		}
+	}
+	return 0;
+}
+
+/* Release every held device; returns how many were held.  Idempotent. */
+unsigned int vmnap_unquiesce(void)
+{
+	unsigned int i, n = vmnap.nr_qdevs;
+
+	for (i = 0; i < n; i++)
+		vmnap_release_dev(&vmnap.qdevs[i]);
+	vmnap_put_devices();
+	return n;
+}
+
+unsigned int vmnap_quiesced_devices(void)
+{
+	return vmnap.nr_qdevs;
+}
+
+/* ---- fail-safe -------------------------------------------------------- */
+
+static enum hrtimer_restart vmnap_failsafe_fn(struct hrtimer *t)
+{
+	atomic_set(&vmnap_failsafe_fired, atomic_read(&vmnap_failsafe_gen));
+	queue_work(vmnap.wq, &vmnap.failsafe_work);
+	return HRTIMER_NORESTART;
+}
+
+static void vmnap_failsafe_work(struct work_struct *work)
+{
+	/* a fire from an earlier arming was invalidated by the cancel */
+	if (atomic_read(&vmnap_failsafe_fired) != atomic_read(&vmnap_failsafe_gen))
+		return;
+	pr_info("fail-safe: no pause or resume within %u ms\n",
+		READ_ONCE(vmnap_failsafe_ms));
+	vmnap_failsafe_expired();
+}
+
+/* Arm for failsafe_ms of guest time (a paused guest sees none pass). */
+void vmnap_failsafe_arm(void)
+{
+	atomic_inc(&vmnap_failsafe_gen);
+	hrtimer_start(&vmnap.failsafe,
+		      ms_to_ktime(max(READ_ONCE(vmnap_failsafe_ms), 1U)),
+		      HRTIMER_MODE_REL);
+}
+
+void vmnap_failsafe_cancel(void)
+{
+	hrtimer_cancel(&vmnap.failsafe);
+	atomic_inc(&vmnap_failsafe_gen);
+}
+
+bool vmnap_is_own_timer(const struct hrtimer *t)
+{
+	return t == &vmnap.failsafe;
+}
+
+int vmnap_quiesce_init(void)
+{
+	int ret;
+
+	vmnap.qdevs = kcalloc(VMNAP_MAX_QUIESCE_DEVS, sizeof(*vmnap.qdevs),
+			      GFP_KERNEL);
+	if (!vmnap.qdevs)
+		return -ENOMEM;
+	hrtimer_init(&vmnap.failsafe, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
+	vmnap.failsafe.function = vmnap_failsafe_fn;
+	INIT_WORK(&vmnap.failsafe_work, vmnap_failsafe_work);
+	ret = register_virtio_driver(&vmnap_vdrv);
+	if (ret) {
+		kfree(vmnap.qdevs);
+		return ret;
+	}
+	return 0;
+}
+
+/* After the link is stopped and devices released (vmnap_exit()). */
+void vmnap_quiesce_exit(void)
+{
+	hrtimer_cancel(&vmnap.failsafe);
+	cancel_work_sync(&vmnap.failsafe_work);
+	vmnap_unquiesce();
+	unregister_virtio_driver(&vmnap_vdrv);
+	kfree(vmnap.qdevs);
+}
