@@ -18,6 +18,7 @@
 #include "log.h"
 #include "loop.h"
 #include "mem_handshake.h"	/* pager: memory handshake */
+#include "pager_debug.h"	/* pager: debug endpoint */
 #include "vmnapd.h"
 
 #define VMNAPD_VERSION		"0.1.0"
@@ -79,6 +80,8 @@ static int daemon_start(struct vmnapd *d)
 	}
 	/* subsystems start here */
 	err = mem_handshake_start(d, NULL, NULL);	/* pager: <run_dir>/mem.sock */
+	if (!err)
+		err = pager_debug_start(d);	/* pager: <run_dir>/pager-debug.sock */
 	if (err)
 		return err;
 	return 0;
@@ -89,6 +92,7 @@ static void daemon_stop(struct vmnapd *d)
 	while (d->vms)
 		vm_free(d->vms);
 	/* subsystems stop here, in reverse order of daemon_start() */
+	pager_debug_stop(d);	/* pager */
 	mem_handshake_stop(d);	/* pager */
 }
 

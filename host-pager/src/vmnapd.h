@@ -62,6 +62,7 @@ struct vmnapd {
 	void *api;		/* control API server (api.c) */
 	void *events;		/* event log (events.c) */
 	void *mem_handshake;	/* memory handshake server (mem_handshake.c) */
+	void *pager_debug;	/* pager debug endpoint (pager_debug.c) */
 };
 
 /* A name is 1..VM_NAME_MAX-1 of [A-Za-z0-9_.-] and not "." or "..". */
