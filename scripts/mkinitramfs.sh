@@ -89,8 +89,10 @@ cp "$moddir"/modules.builtin "$moddir"/modules.builtin.modinfo "$moddir"/modules
 depmod -b "$stage" "$ver"
 install -m 0644 "$module" "$stage/lib/modules/vmnap.ko"
 
+mkdir -p "$stage/etc/vmnap"
 for p in $programs; do
 	install -m 0755 "$p" "$stage/usr/bin/$(basename "$p")"
+	echo "/usr/bin/$(basename "$p")" >>"$stage/etc/vmnap/guest-programs"
 done
 for l in $libs; do
 	install -D -m 0755 "$l" "$stage$l"

@@ -158,7 +158,7 @@ args=(
 	-fw_cfg "name=opt/vmnap/cmd,file=$cmd_file"
 	-nodefaults -no-user-config -display none -no-reboot
 	-chardev "file,id=console,path=$log" -serial chardev:console
-	-qmp "unix:$qmp,server=on,wait=off"
+	-qmp "unix:$qmp,server=on,wait=off" -pidfile "$out_dir/$name.pid"
 )
 if [ -n "$ctl" ]; then
 	rm -f "$ctl"
