@@ -42,6 +42,7 @@ import socket
 import statistics
 import struct
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -65,6 +66,7 @@ FINAL_DIFF_CMD = "git diff HEAD"  # staged and unstaged changes
 READY_LINE = "VMNAP-REPLAY-READY"
 GUEST_INIT_CMD = "/usr/local/sbin/vmnap-replay-init"
 GUEST_STOP_ARGV = [GUEST_INIT_CMD, "stop"]
+GUEST_CID = 3                   # scripts/run-guest.sh gives every guest CID 3
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -437,16 +439,67 @@ class VmnapApi:
         return self.call("GET", f"/events?since={since}")
 
 
+class Vmnapd:
+    """One vmnapd for one cohort run: the VMs' vsock bridge (--vsock) and,
+    for the vmnap cohorts, the pager and coordinator behind the API."""
+
+    def __init__(self, run_dir, store_dir, log_dir, vsock_specs):
+        os.makedirs(run_dir, exist_ok=True)
+        os.makedirs(store_dir, mode=0o700, exist_ok=True)
+        self.run_dir = run_dir
+        self.events_path = os.path.join(log_dir, "vmnapd-events.jsonl")
+        self.log = open(os.path.join(log_dir, "vmnapd.log"), "w")
+        cmd = [os.path.join(ROOT, BUILD, "vmnapd"), "-r", run_dir, "-s", store_dir,
+               "-e", self.events_path]
+        for spec in vsock_specs:
+            cmd += ["--vsock", spec]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.api = VmnapApi(os.path.join(run_dir, "api.sock"))
+
+    def wait_for(self, paths, timeout_s=20):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vmnapd exited {self.proc.returncode} (see {self.log.name})")
+            if all(os.path.exists(p) for p in paths):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"vmnapd did not create {paths} (see {self.log.name})")
+
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def vmnapd_bridges():
+    """True when the built vmnapd offers the vsock bridge (--vsock)."""
+    exe = os.path.join(ROOT, BUILD, "vmnapd")
+    if not os.access(exe, os.X_OK):
+        return False
+    p = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    return "--vsock" in p.stdout + p.stderr
+
+
 def vmnap_missing():
     """Why the vmnap cohorts cannot run here, or None."""
     need = [("control API", "host-pager/src/api.c"),
-            ("vsock bridge", "host-pager/src/vhost_vsock.c"),
             ("preload shim", "host-pager/preload")]
     missing = [f"{what} ({path})" for what, path in need
                if not os.path.exists(os.path.join(ROOT, path))]
-    if not missing and not os.access(os.path.join(ROOT, BUILD, "vmnapd"), os.X_OK):
-        missing.append(f"{BUILD}/vmnapd (run make)")
-    return ", ".join(missing) + " not built yet" if missing else None
+    if not vmnapd_bridges():
+        missing.append(f"vsock bridge ({BUILD}/vmnapd --vsock)")
+    return ", ".join(missing) + " not in this tree yet" if missing else None
 
 
 # --------------------------------------------------------------------------
@@ -496,14 +549,17 @@ def find_guest_ram(pid):
 class Guest:
     """One QEMU guest booted from the replay rootfs image."""
 
-    def __init__(self, bench, name, cohort, workdir, cg_dirs):
+    def __init__(self, bench, name, cohort, workdir, sockdir, cg_dirs):
         self.bench, self.name, self.cohort = bench, name, cohort
         self.workdir = workdir
         self.cg_dirs = cg_dirs
         self.log = os.path.join(workdir, "console.log")
-        self.qmp = os.path.join(workdir, "qmp.sock")
-        self.ctl = os.path.join(workdir, "ctl.sock")
-        self.vsock = os.path.join(workdir, "vsock.sock")
+        # unix socket paths are short (108 bytes): they live in sockdir
+        os.makedirs(sockdir, exist_ok=True)
+        self.qmp = os.path.join(sockdir, "qmp")
+        self.ctl = os.path.join(sockdir, "ctl")
+        self.vhost_user = os.path.join(sockdir, "vu")   # QEMU <-> vmnapd
+        self.vsock = os.path.join(sockdir, "vsock")     # hybrid vsock (CONNECT)
         self.proc = None
         self.qemu_pid = None
         self.memfd = None
@@ -519,7 +575,12 @@ class Guest:
         if a.transport == "tty":
             cmd += ["--ctl", self.ctl]
         else:
-            cmd += ["--vsock-user", self.vsock]
+            # The device as QEMU 7.2 takes it (the CID comes from the backend's
+            # config space); spelled out so as not to depend on the launcher's.
+            cmd += ["--qemu-arg", "-chardev",
+                    "--qemu-arg", f"socket,id=replayvsock,path={self.vhost_user}",
+                    "--qemu-arg", "-device",
+                    "--qemu-arg", "vhost-user-vsock-pci,chardev=replayvsock"]
         if self.cohort in VMNAP_COHORTS:
             cmd += ["--env", f"LD_PRELOAD={os.path.join(ROOT, BUILD, 'libvmnap-preload.so')}",
                     "--env", f"VMNAP_VM={self.name}"]
@@ -568,6 +629,9 @@ class Guest:
         res, _ = self.channel.exec(["/bin/true"])
         if res["exit_code"] != 0:
             raise RuntimeError(f"{self.name}: agent ping failed")
+
+    def vsock_spec(self):
+        return f"{self.name}:{self.vhost_user}:{GUEST_CID}:{self.vsock}"
 
     def exec_shell(self, cmd):
         return self.channel.exec(SHELL_ARGV + [cmd])
@@ -730,6 +794,9 @@ class CohortRun:
         self.result = {"cohort": cohort, "rep": rep, "vms": bench.args.vms}
         self.reclaims = []
         self.reclaim_errors = 0
+        self.vmnapd = None
+        self.api = None
+        self.vmnapd_lost = 0
 
     def check(self, name, passed, **detail):
         c = {"run": self.key, "name": name, "passed": bool(passed)}
@@ -752,18 +819,18 @@ class CohortRun:
                 t.start()
                 self.reclaims.append(t)
         elif self.cohort in VMNAP_COHORTS:
-            self.bench.api.wait_start(g.name, f"s{step['step']}")
+            self.api.wait_start(g.name, f"s{step['step']}")
         ev.emit("wait_start", run=self.key, vm=g.name, step=step["step"])
 
     def wait_end(self, g, step):
         ev = self.bench.events.emit("data_ready", run=self.key, vm=g.name, step=step["step"])
         if self.cohort in VMNAP_COHORTS:
-            self.bench.api.wait_ready(g.name, f"s{step['step']}")
+            self.api.wait_ready(g.name, f"s{step['step']}")
         return ev["t_ns"]
 
     def delivered(self, g, step):
         if self.cohort in VMNAP_COHORTS:
-            self.bench.api.wait_delivered(g.name, f"s{step['step']}")
+            self.api.wait_delivered(g.name, f"s{step['step']}")
 
     def swap_out(self, g, stepno):
         t0 = now_ns()
@@ -832,11 +899,18 @@ class CohortRun:
                 os.makedirs(wd, exist_ok=True)
                 cg = (b.cgroups.create(f"{b.run_id}/{self.key}-vm{i}", a.cpu_quota)
                       if b.cgroups.usable() else None)
-                g = Guest(b, name, self.cohort, wd, cg)
+                self.guests.append(Guest(b, name, self.cohort, wd,
+                                         os.path.join(b.sockdir, self.key, f"vm{i}"), cg))
+            if a.transport == "vsock" or self.cohort in VMNAP_COHORTS:
+                self.vmnapd = Vmnapd(os.path.join(b.sockdir, self.key, "vmnapd"),
+                                     os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
+                                     workroot, [g.vsock_spec() for g in self.guests])
+                self.vmnapd.wait_for([g.vhost_user for g in self.guests])
+                self.api = self.vmnapd.api
+            for g in self.guests:
                 if self.cohort in VMNAP_COHORTS:
-                    b.api.register(name, wd, offload=self.cohort == "offload")
+                    self.api.register(g.name, g.workdir, offload=self.cohort == "offload")
                 g.start()
-                self.guests.append(g)
             for g in self.guests:
                 g.wait_ready()
             t0 = now_ns()
@@ -867,6 +941,13 @@ class CohortRun:
                 g.stop()
                 if g.cg_dirs:
                     b.cgroups.remove(g.cg_dirs)
+            if self.vmnapd:
+                rc = self.vmnapd.stop()
+                self.check("vmnapd-exit", rc in (0, -signal.SIGTERM), exit_status=rc)
+                self.vmnapd_lost = (event_seq_gaps(self.vmnapd.events_path)
+                                    if os.path.exists(self.vmnapd.events_path) else 0)
+                shutil.rmtree(os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
+                              ignore_errors=True)
             if self.cohort == "swap":
                 b.swapfile.off()
             b.events.emit("run_end", run=self.key)
@@ -921,7 +1002,7 @@ class CohortRun:
             r["swapped_in_bytes"] = (vs["pswpin"] - swap_before["pswpin"]) * PAGE
             r["reclaim_errors"] = self.reclaim_errors
         elif self.cohort in VMNAP_COHORTS:
-            r["vmnapd"] = {g.name: self.bench.api.vm(g.name) for g in self.guests}
+            r["vmnapd"] = {g.name: self.api.vm(g.name) for g in self.guests}
         else:
             r["offloaded_bytes"] = 0
 
@@ -936,8 +1017,6 @@ class Bench:
         self.header, self.steps = load_trajectory(args.trajectory)
         self.cgroups = Cgroups()
         self.rootfs = None
-        self.api = None
-        self.vmnapd = None
         self.run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
         self.outdir = os.path.join(ROOT, args.out, self.run_id)
         self.swapfile = SwapFile(os.path.join(args.store_dir, "replay-swapfile"),
@@ -959,32 +1038,6 @@ class Bench:
             order += [(c, rep) for c in cohorts[k:] + cohorts[:k]]
         return order
 
-    def start_vmnapd(self):
-        run_dir = os.path.join(self.outdir, "vmnapd")
-        os.makedirs(run_dir, exist_ok=True)
-        self.vmnapd_log = open(os.path.join(run_dir, "vmnapd.log"), "w")
-        self.vmnapd = subprocess.Popen(
-            [os.path.join(ROOT, BUILD, "vmnapd"), "--run-dir", run_dir,
-             "--store-dir", os.path.join(self.args.store_dir, self.run_id)],
-            stdout=self.vmnapd_log, stderr=subprocess.STDOUT, start_new_session=True)
-        sock = os.path.join(run_dir, "api.sock")
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.1)
-        else:
-            raise RuntimeError("vmnapd did not create api.sock")
-        self.api = VmnapApi(sock)
-
-    def stop_vmnapd(self):
-        if self.vmnapd:
-            self.vmnapd.terminate()
-            try:
-                self.vmnapd.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.vmnapd.kill()
-                self.vmnapd.wait()
-
     def run(self):
         os.makedirs(self.outdir, exist_ok=True)
         latest = os.path.join(os.path.dirname(self.outdir), "latest")
@@ -1003,13 +1056,14 @@ class Bench:
         for c in COHORTS:
             if c not in cohorts:
                 skipped[c] = "not in --cohorts"
-        if self.args.transport == "vsock" and why:
+        if self.args.transport == "vsock" and not vmnapd_bridges():
             for c in cohorts:
-                skipped.setdefault(c, f"vsock transport needs vmnapd's bridge: {why}")
+                skipped.setdefault(c, f"the vsock transport needs vmnapd's bridge "
+                                      f"({BUILD}/vmnapd --vsock), not built yet")
         self.args.cohorts = [c for c in cohorts if c not in skipped]
-        if any(c in VMNAP_COHORTS for c in self.args.cohorts) or self.args.transport == "vsock":
-            self.start_vmnapd()
+        self.sockdir = tempfile.mkdtemp(prefix="vmnap-replay.")
         runs, checks, samples = [], [], []
+        self.vmnapd_lost = 0
         try:
             for cohort, rep in self.plan():
                 log(f"run {cohort} rep {rep} ({self.args.vms} VM)")
@@ -1021,8 +1075,9 @@ class Bench:
                     runs.append(dict(cr.result, error=str(e)))
                 checks += cr.checks
                 samples += getattr(cr, "samples", [])
+                self.vmnapd_lost += cr.vmnapd_lost
         finally:
-            self.stop_vmnapd()
+            shutil.rmtree(self.sockdir, ignore_errors=True)
             self.swapfile.remove()
             self.events.close()
         return self.write_outputs(runs, checks, samples, skipped)
@@ -1071,10 +1126,10 @@ class Bench:
             "max_sampling_gap_ms": max_gap,
             "max_sampling_gap_limit_ms": gap_limit,
             "lost_events": lost,
-            "lost_events_vmnapd": None,
+            "lost_events_vmnapd": self.vmnapd_lost,
             "skipped_cohorts": skipped,
             "measurement_integrity_passed": functional and max_gap <= gap_limit and lost == 0
-            and all("error" not in r for r in runs),
+            and self.vmnapd_lost == 0 and all("error" not in r for r in runs),
         }
         summary = {
             "run_id": self.run_id,
@@ -1166,7 +1221,13 @@ def cmd_record(args):
     bench.build_rootfs()
     wd = os.path.join(ROOT, BUILD, "replay", "record")
     os.makedirs(wd, exist_ok=True)
-    g = Guest(bench, "replay-record", "baseline", wd, None)
+    bench.sockdir = tempfile.mkdtemp(prefix="vmnap-replay.")
+    g = Guest(bench, "replay-record", "baseline", wd, os.path.join(bench.sockdir, "vm"), None)
+    vmnapd = None
+    if args.transport == "vsock":
+        vmnapd = Vmnapd(os.path.join(bench.sockdir, "vmnapd"),
+                        os.path.join(args.store_dir, "replay-record"), wd, [g.vsock_spec()])
+        vmnapd.wait_for([g.vhost_user])
     g.start()
     try:
         g.wait_ready()
@@ -1188,6 +1249,9 @@ def cmd_record(args):
             sys.stderr.write(res["stdout"].decode(errors="replace"))
     finally:
         g.stop()
+        if vmnapd:
+            vmnapd.stop()
+        shutil.rmtree(bench.sockdir, ignore_errors=True)
     with open(args.trajectory, "w") as f:
         f.write(json.dumps(header) + "\n")
         for st in steps:
@@ -1213,7 +1277,9 @@ def parse_args(argv):
     def common(p):
         p.add_argument("--trajectory", default=os.path.join(ROOT, "tests/data/replay-full.jsonl"))
         p.add_argument("--mem", type=int, default=512, help="guest RAM in MiB")
-        p.add_argument("--transport", choices=("vsock", "tty"), default="vsock")
+        p.add_argument("--transport", choices=("auto", "vsock", "tty"), default="auto",
+                       help="vsock: vmnapd's bridge; tty: the launcher's control line "
+                            "(before the bridge exists); auto: vsock when vmnapd has it")
         p.add_argument("--guest-timeout", type=int, default=1800)
         p.add_argument("--store-dir", default=os.environ.get("VMNAP_STORE_DIR", "/var/lib/vmnap"))
         p.add_argument("-v", "--verbose", action="store_true")
@@ -1232,6 +1298,8 @@ def parse_args(argv):
     common(rec)
     sub.add_parser("probe", help="what this host offers")
     args = ap.parse_args(argv)
+    if getattr(args, "transport", None) == "auto":
+        args.transport = "vsock" if vmnapd_bridges() else "tty"
     if args.cmd == "run":
         args.cohorts = [c for c in args.cohorts.split(",") if c]
         bad = [c for c in args.cohorts if c not in COHORTS]
