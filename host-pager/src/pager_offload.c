@@ -352,6 +352,28 @@ static void offload_fini(struct offload *o)
 		io_uring_queue_exit(&o->ring);
 }
 
+/*
+ * Slots of pages that are not OFFLOADED hold stale copies: give their
+ * blocks back so store_file_bytes tracks what is stored.  The VM is paused,
+ * so holding the lock over the fallocate calls stalls nobody.
+ */
+static void discard_stale_slots(struct pager *p)
+{
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t pg = 0; pg < p->npages;) {
+		uint64_t run = 0;
+
+		while (pg + run < p->npages && pg_state(p, pg + run) != PAGE_OFFLOADED)
+			run++;
+		if (run)
+			store_discard(&p->store, pg_store_off(pg), run * PAGER_PAGE_SIZE);
+		pg += run;
+		while (pg < p->npages && pg_state(p, pg) == PAGE_OFFLOADED)
+			pg++;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
 void *pager_offload_main(void *arg)
 {
 	struct pager *p = arg;
@@ -369,6 +391,7 @@ void *pager_offload_main(void *arg)
 	if (!err)
 		err = o.err;
 	offload_fini(&o);
+	discard_stale_slots(p);
 	ns = now_ns() - p->offload_t0;
 	pthread_mutex_lock(&p->lock);
 	p->offload_err = err;
