@@ -15,6 +15,9 @@
  *   enospc  [MiB]  store on a small tmpfs: offload aborts with ENOSPC, the
  *                  VM stays correct (skips if mounting is impossible)
  *   bench   [MiB]  figures for scripts/bench-pager.sh, JSON on stdout
+ *   swap MiB CGROUP  the peer, Linux swap: fill anonymous memory in memory
+ *                  cgroup (v1) directory CGROUP, reclaim it to swap by
+ *                  lowering the cgroup's limit, touch it back; JSON
  *
  * Environment: PAGER_STORE_DIR (store directory; default a temp dir).
  */
@@ -842,6 +845,65 @@ static int mode_bench(const char *self, uint64_t mib)
 	return 0;
 }
 
+static int write_file(const char *dir, const char *name, const char *val)
+{
+	char path[PATH_MAX];
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+#define SWAP_RECLAIM_LIMIT	"16M"	/* memcg limit that forces reclaim */
+
+/* Linux swap on the same memory: memcg reclaim out, touches back in. */
+static int mode_swap(uint64_t mib, const char *cg)
+{
+	struct vmm v = { .npages = (mib << 20) / PAGE, .peer = -1 };
+	uint64_t t0, evict_ns, restore_ns;
+	char pid[32];
+	int64_t bad;
+	int err;
+
+	g_all_data = true;
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	err = write_file(cg, "cgroup.procs", pid);
+	if (err) {
+		fprintf(stderr, "swap: cannot join %s: %s\n", cg, strerror(-err));
+		return 77;
+	}
+	v.mem = mmap(NULL, v.npages * PAGE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (v.mem == MAP_FAILED)
+		return 1;
+	madvise(v.mem, v.npages * PAGE, MADV_NOHUGEPAGE);
+	fill(&v, 1);
+	t0 = mono_ns();
+	err = write_file(cg, "memory.limit_in_bytes", SWAP_RECLAIM_LIMIT);
+	evict_ns = mono_ns() - t0;
+	if (err) {
+		fprintf(stderr, "swap: reclaim to %s failed: %s\n", SWAP_RECLAIM_LIMIT,
+			strerror(-err));
+		return 1;
+	}
+	write_file(cg, "memory.limit_in_bytes", "-1");
+	restore_ns = touch_all(&v);
+	bad = verify(&v, 1, 1, 0, 0, false);
+	if (bad >= 0) {
+		fprintf(stderr, "swap: page %lld wrong after swap-in\n", (long long)bad);
+		return 1;
+	}
+	printf("{\"swap_evict_gib_s\": %.3f, \"swap_restore_gib_s\": %.3f}\n",
+	       gib_s(v.npages * PAGE, evict_ns), gib_s(v.npages * PAGE, restore_ns));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t mib;
@@ -860,6 +922,8 @@ int main(int argc, char **argv)
 	mib = argc >= 3 ? strtoull(argv[2], NULL, 0) : 0;
 	if (argc >= 2 && !strcmp(argv[1], "enospc"))
 		return mode_enospc(argv[0], mib ? mib : 32);
+	if (argc >= 4 && !strcmp(argv[1], "swap"))
+		return mode_swap(mib, argv[3]);
 	if (argc >= 2 && !strcmp(argv[1], "bench"))
 		return mode_bench(argv[0], mib ? mib : 256);
 	return mode_basic(argv[0], mib ? mib : 32);

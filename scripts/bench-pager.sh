@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# bench-pager.sh - the pager side by side with its peers, one run, one store
+# file system, the same amount of memory; writes $BUILD/bench/pager.json.
+#
+#   pager   build/tests/integration/pager_mockvmm bench: a mock VMM (through
+#           libvmnap-preload.so) fills MIB of guest RAM with non-zero
+#           pages; vmnapd's pager evicts it (evict_gib_s = bytes written /
+#           offload time), serves LAT_SAMPLES random single-page touches with
+#           fault-around 1 (fault_p50_us/p99_us, as the VMM sees a touch),
+#           restores the rest by sequential touches with fault-around 16
+#           (restore_fault_gib_s), evicts again and streams everything back
+#           by working-set prefetch with no touches (restore_prefetch_gib_s),
+#           then evicts the same RAM zeroed (zero_evict_gib_s: allocated zero
+#           pages, pread + zero check + punch, no I/O).
+#   raw     fio on the same file system, O_DIRECT: sequential write and read
+#           of the same bytes in 2 MiB blocks at queue depth 8 (the pager's
+#           batch and depth), 4 KiB random reads at depth 1 (clat p50).
+#   swap    Linux swap to a swap file on the same file system: the same
+#           bytes of anonymous memory in a memory cgroup (v1) are reclaimed
+#           by lowering its limit (swap_evict_gib_s) and touched back
+#           sequentially (swap_restore_gib_s).  The swap file is created and
+#           removed here.
+#
+# usage: scripts/bench-pager.sh [MIB]     (default $BENCH_PAGER_MIB or 512)
+# Environment: VMNAP_BENCH_DIR (default /var/tmp/vmnap-bench-pager) holds the
+# store, the fio file and the swap file; BUILD (default build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+MIB=${1:-${BENCH_PAGER_MIB:-512}}
+DIR=${VMNAP_BENCH_DIR:-/var/tmp/vmnap-bench-pager}
+OUT=$BUILD/bench/pager.json
+NOTES=$BUILD/bench/pager.notes
+RAW_QD=8
+RAW_BS=2M
+RAW_4K_IOS=4000
+SWAP_EXTRA_MIB=128
+HARNESS=$BUILD/tests/integration/pager_mockvmm
+
+die() { echo "bench-pager: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root (userfaultfd of another process, swapon, cgroups)"
+[ -x "$HARNESS" ] || die "$HARNESS not built: make userspace"
+command -v fio >/dev/null || die "fio missing: make deps"
+mkdir -p "$BUILD/bench" "$DIR"
+chmod 0700 "$DIR"
+rm -rf "$DIR/store"
+mkdir -m 0700 "$DIR/store"
+fs=$(df -PT "$DIR" | awk 'NR == 2 { print $2 " on " $1 }')
+bytes=$((MIB << 20))
+swapfile=$DIR/swapfile
+cg=
+cleanup() {
+	swapoff "$swapfile" 2>/dev/null || true
+	rm -f "$swapfile" "$DIR/raw.fio"
+	rm -rf "$DIR/store"
+	[ -n "$cg" ] && rmdir "$cg" 2>/dev/null
+	return 0
+}
+trap cleanup EXIT
+
+echo "bench-pager: $MIB MiB, store file system $fs ($DIR)" >&2
+
+# 1. the pager
+pager=$(PAGER_STORE_DIR=$DIR/store "$HARNESS" bench "$MIB") || die "pager run failed"
+echo "bench-pager: pager $pager" >&2
+
+# 2. raw device figures with fio
+fio_json() { fio --output-format=json --filename="$DIR/raw.fio" --direct=1 "$@"; }
+raw_w=$(fio_json --name=w --rw=write --bs=$RAW_BS --iodepth=$RAW_QD --ioengine=io_uring \
+	--size="$bytes" --end_fsync=1)
+raw_r=$(fio_json --name=r --rw=read --bs=$RAW_BS --iodepth=$RAW_QD --ioengine=io_uring \
+	--size="$bytes")
+raw_4k=$(fio_json --name=r4k --rw=randread --bs=4k --iodepth=1 --ioengine=psync \
+	--size="$bytes" --number_ios=$RAW_4K_IOS)
+
+# 3. Linux swap
+swap='{"swap_evict_gib_s": null, "swap_restore_gib_s": null}'
+swap_note=
+if fallocate -l $(((MIB + SWAP_EXTRA_MIB) << 20)) "$swapfile" && chmod 600 "$swapfile" &&
+	mkswap "$swapfile" >/dev/null && swapon "$swapfile" 2>"$DIR/swapon.err"; then
+	cg=/sys/fs/cgroup/memory$(sed -n 's/^[0-9]*:memory:\(.*\)$/\1/p' /proc/self/cgroup)
+	cg=${cg%/}/vmnap-bench-swap
+	if mkdir -p "$cg" 2>/dev/null; then
+		swap=$("$HARNESS" swap "$MIB" "$cg") || { swap_note="swap run failed"; swap='{"swap_evict_gib_s": null, "swap_restore_gib_s": null}'; }
+	else
+		swap_note="no memory cgroup (v1) to reclaim in"
+	fi
+	swapoff "$swapfile"
+else
+	swap_note="swapon impossible here: $(cat "$DIR/swapon.err" 2>/dev/null)"
+fi
+rm -f "$DIR/swapon.err"
+echo "bench-pager: swap $swap ${swap_note}" >&2
+
+python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" <<'EOF'
+import json, sys
+out, pager, w, r, r4k, swap = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
+GIB = float(1 << 30)
+res = {
+    "bytes": pager["bytes"],
+    "nonzero_bytes": pager["nonzero_bytes"],
+    "evict_gib_s": pager["evict_gib_s"],
+    "raw_write_gib_s": round(w["jobs"][0]["write"]["bw_bytes"] / GIB, 3),
+    "zero_evict_gib_s": pager["zero_evict_gib_s"],
+    "fault_p50_us": pager["fault_p50_us"],
+    "fault_p99_us": pager["fault_p99_us"],
+    "raw_read4k_p50_us": round(r4k["jobs"][0]["read"]["clat_ns"]["percentile"]["50.000000"] / 1000.0, 1),
+    "restore_fault_gib_s": pager["restore_fault_gib_s"],
+    "restore_prefetch_gib_s": pager["restore_prefetch_gib_s"],
+    "raw_seq_read_gib_s": round(r["jobs"][0]["read"]["bw_bytes"] / GIB, 3),
+    "swap_evict_gib_s": swap["swap_evict_gib_s"],
+    "swap_restore_gib_s": swap["swap_restore_gib_s"],
+}
+with open(out, "w") as f:
+    json.dump(res, f, indent=1)
+    f.write("\n")
+print(json.dumps(res, indent=1))
+EOF
+{
+	echo "bench-pager $(date -u +%FT%TZ): $MIB MiB on $fs; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+	[ -n "$swap_note" ] && echo "swap: $swap_note"
+} >"$NOTES"
+echo "bench-pager: wrote $OUT" >&2
