@@ -1,0 +1,995 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * coord.c - the wait coordinator state machine; see coord.h.
+ *
+ * Every public entry point changes state, performs actions through ops,
+ * and ends with coord_rearm(), which names the one deadline the current
+ * state needs.  Actions may complete synchronously (re-entering through
+ * coord_*_done), so the state is always updated before an action is
+ * started, and completion handlers check that the state still expects
+ * them.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord.h"
+#include "log.h"
+
+#define NS_PER_MS	1000000ull
+#define NS_PER_US	1000ull
+#define NS_PER_SEC	1000000000ull
+
+struct coord_wait {
+	bool used;
+	bool ready;		/* data ready: no longer outstanding */
+	uint32_t flags;		/* COORD_WAIT_* */
+	enum coord_wait_kind kind;
+	uint64_t start_ns, ready_ns;
+	char id[COORD_WAIT_ID_MAX];
+};
+
+struct coord {
+	struct coord_config cfg;
+	const struct coord_ops *ops;
+	void *arg;
+	char subject[80];
+
+	enum coord_state state;
+	bool managed;
+	bool link_up;
+	struct coord_wait waits[COORD_MAX_WAITS];
+
+	/* WAITING */
+	uint64_t handoff_at_ns;
+	uint64_t backoff_ns;		/* next BUSY backoff */
+	/* HANDOFF */
+	uint64_t req_id;		/* 0: none (paused without handoff) */
+	uint32_t handoff_flags;
+	bool awaiting_ack;
+	uint64_t ack_deadline_ns;
+	bool pause_inflight;
+	bool manual;			/* this pause cycle was asked for by hand */
+	/* PAUSED .. RESUMING */
+	uint64_t ack_ns;		/* when READY arrived */
+	uint64_t budget_deadline_ns;	/* guest's next timer; NO_DEADLINE: unknown */
+	uint64_t paused_at_ns;
+	uint64_t offload_at_ns;		/* NO_DEADLINE: not eligible */
+	bool offloaded;			/* RAM evicted in this cycle */
+	uint64_t offloaded_at_ns;
+	bool has_offloaded;
+	uint64_t last_offload_ns;	/* start of this VM's last offload */
+	enum coord_resume_reason resume_pending;	/* requested while busy */
+	enum coord_resume_reason resume_reason;
+	uint64_t resume_retry_at_ns;
+	/* after RESUMING: the guest's RESUME_ACK */
+	bool awaiting_resume_ack;
+	uint64_t resume_ack_req_id;
+	uint64_t resume_ack_deadline_ns;
+
+	uint64_t armed_ns;		/* last deadline given to arm_timer */
+	struct coord_evidence last_ev;
+	struct coord_stats st;
+};
+
+static const char *const state_names[COORD_NR_STATES] = {
+	[COORD_RUNNING] = "RUNNING",
+	[COORD_WAITING] = "WAITING",
+	[COORD_HANDOFF] = "HANDOFF",
+	[COORD_PAUSED] = "PAUSED",
+	[COORD_OFFLOADING] = "OFFLOADING",
+	[COORD_OFFLOADED] = "OFFLOADED",
+	[COORD_RESUMING] = "RESUMING",
+};
+
+static const char *const kind_names[COORD_NR_WAIT_KINDS] = {
+	[COORD_WAIT_MODEL] = "model",
+	[COORD_WAIT_NETWORK] = "network",
+	[COORD_WAIT_FILE] = "file",
+};
+
+static const char *const reason_names[COORD_NR_RESUME_REASONS] = {
+	[COORD_RESUME_NONE] = "none",
+	[COORD_RESUME_DATA_READY] = "data_ready",
+	[COORD_RESUME_TIMER] = "timer",
+	[COORD_RESUME_EXTERNAL] = "external",
+	[COORD_RESUME_FAILSAFE] = "failsafe",
+	[COORD_RESUME_MANUAL] = "manual",
+};
+
+const char *coord_state_name(enum coord_state s)
+{
+	return (unsigned int)s < COORD_NR_STATES ? state_names[s] : "UNKNOWN";
+}
+
+const char *coord_wait_kind_name(enum coord_wait_kind k)
+{
+	return (unsigned int)k < COORD_NR_WAIT_KINDS ? kind_names[k] : "unknown";
+}
+
+int coord_wait_kind_parse(const char *s)
+{
+	for (int k = 0; k < COORD_NR_WAIT_KINDS; k++)
+		if (!strcmp(s, kind_names[k]))
+			return k;
+	return -1;
+}
+
+const char *coord_resume_reason_name(enum coord_resume_reason r)
+{
+	return (unsigned int)r < COORD_NR_RESUME_REASONS ? reason_names[r] : "unknown";
+}
+
+unsigned int coord_hist_bucket(uint64_t ns)
+{
+	uint64_t us = ns / NS_PER_US;
+	unsigned int b = 0;
+
+	while (us && b < COORD_HIST_BUCKETS - 1) {
+		us >>= 1;
+		b++;
+	}
+	return b;
+}
+
+void coord_config_default(struct coord_config *cfg)
+{
+	*cfg = (struct coord_config){
+		.handoff_delay_ns = 20 * NS_PER_MS,
+		.offload_after_ns = 50 * NS_PER_MS,
+		.offload_min_budget_ns = 1 * NS_PER_SEC,
+		.offload_cooldown_ns = 5 * NS_PER_SEC,
+		.timer_margin_ns = 50 * NS_PER_MS,
+		.ack_timeout_ns = 200 * NS_PER_MS,
+		.busy_backoff_ns = 20 * NS_PER_MS,
+		.busy_backoff_max_ns = 1 * NS_PER_SEC,
+		.max_pause_ns = 60 * NS_PER_SEC,
+	};
+	for (int k = 0; k < COORD_NR_WAIT_KINDS; k++)
+		cfg->kind[k] = (struct coord_kind_policy){
+			.may_pause = true,
+			.may_offload = k == COORD_WAIT_MODEL,
+		};
+}
+
+static uint64_t clock_now(struct coord *c)
+{
+	return c->ops->now(c->arg);
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* a + b, saturating at COORD_NO_DEADLINE */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > COORD_NO_DEADLINE - b ? COORD_NO_DEADLINE : a + b;
+}
+
+/* ---- waits --------------------------------------------------------- */
+
+static struct coord_wait *wait_find(struct coord *c, const char *id)
+{
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++)
+		if (c->waits[i].used && !strcmp(c->waits[i].id, id))
+			return &c->waits[i];
+	return NULL;
+}
+
+unsigned int coord_nr_waits(const struct coord *c)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++)
+		if (c->waits[i].used && !c->waits[i].ready)
+			n++;
+	return n;
+}
+
+static uint64_t oldest_wait_start(const struct coord *c)
+{
+	uint64_t t = COORD_NO_DEADLINE;
+
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++)
+		if (c->waits[i].used && !c->waits[i].ready)
+			t = min_u64(t, c->waits[i].start_ns);
+	return t;
+}
+
+/* Do the outstanding waits allow pausing (offloading)?  False if none. */
+static bool waits_allow(const struct coord *c, bool offload)
+{
+	bool any = false;
+
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
+		const struct coord_wait *w = &c->waits[i];
+		const struct coord_kind_policy *p;
+
+		if (!w->used || w->ready)
+			continue;
+		p = &c->cfg.kind[w->kind];
+		if (!(offload ? p->may_offload : p->may_pause))
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+static void wait_deliver(struct coord *c, struct coord_wait *w, uint64_t now)
+{
+	uint64_t lat = now - w->ready_ns;
+
+	c->st.waits_delivered++;
+	c->st.delivery_hist[coord_hist_bucket(lat)]++;
+	c->st.delivery_ns_sum += lat;
+	c->st.last_delivery_ns = lat;
+	log_info(c->subject, "wait %s delivered %llu us after data ready", w->id,
+		 (unsigned long long)(lat / NS_PER_US));
+	if (c->ops->delivered)
+		c->ops->delivered(c->arg, w->id, lat);
+	memset(w, 0, sizeof(*w));
+}
+
+/* The guest can have its data now: deliver every ready, unconfirmed wait. */
+static void deliver_pending(struct coord *c)
+{
+	uint64_t now;
+
+	if ((c->state != COORD_RUNNING && c->state != COORD_WAITING) ||
+	    c->awaiting_resume_ack)
+		return;
+	now = clock_now(c);
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
+		struct coord_wait *w = &c->waits[i];
+
+		if (w->used && w->ready && !(w->flags & COORD_WAIT_CONFIRM))
+			wait_deliver(c, w, now);
+	}
+}
+
+/* ---- transitions --------------------------------------------------- */
+
+static void set_state(struct coord *c, enum coord_state to, const char *why)
+{
+	enum coord_state from = c->state;
+
+	c->state = to;
+	c->st.transitions++;
+	log_info(c->subject, "%s -> %s (%s)", coord_state_name(from),
+		 coord_state_name(to), why);
+	if (c->ops->transition)
+		c->ops->transition(c->arg, from, to, why);
+}
+
+/*
+ * Back to RUNNING, or to WAITING when waits are outstanding (a new
+ * handoff after @delay_ns).
+ */
+static void settle(struct coord *c, uint64_t delay_ns, const char *why)
+{
+	if (c->managed && coord_nr_waits(c)) {
+		c->handoff_at_ns = add_sat(clock_now(c), delay_ns);
+		set_state(c, COORD_WAITING, why);
+	} else {
+		set_state(c, COORD_RUNNING, why);
+	}
+	deliver_pending(c);
+}
+
+/* Give up on the current handoff: tell the guest to unquiesce. */
+static void abort_handoff(struct coord *c)
+{
+	if (c->req_id && c->link_up && c->ops->handoff_abort) {
+		c->ops->handoff_abort(c->arg, c->req_id);
+		c->st.aborts++;
+	}
+	c->awaiting_ack = false;
+	c->req_id = 0;
+}
+
+static uint64_t next_backoff(struct coord *c)
+{
+	uint64_t b = c->backoff_ns;
+
+	c->backoff_ns = min_u64(c->backoff_ns * 2, c->cfg.busy_backoff_max_ns);
+	return b;
+}
+
+static void start_handoff(struct coord *c, bool manual, const char *why)
+{
+	bool offload = !manual && c->ops->offload && waits_allow(c, true);
+	uint64_t now = clock_now(c);
+	uint64_t ms = c->cfg.ack_timeout_ns / NS_PER_MS;
+	int err;
+
+	c->manual = manual;
+	c->handoff_flags = offload ? COORD_HANDOFF_OFFLOAD : 0;
+	c->req_id = 0;
+	c->resume_pending = COORD_RESUME_NONE;
+	c->offloaded = false;
+	c->offload_at_ns = COORD_NO_DEADLINE;
+	c->budget_deadline_ns = COORD_NO_DEADLINE;
+	c->last_ev = (struct coord_evidence){ .next_timer_ns = COORD_BUDGET_UNKNOWN };
+	c->st.handoffs++;
+	set_state(c, COORD_HANDOFF, why);
+
+	if (!c->link_up || !c->ops->handoff) {
+		/* Only a manual pause goes ahead without the guest's consent. */
+		c->awaiting_ack = false;
+		c->pause_inflight = true;
+		c->ack_ns = now;
+		err = c->ops->pause(c->arg);
+		if (err)
+			coord_pause_done(c, err);
+		return;
+	}
+	c->awaiting_ack = true;
+	c->ack_deadline_ns = add_sat(now, c->cfg.ack_timeout_ns);
+	err = c->ops->handoff(c->arg, c->handoff_flags,
+			      ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms, &c->req_id);
+	if (err) {
+		log_warn(c->subject, "handoff request failed: %s", strerror(-err));
+		c->awaiting_ack = false;
+		c->req_id = 0;
+		settle(c, next_backoff(c), "handoff_failed");
+	}
+}
+
+static void start_resume(struct coord *c, enum coord_resume_reason reason,
+			 const char *why)
+{
+	int err;
+
+	switch (c->state) {
+	case COORD_PAUSED:
+	case COORD_OFFLOADED:
+		break;
+	case COORD_HANDOFF:
+	case COORD_OFFLOADING:
+		/* an action is in flight: resume when it completes */
+		if (!c->resume_pending)
+			c->resume_pending = reason;
+		return;
+	default:
+		return;
+	}
+	c->resume_reason = reason;
+	c->resume_pending = COORD_RESUME_NONE;
+	c->resume_retry_at_ns = COORD_NO_DEADLINE;
+	set_state(c, COORD_RESUMING, why);
+	err = c->ops->resume(c->arg);
+	if (err)
+		coord_resume_done(c, err);
+}
+
+/* PAUSED: when may this cycle offload?  NO_DEADLINE: not at all. */
+static uint64_t offload_time(struct coord *c)
+{
+	uint64_t t;
+
+	if (c->manual || !c->ops->offload || !(c->handoff_flags & COORD_HANDOFF_OFFLOAD) ||
+	    !waits_allow(c, true) || c->budget_deadline_ns == COORD_NO_DEADLINE)
+		return COORD_NO_DEADLINE;
+	t = max_u64(add_sat(oldest_wait_start(c), c->cfg.offload_after_ns), clock_now(c));
+	if (c->has_offloaded)
+		t = max_u64(t, add_sat(c->last_offload_ns, c->cfg.offload_cooldown_ns));
+	if (c->budget_deadline_ns < add_sat(t, c->cfg.offload_min_budget_ns))
+		return COORD_NO_DEADLINE;
+	return t;
+}
+
+/* The resume deadline for the guest's own timer. */
+static uint64_t timer_resume_time(const struct coord *c)
+{
+	if (c->budget_deadline_ns == COORD_NO_DEADLINE)
+		return COORD_NO_DEADLINE;
+	if (c->budget_deadline_ns <= c->cfg.timer_margin_ns)
+		return 0;
+	return c->budget_deadline_ns - c->cfg.timer_margin_ns;
+}
+
+static uint64_t max_pause_time(const struct coord *c)
+{
+	return add_sat(c->paused_at_ns, c->cfg.max_pause_ns);
+}
+
+static uint64_t next_deadline(const struct coord *c)
+{
+	uint64_t t = COORD_NO_DEADLINE;
+
+	switch (c->state) {
+	case COORD_RUNNING:
+	case COORD_WAITING:
+		if (c->awaiting_resume_ack)
+			t = c->resume_ack_deadline_ns;
+		else if (c->state == COORD_WAITING)
+			t = c->handoff_at_ns;
+		break;
+	case COORD_HANDOFF:
+		if (c->awaiting_ack)
+			t = c->ack_deadline_ns;
+		break;
+	case COORD_PAUSED:
+		t = c->offload_at_ns;
+		/* fall through */
+	case COORD_OFFLOADING:
+	case COORD_OFFLOADED:
+		if (c->state == COORD_OFFLOADING && c->resume_pending)
+			break;
+		t = min_u64(t, timer_resume_time(c));
+		t = min_u64(t, max_pause_time(c));
+		break;
+	case COORD_RESUMING:
+		t = c->resume_retry_at_ns;
+		break;
+	default:
+		break;
+	}
+	return t;
+}
+
+static void coord_rearm(struct coord *c)
+{
+	uint64_t t = next_deadline(c);
+
+	if (t == c->armed_ns)
+		return;
+	c->armed_ns = t;
+	c->ops->arm_timer(c->arg, t);
+}
+
+static void start_offload(struct coord *c, const char *why)
+{
+	uint64_t now = clock_now(c);
+	int err;
+
+	c->offload_at_ns = COORD_NO_DEADLINE;
+	c->has_offloaded = true;
+	c->last_offload_ns = now;
+	set_state(c, COORD_OFFLOADING, why);
+	err = c->ops->offload(c->arg);
+	if (err)
+		coord_offload_done(c, err);
+}
+
+/* ---- public -------------------------------------------------------- */
+
+struct coord *coord_new(const struct coord_config *cfg, const struct coord_ops *ops,
+			void *arg, const char *subject)
+{
+	struct coord *c;
+
+	if (!ops || !ops->now || !ops->arm_timer || !ops->pause || !ops->resume) {
+		errno = EINVAL;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	if (cfg)
+		c->cfg = *cfg;
+	else
+		coord_config_default(&c->cfg);
+	c->ops = ops;
+	c->arg = arg;
+	snprintf(c->subject, sizeof(c->subject), "%s", subject ? subject : "coord");
+	c->state = COORD_RUNNING;
+	c->backoff_ns = c->cfg.busy_backoff_ns;
+	c->armed_ns = COORD_NO_DEADLINE;
+	c->budget_deadline_ns = COORD_NO_DEADLINE;
+	c->offload_at_ns = COORD_NO_DEADLINE;
+	c->resume_retry_at_ns = COORD_NO_DEADLINE;
+	c->last_ev.next_timer_ns = COORD_BUDGET_UNKNOWN;
+	return c;
+}
+
+void coord_free(struct coord *c)
+{
+	free(c);
+}
+
+enum coord_state coord_state(const struct coord *c)
+{
+	return c->state;
+}
+
+bool coord_managed(const struct coord *c)
+{
+	return c->managed;
+}
+
+void coord_get_stats(const struct coord *c, struct coord_stats *st)
+{
+	*st = c->st;
+}
+
+const struct coord_config *coord_config(const struct coord *c)
+{
+	return &c->cfg;
+}
+
+void coord_set_config(struct coord *c, const struct coord_config *cfg)
+{
+	c->cfg = *cfg;
+	c->backoff_ns = c->cfg.busy_backoff_ns;
+	coord_rearm(c);
+}
+
+const struct coord_evidence *coord_last_evidence(const struct coord *c)
+{
+	return &c->last_ev;
+}
+
+void coord_set_managed(struct coord *c, bool managed)
+{
+	if (c->managed == managed)
+		return;
+	c->managed = managed;
+	log_info(c->subject, "%s", managed ? "managed" : "unmanaged");
+	if (managed) {
+		if (c->state == COORD_RUNNING && coord_nr_waits(c))
+			settle(c, c->cfg.handoff_delay_ns, "managed");
+	} else {
+		switch (c->state) {
+		case COORD_WAITING:
+			settle(c, 0, "unmanaged");
+			break;
+		case COORD_HANDOFF:
+			if (c->awaiting_ack) {
+				abort_handoff(c);
+				settle(c, 0, "unmanaged");
+			} else {
+				start_resume(c, COORD_RESUME_MANUAL, "unmanaged");
+			}
+			break;
+		case COORD_PAUSED:
+		case COORD_OFFLOADING:
+		case COORD_OFFLOADED:
+			start_resume(c, COORD_RESUME_MANUAL, "unmanaged");
+			break;
+		default:
+			break;
+		}
+	}
+	coord_rearm(c);
+}
+
+void coord_tick(struct coord *c)
+{
+	uint64_t now = clock_now(c);
+
+	c->armed_ns = 0;	/* the timer fired: always tell the caller again */
+	switch (c->state) {
+	case COORD_RUNNING:
+	case COORD_WAITING:
+		if (c->awaiting_resume_ack) {
+			if (now < c->resume_ack_deadline_ns)
+				break;
+			log_warn(c->subject, "no RESUME_ACK for request %llu: delivering anyway",
+				 (unsigned long long)c->resume_ack_req_id);
+			c->awaiting_resume_ack = false;
+			deliver_pending(c);
+		}
+		if (c->state == COORD_WAITING && now >= c->handoff_at_ns) {
+			if (c->link_up && waits_allow(c, false))
+				start_handoff(c, false, "handoff_delay");
+			else
+				c->handoff_at_ns = COORD_NO_DEADLINE;	/* until the link is up */
+		}
+		break;
+	case COORD_HANDOFF:
+		if (c->awaiting_ack && now >= c->ack_deadline_ns) {
+			log_warn(c->subject, "no HANDOFF_ACK for request %llu within %llu ms",
+				 (unsigned long long)c->req_id,
+				 (unsigned long long)(c->cfg.ack_timeout_ns / NS_PER_MS));
+			c->st.handoff_timeouts++;
+			abort_handoff(c);
+			settle(c, next_backoff(c), "ack_timeout");
+		}
+		break;
+	case COORD_PAUSED:
+	case COORD_OFFLOADED:
+		if (now >= max_pause_time(c))
+			start_resume(c, COORD_RESUME_FAILSAFE, "max_pause");
+		else if (now >= timer_resume_time(c))
+			start_resume(c, COORD_RESUME_TIMER, "guest_timer");
+		else if (c->state == COORD_PAUSED && now >= c->offload_at_ns)
+			start_offload(c, "offload_policy");
+		break;
+	case COORD_OFFLOADING:
+		if (now >= max_pause_time(c))
+			start_resume(c, COORD_RESUME_FAILSAFE, "max_pause");
+		else if (now >= timer_resume_time(c))
+			start_resume(c, COORD_RESUME_TIMER, "guest_timer");
+		break;
+	case COORD_RESUMING:
+		if (now >= c->resume_retry_at_ns) {
+			int err;
+
+			c->resume_retry_at_ns = COORD_NO_DEADLINE;
+			err = c->ops->resume(c->arg);
+			if (err)
+				coord_resume_done(c, err);
+		}
+		break;
+	default:
+		break;
+	}
+	coord_rearm(c);
+}
+
+int coord_wait_start(struct coord *c, const char *id, enum coord_wait_kind kind,
+		     uint32_t flags)
+{
+	struct coord_wait *w = NULL;
+	size_t n = strnlen(id, COORD_WAIT_ID_MAX);
+
+	if (!n || n >= COORD_WAIT_ID_MAX || (unsigned int)kind >= COORD_NR_WAIT_KINDS ||
+	    (flags & ~COORD_WAIT_CONFIRM))
+		return -EINVAL;
+	if (wait_find(c, id))
+		return -EEXIST;
+	for (unsigned int i = 0; i < COORD_MAX_WAITS && !w; i++)
+		if (!c->waits[i].used)
+			w = &c->waits[i];
+	if (!w) {
+		/* Make room: the oldest ready wait still awaiting confirmation. */
+		for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
+			struct coord_wait *x = &c->waits[i];
+
+			if (x->ready && (!w || x->ready_ns < w->ready_ns))
+				w = x;
+		}
+		if (!w)
+			return -ENOSPC;
+		log_warn(c->subject, "wait %s never confirmed: dropped", w->id);
+		c->st.waits_dropped++;
+		memset(w, 0, sizeof(*w));
+	}
+	w->used = true;
+	w->kind = kind;
+	w->flags = flags;
+	w->start_ns = clock_now(c);
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	c->st.waits_started++;
+	c->st.waits_by_kind[kind]++;
+	log_info(c->subject, "wait %s (%s) started", w->id, coord_wait_kind_name(kind));
+	if (c->managed && c->state == COORD_RUNNING)
+		settle(c, c->cfg.handoff_delay_ns, "wait_start");
+	coord_rearm(c);
+	return 0;
+}
+
+int coord_wait_ready(struct coord *c, const char *id)
+{
+	struct coord_wait *w = wait_find(c, id);
+
+	if (!w)
+		return -ENOENT;
+	if (w->ready)
+		return -EALREADY;
+	w->ready = true;
+	w->ready_ns = clock_now(c);
+	c->st.waits_ready++;
+	log_info(c->subject, "wait %s data ready after %llu ms in %s", w->id,
+		 (unsigned long long)((w->ready_ns - w->start_ns) / NS_PER_MS),
+		 coord_state_name(c->state));
+
+	switch (c->state) {
+	case COORD_WAITING:
+		if (!coord_nr_waits(c))
+			settle(c, 0, "data_ready");
+		else
+			deliver_pending(c);
+		break;
+	case COORD_HANDOFF:
+		if (c->awaiting_ack) {
+			abort_handoff(c);
+			settle(c, c->cfg.handoff_delay_ns, "data_ready");
+		} else {
+			start_resume(c, COORD_RESUME_DATA_READY, "data_ready");
+		}
+		break;
+	case COORD_PAUSED:
+	case COORD_OFFLOADING:
+	case COORD_OFFLOADED:
+		start_resume(c, COORD_RESUME_DATA_READY, "data_ready");
+		break;
+	default:	/* RUNNING, RESUMING: delivered when it can be */
+		deliver_pending(c);
+		break;
+	}
+	coord_rearm(c);
+	return 0;
+}
+
+int coord_wait_delivered(struct coord *c, const char *id)
+{
+	struct coord_wait *w = wait_find(c, id);
+
+	if (!w)
+		return -ENOENT;
+	if (!w->ready)
+		return -EBUSY;	/* data not ready yet */
+	wait_deliver(c, w, clock_now(c));
+	coord_rearm(c);
+	return 0;
+}
+
+int coord_external_event(struct coord *c)
+{
+	int ret = 0;
+
+	switch (c->state) {
+	case COORD_HANDOFF:
+		if (c->awaiting_ack) {
+			abort_handoff(c);
+			settle(c, c->cfg.handoff_delay_ns, "external_event");
+		} else {
+			start_resume(c, COORD_RESUME_EXTERNAL, "external_event");
+		}
+		break;
+	case COORD_PAUSED:
+	case COORD_OFFLOADING:
+	case COORD_OFFLOADED:
+		start_resume(c, COORD_RESUME_EXTERNAL, "external_event");
+		break;
+	case COORD_WAITING:
+		/* the guest has work: restart the handoff delay */
+		c->handoff_at_ns = add_sat(clock_now(c), c->cfg.handoff_delay_ns);
+		break;
+	default:
+		ret = -EALREADY;
+		break;
+	}
+	coord_rearm(c);
+	return ret;
+}
+
+int coord_manual_pause(struct coord *c)
+{
+	if (c->state != COORD_RUNNING && c->state != COORD_WAITING)
+		return c->state == COORD_RESUMING ? -EBUSY : -EALREADY;
+	if (c->awaiting_resume_ack)
+		return -EBUSY;
+	start_handoff(c, true, "manual_pause");
+	coord_rearm(c);
+	return 0;
+}
+
+int coord_manual_offload(struct coord *c)
+{
+	if (!c->ops->offload)
+		return -EOPNOTSUPP;
+	if (c->state == COORD_OFFLOADING || c->state == COORD_OFFLOADED)
+		return -EALREADY;
+	if (c->state != COORD_PAUSED)
+		return -EBUSY;
+	start_offload(c, "manual_offload");
+	coord_rearm(c);
+	return 0;
+}
+
+int coord_manual_resume(struct coord *c)
+{
+	switch (c->state) {
+	case COORD_HANDOFF:
+		if (c->awaiting_ack) {
+			abort_handoff(c);
+			settle(c, c->cfg.handoff_delay_ns, "manual_resume");
+			break;
+		}
+		/* fall through */
+	case COORD_PAUSED:
+	case COORD_OFFLOADING:
+	case COORD_OFFLOADED:
+		start_resume(c, COORD_RESUME_MANUAL, "manual_resume");
+		break;
+	default:
+		return -EALREADY;
+	}
+	coord_rearm(c);
+	return 0;
+}
+
+void coord_link_up(struct coord *c)
+{
+	c->link_up = true;
+	log_info(c->subject, "guest link up");
+	if (c->state == COORD_WAITING && c->handoff_at_ns == COORD_NO_DEADLINE)
+		c->handoff_at_ns = add_sat(clock_now(c), c->cfg.handoff_delay_ns);
+	coord_rearm(c);
+}
+
+void coord_link_down(struct coord *c)
+{
+	c->link_up = false;
+	log_warn(c->subject, "guest link lost in %s", coord_state_name(c->state));
+	switch (c->state) {
+	case COORD_HANDOFF:
+		if (c->awaiting_ack) {
+			c->awaiting_ack = false;
+			c->req_id = 0;
+			settle(c, c->cfg.handoff_delay_ns, "link_lost");
+		} else {
+			start_resume(c, COORD_RESUME_FAILSAFE, "link_lost");
+		}
+		break;
+	case COORD_PAUSED:
+	case COORD_OFFLOADING:
+	case COORD_OFFLOADED:
+		start_resume(c, COORD_RESUME_FAILSAFE, "link_lost");
+		break;
+	default:
+		break;
+	}
+	if (c->awaiting_resume_ack) {
+		c->awaiting_resume_ack = false;
+		deliver_pending(c);
+	}
+	coord_rearm(c);
+}
+
+void coord_handoff_ack(struct coord *c, uint64_t req_id, bool ready,
+		       const struct coord_evidence *ev)
+{
+	uint64_t now = clock_now(c);
+
+	if (c->state != COORD_HANDOFF || !c->awaiting_ack || req_id != c->req_id) {
+		log_info(c->subject, "stale HANDOFF_ACK for request %llu ignored",
+			 (unsigned long long)req_id);
+		return;
+	}
+	c->awaiting_ack = false;
+	if (ev)
+		c->last_ev = *ev;
+	if (ready && ev && ev->next_timer_ns != COORD_BUDGET_UNKNOWN &&
+	    ev->next_timer_ns <= c->cfg.timer_margin_ns) {
+		/* the guest's timer is due before we could even pause */
+		ready = false;
+		c->last_ev.busy_reasons |= 1U << 4;	/* VMNAP_BUSY_TIMER */
+	}
+	if (!ready) {
+		uint32_t bits = c->last_ev.busy_reasons;
+
+		c->st.handoff_busy++;
+		for (unsigned int b = 0; b < COORD_BUSY_BITS; b++)
+			if (bits & (1U << b))
+				c->st.busy_by_reason[b]++;
+		abort_handoff(c);
+		if (c->manual)
+			settle(c, c->cfg.handoff_delay_ns, "busy");
+		else
+			settle(c, next_backoff(c), "busy");
+		coord_rearm(c);
+		return;
+	}
+	c->st.handoff_ready++;
+	c->backoff_ns = c->cfg.busy_backoff_ns;
+	c->ack_ns = now;
+	c->budget_deadline_ns = (!ev || ev->next_timer_ns == COORD_BUDGET_UNKNOWN) ?
+		COORD_NO_DEADLINE : add_sat(now, ev->next_timer_ns);
+	c->pause_inflight = true;
+	{
+		int err = c->ops->pause(c->arg);
+
+		if (err)
+			coord_pause_done(c, err);
+	}
+	coord_rearm(c);
+}
+
+void coord_resume_ack(struct coord *c, uint64_t req_id)
+{
+	if (!c->awaiting_resume_ack || req_id != c->resume_ack_req_id) {
+		log_info(c->subject, "unexpected RESUME_ACK for request %llu ignored",
+			 (unsigned long long)req_id);
+		return;
+	}
+	c->awaiting_resume_ack = false;
+	deliver_pending(c);
+	coord_rearm(c);
+}
+
+void coord_pause_done(struct coord *c, int err)
+{
+	if (c->state != COORD_HANDOFF || !c->pause_inflight) {
+		log_warn(c->subject, "pause completion in %s ignored", coord_state_name(c->state));
+		return;
+	}
+	c->pause_inflight = false;
+	if (err) {
+		log_err(c->subject, "pause failed: %s", strerror(-err));
+		c->st.pause_errors++;
+		abort_handoff(c);
+		c->resume_pending = COORD_RESUME_NONE;
+		settle(c, next_backoff(c), "pause_failed");
+		coord_rearm(c);
+		return;
+	}
+	c->paused_at_ns = clock_now(c);
+	c->st.pauses++;
+	set_state(c, COORD_PAUSED, c->manual ? "paused_manual" : "paused");
+	if (c->resume_pending) {
+		start_resume(c, c->resume_pending, "resume_pending");
+	} else if (!c->manual && !coord_nr_waits(c)) {
+		start_resume(c, COORD_RESUME_DATA_READY, "no_waits");
+	} else {
+		c->offload_at_ns = offload_time(c);
+		if (c->offload_at_ns != COORD_NO_DEADLINE && c->offload_at_ns <= c->paused_at_ns)
+			start_offload(c, "offload_policy");
+	}
+	coord_rearm(c);
+}
+
+void coord_offload_done(struct coord *c, int err)
+{
+	if (c->state != COORD_OFFLOADING) {
+		log_warn(c->subject, "offload completion in %s ignored", coord_state_name(c->state));
+		return;
+	}
+	c->offloaded = true;	/* some pages may be out even after an error */
+	c->offloaded_at_ns = clock_now(c);
+	if (err) {
+		log_err(c->subject, "offload failed: %s: resuming", strerror(-err));
+		c->st.offload_errors++;
+		set_state(c, COORD_OFFLOADED, "offload_failed");
+		start_resume(c, COORD_RESUME_FAILSAFE, "pager_error");
+		coord_rearm(c);
+		return;
+	}
+	c->st.offloads++;
+	set_state(c, COORD_OFFLOADED, "offloaded");
+	if (c->resume_pending)
+		start_resume(c, c->resume_pending, "resume_pending");
+	coord_rearm(c);
+}
+
+void coord_resume_done(struct coord *c, int err)
+{
+	uint64_t now = clock_now(c);
+	uint64_t paused_ns;
+	uint64_t req_id = c->req_id;
+
+	if (c->state != COORD_RESUMING) {
+		log_warn(c->subject, "resume completion in %s ignored", coord_state_name(c->state));
+		return;
+	}
+	if (err) {
+		/* The VM stays stopped: retry; the fail-safe is to keep trying. */
+		log_err(c->subject, "resume failed: %s: retrying", strerror(-err));
+		c->st.resume_errors++;
+		c->resume_retry_at_ns = add_sat(now, c->cfg.busy_backoff_ns);
+		coord_rearm(c);
+		return;
+	}
+	paused_ns = now - c->paused_at_ns;
+	c->st.paused_ns_total += paused_ns;
+	if (c->offloaded)
+		c->st.offloaded_ns_total += now - c->offloaded_at_ns;
+	c->st.resumes_by_reason[c->resume_reason]++;
+	c->req_id = 0;
+	if (req_id && c->link_up && c->ops->resumed) {
+		c->ops->resumed(c->arg, req_id, paused_ns, c->resume_reason, c->offloaded);
+		c->awaiting_resume_ack = true;
+		c->resume_ack_req_id = req_id;
+		c->resume_ack_deadline_ns = add_sat(now, c->cfg.ack_timeout_ns);
+	}
+	settle(c, c->cfg.handoff_delay_ns, coord_resume_reason_name(c->resume_reason));
+	coord_rearm(c);
+}
+
+void coord_pager_error(struct coord *c, int err)
+{
+	log_err(c->subject, "pager error: %s", strerror(-err));
+	start_resume(c, COORD_RESUME_FAILSAFE, "pager_error");
+	coord_rearm(c);
+}

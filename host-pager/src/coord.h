@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * coord.h - the wait coordinator: one state machine per VM (DESIGN §2, §7).
+ *
+ *   RUNNING ─wait_start─▶ WAITING ─handoff_delay─▶ HANDOFF ─ack READY,
+ *   paused─▶ PAUSED ─offload policy─▶ OFFLOADING ─done─▶ OFFLOADED
+ *   PAUSED/OFFLOADED ─resume trigger─▶ RESUMING ─resumed─▶ RUNNING|WAITING
+ *
+ * HANDOFF ─BUSY or ack timeout─▶ WAITING (retry after backoff).
+ * A wait that ends before the handoff costs nothing; a wait that ends
+ * while paused resumes at once; a timer, external event or fail-safe
+ * resume leaves the remaining waits pending, so a new handoff follows
+ * (several handoffs per request).
+ *
+ * Pure logic: no I/O, no clock, no event loop.  Everything the coordinator
+ * does to the world goes through struct coord_ops; the caller arms one
+ * timer at the deadline coord_ops.arm_timer names and calls coord_tick()
+ * when it fires.  Asynchronous actions (pause, resume, offload) report back
+ * through coord_pause_done(), coord_resume_done(), coord_offload_done(),
+ * which may also be called from inside the action itself.  The guest link
+ * reports through coord_link_up/down(), coord_handoff_ack() and
+ * coord_resume_ack().  Unit tests drive it with a fake clock.
+ *
+ * A VM is unmanaged until coord_set_managed(c, true): waits are counted
+ * (and delivered at once) but nothing is handed off, paused or offloaded.
+ *
+ * Response delivery latency is "data ready -> the guest has the data".
+ * vmnapd learns that the guest can have it as follows: if the VM was not
+ * paused or handing off when the wait became ready, at once (latency 0);
+ * otherwise when the guest answers RESUMED with RESUME_ACK (its devices
+ * are unquiesced and it runs: a response sent to it now is received), or
+ * when the VMM's resume completed if the VM has no guest link.  A wait
+ * started with COORD_WAIT_CONFIRM is delivered only when the caller says
+ * so (coord_wait_delivered(), API .../delivered), e.g. after the in-guest
+ * agent acknowledged the response: that is the end-to-end figure.
+ */
+#ifndef VMNAP_COORD_H
+#define VMNAP_COORD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum coord_state {
+	COORD_RUNNING = 0,
+	COORD_WAITING,
+	COORD_HANDOFF,
+	COORD_PAUSED,
+	COORD_OFFLOADING,
+	COORD_OFFLOADED,
+	COORD_RESUMING,
+	COORD_NR_STATES,
+};
+
+enum coord_wait_kind {
+	COORD_WAIT_MODEL = 0,	/* a model request */
+	COORD_WAIT_NETWORK,	/* other network I/O */
+	COORD_WAIT_FILE,	/* a file read */
+	COORD_NR_WAIT_KINDS,
+};
+
+/* Why the VM resumed; numbering matches enum vmnap_resume_reason. */
+enum coord_resume_reason {
+	COORD_RESUME_NONE = 0,
+	COORD_RESUME_DATA_READY = 1,
+	COORD_RESUME_TIMER = 2,
+	COORD_RESUME_EXTERNAL = 3,
+	COORD_RESUME_FAILSAFE = 4,
+	COORD_RESUME_MANUAL = 5,
+	COORD_NR_RESUME_REASONS,
+};
+
+/* Handoff flags: match VMNAP_HF_* */
+#define COORD_HANDOFF_OFFLOAD	(1U << 0)
+/* coord_wait_start() flags */
+#define COORD_WAIT_CONFIRM	(1U << 0)	/* delivery confirmed by caller */
+
+#define COORD_WAIT_ID_MAX	64	/* bytes, including the NUL */
+#define COORD_MAX_WAITS		32	/* outstanding + undelivered per VM */
+#define COORD_BUSY_BITS		8	/* VMNAP_BUSY_* bits counted */
+#define COORD_HIST_BUCKETS	32	/* power-of-2 µs: [2^(i-1), 2^i) µs */
+#define COORD_NO_DEADLINE	UINT64_MAX
+#define COORD_BUDGET_UNKNOWN	UINT64_MAX	/* VMNAP_TIMER_UNKNOWN */
+
+struct coord_kind_policy {
+	bool may_pause;
+	bool may_offload;
+};
+
+/* Every default of the coordinator; coord_config_default() fills it. */
+struct coord_config {
+	uint64_t handoff_delay_ns;	/* waiting this long: hand off (20 ms) */
+	uint64_t offload_after_ns;	/* waiting this long: may offload (50 ms) */
+	uint64_t offload_min_budget_ns;	/* guest timer budget needed (1 s) */
+	uint64_t offload_cooldown_ns;	/* since this VM's last offload (5 s) */
+	uint64_t timer_margin_ns;	/* resume this much before the guest timer (50 ms) */
+	uint64_t ack_timeout_ns;	/* HANDOFF_ACK deadline (200 ms) */
+	uint64_t busy_backoff_ns;	/* first retry after BUSY (20 ms) */
+	uint64_t busy_backoff_max_ns;	/* backoff doubles up to this (1 s) */
+	uint64_t max_pause_ns;		/* fail-safe: resume after (60 s) */
+	struct coord_kind_policy kind[COORD_NR_WAIT_KINDS];
+};
+
+struct coord;
+
+/*
+ * The world, as the coordinator sees it.  Actions return 0 when started
+ * (completion is reported later, or from inside the call) or -errno.
+ */
+struct coord_ops {
+	uint64_t (*now)(void *arg);			/* monotonic ns */
+	void (*arm_timer)(void *arg, uint64_t deadline_ns);	/* NO_DEADLINE: cancel */
+	/* Guest link; NULL handoff means "no link" (pause without handoff). */
+	int (*handoff)(void *arg, uint32_t flags, uint32_t deadline_ms, uint64_t *req_id);
+	void (*handoff_abort)(void *arg, uint64_t req_id);
+	void (*resumed)(void *arg, uint64_t req_id, uint64_t paused_ns,
+			enum coord_resume_reason reason, bool offloaded);
+	/* VMM: stop and continue the vCPUs. */
+	int (*pause)(void *arg);
+	int (*resume)(void *arg);
+	/* Pager: evict guest RAM (only while paused); NULL: no pager. */
+	int (*offload)(void *arg);
+	/* Every transition, after it happened (events, logs, metrics). */
+	void (*transition)(void *arg, enum coord_state from, enum coord_state to,
+			   const char *why);
+	/* A wait was delivered (ready -> the guest has the data). */
+	void (*delivered)(void *arg, const char *wait_id, uint64_t latency_ns);
+};
+
+struct coord_stats {
+	uint64_t waits_started, waits_ready, waits_delivered, waits_dropped;
+	uint64_t waits_by_kind[COORD_NR_WAIT_KINDS];
+	uint64_t handoffs, handoff_ready, handoff_busy, handoff_timeouts, aborts;
+	uint64_t busy_by_reason[COORD_BUSY_BITS];
+	uint64_t pauses, pause_errors, offloads, offload_errors, resume_errors;
+	uint64_t resumes_by_reason[COORD_NR_RESUME_REASONS];
+	uint64_t paused_ns_total, offloaded_ns_total;
+	uint64_t delivery_hist[COORD_HIST_BUCKETS];	/* power-of-2 µs */
+	uint64_t delivery_ns_sum;
+	uint64_t last_delivery_ns;
+	uint64_t transitions;
+};
+
+/* What the last HANDOFF_ACK said (for the API). */
+struct coord_evidence {
+	uint64_t next_timer_ns;		/* COORD_BUDGET_UNKNOWN if unknown */
+	uint32_t busy_reasons;
+	uint32_t cpu_idle_permille;
+	uint32_t nr_runnable;
+	uint32_t io_inflight;
+};
+
+void coord_config_default(struct coord_config *cfg);
+const char *coord_state_name(enum coord_state s);
+const char *coord_wait_kind_name(enum coord_wait_kind k);
+/* -1 when unknown. */
+int coord_wait_kind_parse(const char *s);
+const char *coord_resume_reason_name(enum coord_resume_reason r);
+/* Histogram bucket of a latency: 0 for < 1 µs, i for [2^(i-1), 2^i) µs. */
+unsigned int coord_hist_bucket(uint64_t ns);
+
+struct coord *coord_new(const struct coord_config *cfg, const struct coord_ops *ops,
+			void *arg, const char *subject);
+void coord_free(struct coord *c);
+
+enum coord_state coord_state(const struct coord *c);
+bool coord_managed(const struct coord *c);
+void coord_set_managed(struct coord *c, bool managed);
+void coord_get_stats(const struct coord *c, struct coord_stats *st);
+const struct coord_config *coord_config(const struct coord *c);
+void coord_set_config(struct coord *c, const struct coord_config *cfg);
+const struct coord_evidence *coord_last_evidence(const struct coord *c);
+unsigned int coord_nr_waits(const struct coord *c);	/* outstanding */
+
+/* The caller's clock reached the armed deadline. */
+void coord_tick(struct coord *c);
+
+/* Waits (API).  -EEXIST (id in use), -ENOSPC, -EINVAL, -ENOENT. */
+int coord_wait_start(struct coord *c, const char *id, enum coord_wait_kind kind,
+		     uint32_t flags);
+int coord_wait_ready(struct coord *c, const char *id);
+int coord_wait_delivered(struct coord *c, const char *id);
+/* An external event: resume a paused VM; waits stay outstanding. */
+int coord_external_event(struct coord *c);
+/* Manual actions; -EBUSY/-EALREADY when the state does not allow it. */
+int coord_manual_pause(struct coord *c);
+int coord_manual_offload(struct coord *c);
+int coord_manual_resume(struct coord *c);
+
+/* Guest link. */
+void coord_link_up(struct coord *c);
+void coord_link_down(struct coord *c);
+void coord_handoff_ack(struct coord *c, uint64_t req_id, bool ready,
+		       const struct coord_evidence *ev);
+void coord_resume_ack(struct coord *c, uint64_t req_id);
+
+/* Completions of the asynchronous actions; err is 0 or -errno. */
+void coord_pause_done(struct coord *c, int err);
+void coord_resume_done(struct coord *c, int err);
+void coord_offload_done(struct coord *c, int err);
+/* The pager cannot serve this VM any more: fail-safe resume. */
+void coord_pager_error(struct coord *c, int err);
+
+#endif

@@ -1,0 +1,823 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_coord.c - every transition of the wait coordinator (coord.c),
+ * including the races, driven by a fake clock and fake actions.
+ *
+ * The fake world records every action; pause, resume and offload complete
+ * only when the test says so (fw.sync makes them complete inside the call).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "coord.h"
+#include "log.h"
+
+#define MS	1000000ull
+#define SEC	1000000000ull
+
+struct fake {
+	uint64_t now, deadline;
+	bool link;		/* ops.handoff present */
+	bool sync;		/* actions complete inside the call */
+	int pause_err, resume_err, offload_err, handoff_err;
+	struct coord *c;
+	unsigned int handoffs, aborts, pauses, resumes, offloads, resumed_msgs;
+	unsigned int delivered;
+	uint64_t next_req, last_req, last_abort;
+	uint32_t last_flags;
+	enum coord_resume_reason last_reason;
+	bool last_offloaded;
+	uint64_t last_paused_ns, last_latency;
+	char trail[512];	/* "RUNNING>WAITING>..." */
+};
+
+static uint64_t f_now(void *a) { return ((struct fake *)a)->now; }
+static void f_arm(void *a, uint64_t t) { ((struct fake *)a)->deadline = t; }
+
+static int f_handoff(void *a, uint32_t flags, uint32_t ms, uint64_t *req)
+{
+	struct fake *f = a;
+
+	assert_true(ms > 0);
+	if (f->handoff_err)
+		return f->handoff_err;
+	f->handoffs++;
+	f->last_flags = flags;
+	*req = f->last_req = ++f->next_req;
+	return 0;
+}
+
+static void f_abort(void *a, uint64_t req) { ((struct fake *)a)->aborts++; ((struct fake *)a)->last_abort = req; }
+
+static void f_resumed(void *a, uint64_t req, uint64_t paused, enum coord_resume_reason r, bool off)
+{
+	struct fake *f = a;
+
+	f->resumed_msgs++;
+	assert_int_equal(req, f->last_req);
+	f->last_reason = r;
+	f->last_offloaded = off;
+	f->last_paused_ns = paused;
+}
+
+static int f_pause(void *a)
+{
+	struct fake *f = a;
+
+	f->pauses++;
+	if (f->pause_err)
+		return f->pause_err;
+	if (f->sync)
+		coord_pause_done(f->c, 0);
+	return 0;
+}
+
+static int f_resume(void *a)
+{
+	struct fake *f = a;
+
+	f->resumes++;
+	if (f->resume_err)
+		return f->resume_err;
+	if (f->sync)
+		coord_resume_done(f->c, 0);
+	return 0;
+}
+
+static int f_offload(void *a)
+{
+	struct fake *f = a;
+
+	f->offloads++;
+	if (f->offload_err)
+		return f->offload_err;
+	if (f->sync)
+		coord_offload_done(f->c, 0);
+	return 0;
+}
+
+static void f_transition(void *a, enum coord_state from, enum coord_state to, const char *why)
+{
+	struct fake *f = a;
+	size_t n = strlen(f->trail);
+
+	(void)from;
+	(void)why;
+	snprintf(f->trail + n, sizeof(f->trail) - n, "%s%s", n ? ">" : "", coord_state_name(to));
+}
+
+static void f_delivered(void *a, const char *id, uint64_t lat)
+{
+	(void)id;
+	((struct fake *)a)->delivered++;
+	((struct fake *)a)->last_latency = lat;
+}
+
+static const struct coord_ops ops_link = {
+	.now = f_now, .arm_timer = f_arm, .handoff = f_handoff, .handoff_abort = f_abort,
+	.resumed = f_resumed, .pause = f_pause, .resume = f_resume, .offload = f_offload,
+	.transition = f_transition, .delivered = f_delivered,
+};
+
+static struct fake fw;
+
+static struct coord *mk(bool managed)
+{
+	memset(&fw, 0, sizeof(fw));
+	fw.now = 1000 * SEC;	/* far from zero: no accidental "due" */
+	fw.deadline = COORD_NO_DEADLINE;
+	fw.c = coord_new(NULL, &ops_link, &fw, "vm test");
+	assert_non_null(fw.c);
+	coord_link_up(fw.c);
+	coord_set_managed(fw.c, managed);
+	return fw.c;
+}
+
+/* Move the fake clock forward by @ns, firing the timer at its deadlines. */
+static void advance(struct coord *c, uint64_t ns)
+{
+	uint64_t end = fw.now + ns;
+
+	while (fw.deadline != COORD_NO_DEADLINE && fw.deadline <= end) {
+		if (fw.deadline > fw.now)
+			fw.now = fw.deadline;
+		coord_tick(c);
+	}
+	fw.now = end;
+}
+
+static struct coord_evidence ev_budget(uint64_t budget)
+{
+	return (struct coord_evidence){ .next_timer_ns = budget };
+}
+
+static void ack_ready(struct coord *c, uint64_t budget)
+{
+	struct coord_evidence ev = ev_budget(budget);
+
+	coord_handoff_ack(c, fw.last_req, true, &ev);
+}
+
+static void ack_busy(struct coord *c, uint32_t reasons)
+{
+	struct coord_evidence ev = { .next_timer_ns = COORD_BUDGET_UNKNOWN, .busy_reasons = reasons };
+
+	coord_handoff_ack(c, fw.last_req, false, &ev);
+}
+
+/* wait "r1" started, handoff at 20 ms, READY with @budget, paused. */
+static struct coord *to_paused(uint64_t budget)
+{
+	struct coord *c = mk(true);
+
+	assert_int_equal(coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0), 0);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	ack_ready(c, budget);
+	assert_int_equal(fw.pauses, 1);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	return c;
+}
+
+static void test_defaults(void **s)
+{
+	struct coord_config cfg;
+
+	(void)s;
+	coord_config_default(&cfg);
+	assert_int_equal(cfg.handoff_delay_ns, 20 * MS);
+	assert_int_equal(cfg.offload_after_ns, 50 * MS);
+	assert_int_equal(cfg.offload_min_budget_ns, 1 * SEC);
+	assert_int_equal(cfg.offload_cooldown_ns, 5 * SEC);
+	assert_true(cfg.kind[COORD_WAIT_MODEL].may_offload);
+	assert_false(cfg.kind[COORD_WAIT_NETWORK].may_offload);
+	assert_false(cfg.kind[COORD_WAIT_FILE].may_offload);
+	assert_true(cfg.kind[COORD_WAIT_FILE].may_pause);
+	assert_int_equal(coord_hist_bucket(0), 0);
+	assert_int_equal(coord_hist_bucket(1000), 1);
+	assert_int_equal(coord_hist_bucket(3000), 2);
+	assert_int_equal(coord_wait_kind_parse("network"), COORD_WAIT_NETWORK);
+	assert_int_equal(coord_wait_kind_parse("bogus"), -1);
+}
+
+static void test_unmanaged_never_pauses(void **s)
+{
+	struct coord *c = mk(false);
+
+	(void)s;
+	assert_int_equal(coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0), 0);
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	advance(c, 10 * SEC);
+	assert_int_equal(fw.handoffs, 0);
+	assert_int_equal(fw.pauses, 0);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(fw.delivered, 1);
+	assert_int_equal(fw.last_latency, 0);
+	/* enabling with a wait outstanding starts the machine */
+	assert_int_equal(coord_wait_start(c, "r2", COORD_WAIT_MODEL, 0), 0);
+	coord_set_managed(c, true);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	advance(c, 20 * MS);
+	assert_int_equal(fw.handoffs, 1);
+	coord_free(c);
+}
+
+static void test_short_wait_costs_nothing(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 19 * MS);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	advance(c, 1 * SEC);
+	assert_int_equal(fw.handoffs, 0);
+	assert_int_equal(fw.delivered, 1);
+	assert_string_equal(fw.trail, "WAITING>RUNNING");
+	coord_free(c);
+}
+
+static void test_full_cycle_offload(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+	struct coord_stats st;
+
+	(void)s;
+	assert_int_equal(fw.last_flags, COORD_HANDOFF_OFFLOAD);
+	advance(c, 29 * MS);	/* 49 ms into the wait */
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	advance(c, 1 * MS);	/* 50 ms */
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADED);
+	advance(c, 2 * SEC);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	advance(c, 3 * MS);
+	coord_resume_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	assert_int_equal(fw.resumed_msgs, 1);
+	assert_int_equal(fw.last_reason, COORD_RESUME_DATA_READY);
+	assert_true(fw.last_offloaded);
+	assert_int_equal(fw.delivered, 0);	/* not until RESUME_ACK */
+	advance(c, 2 * MS);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.delivered, 1);
+	assert_int_equal(fw.last_latency, 5 * MS);
+	assert_string_equal(fw.trail,
+		"WAITING>HANDOFF>PAUSED>OFFLOADING>OFFLOADED>RESUMING>RUNNING");
+	coord_get_stats(c, &st);
+	assert_int_equal(st.pauses, 1);
+	assert_int_equal(st.offloads, 1);
+	assert_int_equal(st.resumes_by_reason[COORD_RESUME_DATA_READY], 1);
+	assert_int_equal(st.delivery_hist[coord_hist_bucket(5 * MS)], 1);
+	assert_int_equal(fw.deadline, COORD_NO_DEADLINE);
+	coord_free(c);
+}
+
+static void test_short_wait_pauses_without_offload(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	advance(c, 10 * MS);	/* 30 ms */
+	coord_wait_ready(c, "r1");
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.offloads, 0);
+	assert_false(fw.last_offloaded);
+	assert_int_equal(fw.delivered, 1);
+	coord_free(c);
+}
+
+static void test_small_budget_no_offload_timer_resume(void **s)
+{
+	struct coord *c = to_paused(800 * MS);	/* < 1 s: no offload */
+	struct coord_stats st;
+
+	(void)s;
+	advance(c, 700 * MS);
+	assert_int_equal(fw.offloads, 0);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	advance(c, 50 * MS);	/* 800 - 50 margin */
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_TIMER);
+	/* the request is still pending: a second handoff follows */
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	coord_resume_ack(c, fw.last_req);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	assert_int_equal(fw.handoffs, 2);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.resumes_by_reason[COORD_RESUME_TIMER], 1);
+	coord_free(c);
+}
+
+static void test_unknown_budget_failsafe(void **s)
+{
+	struct coord *c = to_paused(COORD_BUDGET_UNKNOWN);
+
+	(void)s;
+	advance(c, 59 * SEC);
+	assert_int_equal(fw.offloads, 0);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	advance(c, 1 * SEC);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_FAILSAFE);
+	coord_free(c);
+}
+
+static void test_timer_budget_expires_while_offloaded(void **s)
+{
+	struct coord *c = to_paused(3 * SEC);
+
+	(void)s;
+	advance(c, 30 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	advance(c, 2900 * MS);	/* 3 s budget from the ack at 20 ms, 50 ms margin */
+	assert_int_equal(coord_state(c), COORD_OFFLOADED);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_TIMER);
+	assert_true(fw.last_offloaded);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	coord_free(c);
+}
+
+static void test_offload_cooldown(void **s)
+{
+	struct coord *c = to_paused(30 * SEC);
+
+	(void)s;
+	advance(c, 30 * MS);
+	coord_offload_done(c, 0);
+	assert_int_equal(fw.offloads, 1);
+	coord_external_event(c);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	/* the last offload started ~70 ms ago: wait for the 5 s cooldown */
+	advance(c, 4 * SEC);
+	assert_int_equal(fw.offloads, 1);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	advance(c, 1 * SEC);
+	assert_int_equal(fw.offloads, 2);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_free(c);
+}
+
+static void test_busy_backoff(void **s)
+{
+	struct coord *c = mk(true);
+	struct coord_stats st;
+
+	(void)s;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_busy(c, 1U << 0);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	advance(c, 19 * MS);
+	assert_int_equal(fw.handoffs, 1);
+	advance(c, 1 * MS);	/* 20 ms backoff */
+	assert_int_equal(fw.handoffs, 2);
+	ack_busy(c, 1U << 2);
+	advance(c, 39 * MS);
+	assert_int_equal(fw.handoffs, 2);
+	advance(c, 1 * MS);	/* 40 ms */
+	assert_int_equal(fw.handoffs, 3);
+	ack_ready(c, 10 * SEC);	/* READY resets the backoff */
+	coord_pause_done(c, 0);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.handoff_busy, 2);
+	assert_int_equal(st.busy_by_reason[0], 1);
+	assert_int_equal(st.busy_by_reason[2], 1);
+	/* 80 ms into the wait, 10 s budget: offloads at once */
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_free(c);
+}
+
+static void test_ack_timeout_and_stale_ack(void **s)
+{
+	struct coord *c = mk(true);
+	struct coord_stats st;
+	uint64_t old;
+
+	(void)s;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	old = fw.last_req;
+	advance(c, 200 * MS);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	assert_int_equal(fw.aborts, 1);
+	assert_int_equal(fw.last_abort, old);
+	/* a late READY for the aborted request changes nothing */
+	ack_ready(c, 10 * SEC);
+	assert_int_equal(fw.pauses, 0);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.handoff_timeouts, 1);
+	coord_free(c);
+}
+
+static void test_ready_during_handoff(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	coord_wait_ready(c, "r1");
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	assert_int_equal(fw.aborts, 1);
+	assert_int_equal(fw.delivered, 1);
+	ack_ready(c, 10 * SEC);	/* the guest raced us: ignored */
+	assert_int_equal(fw.pauses, 0);
+	coord_free(c);
+}
+
+static void test_ready_while_pause_in_flight(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 10 * SEC);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	coord_wait_ready(c, "r1");
+	assert_int_equal(fw.resumes, 0);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.last_reason, COORD_RESUME_DATA_READY);
+	assert_int_equal(fw.delivered, 1);
+	assert_string_equal(fw.trail, "WAITING>HANDOFF>PAUSED>RESUMING>RUNNING");
+	coord_free(c);
+}
+
+static void test_ready_during_offload(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	advance(c, 30 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_wait_ready(c, "r1");
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	assert_int_equal(fw.resumes, 0);
+	advance(c, 5 * MS);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.last_latency, 5 * MS);
+	assert_true(fw.last_offloaded);
+	coord_free(c);
+}
+
+static void test_ready_during_resume(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	coord_wait_start(c, "r2", COORD_WAIT_MODEL, 0);
+	coord_external_event(c);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_wait_ready(c, "r1");	/* while resuming */
+	assert_int_equal(fw.resumes, 1);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_EXTERNAL);
+	assert_int_equal(coord_state(c), COORD_WAITING);	/* r2 still waits */
+	assert_int_equal(fw.delivered, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.delivered, 1);
+	coord_free(c);
+}
+
+static void test_link_lost_while_paused(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	coord_link_down(c);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.resumed_msgs, 0);	/* no link to tell */
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	/* no handoff without the link */
+	advance(c, 1 * SEC);
+	assert_int_equal(fw.handoffs, 1);
+	coord_link_up(c);
+	advance(c, 20 * MS);
+	assert_int_equal(fw.handoffs, 2);
+	coord_free(c);
+}
+
+static void test_link_lost_while_offloading(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+	struct coord_stats st;
+
+	(void)s;
+	advance(c, 30 * MS);
+	coord_link_down(c);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.resumes_by_reason[COORD_RESUME_FAILSAFE], 1);
+	coord_free(c);
+}
+
+static void test_link_lost_during_handoff(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	coord_link_down(c);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	assert_int_equal(fw.pauses, 0);
+	coord_free(c);
+}
+
+static void test_kind_policy(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_wait_start(c, "n1", COORD_WAIT_NETWORK, 0);
+	advance(c, 20 * MS);
+	assert_int_equal(fw.last_flags, 0);	/* no offload intended */
+	ack_ready(c, 10 * SEC);
+	coord_pause_done(c, 0);
+	advance(c, 2 * SEC);
+	assert_int_equal(fw.offloads, 0);
+	coord_free(c);
+
+	/* a kind that may not even pause: no handoff at all */
+	c = mk(true);
+	{
+		struct coord_config cfg = *coord_config(c);
+
+		cfg.kind[COORD_WAIT_FILE].may_pause = false;
+		coord_set_config(c, &cfg);
+	}
+	coord_wait_start(c, "f1", COORD_WAIT_FILE, 0);
+	advance(c, 1 * SEC);
+	assert_int_equal(fw.handoffs, 0);
+	coord_free(c);
+}
+
+static void test_manual_actions(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	assert_int_equal(coord_manual_resume(c), -EALREADY);
+	assert_int_equal(coord_manual_offload(c), -EBUSY);
+	assert_int_equal(coord_manual_pause(c), 0);
+	assert_int_equal(fw.last_flags, 0);
+	ack_ready(c, COORD_BUDGET_UNKNOWN);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	advance(c, 1 * SEC);	/* stays paused: no wait, no policy offload */
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	assert_int_equal(coord_manual_pause(c), -EALREADY);
+	assert_int_equal(coord_manual_offload(c), 0);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_manual_resume(c), 0);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_MANUAL);
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	coord_free(c);
+}
+
+static void test_manual_pause_without_link(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_link_down(c);
+	fw.sync = true;
+	assert_int_equal(coord_manual_pause(c), 0);
+	assert_int_equal(fw.handoffs, 0);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	assert_int_equal(coord_manual_resume(c), 0);
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	assert_int_equal(fw.resumed_msgs, 0);
+	coord_free(c);
+}
+
+static void test_sync_actions(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	fw.sync = true;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 10 * SEC);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	advance(c, 30 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADED);
+	coord_wait_ready(c, "r1");
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.delivered, 1);
+	coord_free(c);
+}
+
+static void test_pause_failure(void **s)
+{
+	struct coord *c = mk(true);
+	struct coord_stats st;
+
+	(void)s;
+	fw.pause_err = -EIO;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 10 * SEC);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	assert_int_equal(fw.aborts, 1);	/* the guest unquiesces */
+	coord_get_stats(c, &st);
+	assert_int_equal(st.pause_errors, 1);
+	coord_free(c);
+}
+
+static void test_offload_failure_resumes(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+	struct coord_stats st;
+
+	(void)s;
+	advance(c, 30 * MS);
+	coord_offload_done(c, -ENOSPC);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_FAILSAFE);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.offload_errors, 1);
+	coord_free(c);
+}
+
+static void test_resume_failure_retries(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+	struct coord_stats st;
+
+	(void)s;
+	fw.resume_err = -EIO;
+	coord_wait_ready(c, "r1");
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	fw.resume_err = 0;
+	advance(c, 20 * MS);
+	assert_int_equal(fw.resumes, 2);
+	coord_resume_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.resume_errors, 1);
+	coord_free(c);
+}
+
+static void test_pager_error_while_offloaded(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	advance(c, 30 * MS);
+	coord_offload_done(c, 0);
+	coord_pager_error(c, -EIO);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_FAILSAFE);
+	coord_free(c);
+}
+
+static void test_confirmed_delivery(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	assert_int_equal(coord_wait_delivered(c, "r1"), -EBUSY);
+	coord_wait_ready(c, "r1");
+	assert_int_equal(fw.delivered, 0);
+	advance(c, 7 * MS);
+	assert_int_equal(coord_wait_delivered(c, "r1"), 0);
+	assert_int_equal(fw.last_latency, 7 * MS);
+	assert_int_equal(coord_wait_delivered(c, "r1"), -ENOENT);
+	coord_free(c);
+}
+
+static void test_wait_errors(void **s)
+{
+	struct coord *c = mk(true);
+	char id[16];
+
+	(void)s;
+	assert_int_equal(coord_wait_start(c, "", COORD_WAIT_MODEL, 0), -EINVAL);
+	assert_int_equal(coord_wait_start(c, "x", (enum coord_wait_kind)7, 0), -EINVAL);
+	assert_int_equal(coord_wait_start(c, "x", COORD_WAIT_MODEL, 0x80), -EINVAL);
+	assert_int_equal(coord_wait_start(c, "x", COORD_WAIT_MODEL, 0), 0);
+	assert_int_equal(coord_wait_start(c, "x", COORD_WAIT_MODEL, 0), -EEXIST);
+	assert_int_equal(coord_wait_ready(c, "y"), -ENOENT);
+	assert_int_equal(coord_wait_ready(c, "x"), 0);
+	for (int i = 0; i < COORD_MAX_WAITS; i++) {
+		snprintf(id, sizeof(id), "w%d", i);
+		assert_int_equal(coord_wait_start(c, id, COORD_WAIT_MODEL, 0), 0);
+	}
+	assert_int_equal(coord_wait_start(c, "one-too-many", COORD_WAIT_MODEL, 0), -ENOSPC);
+	assert_int_equal(coord_nr_waits(c), COORD_MAX_WAITS);
+	coord_free(c);
+}
+
+static void test_unmanage_while_offloaded(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	advance(c, 30 * MS);
+	coord_offload_done(c, 0);
+	coord_set_managed(c, false);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	advance(c, 10 * SEC);
+	assert_int_equal(fw.handoffs, 1);
+	coord_free(c);
+}
+
+static void test_missing_resume_ack(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	coord_wait_ready(c, "r1");
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.delivered, 0);
+	advance(c, 200 * MS);
+	assert_int_equal(fw.delivered, 1);	/* delivered anyway, logged */
+	coord_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_unmanaged_never_pauses),
+		cmocka_unit_test(test_short_wait_costs_nothing),
+		cmocka_unit_test(test_full_cycle_offload),
+		cmocka_unit_test(test_short_wait_pauses_without_offload),
+		cmocka_unit_test(test_small_budget_no_offload_timer_resume),
+		cmocka_unit_test(test_unknown_budget_failsafe),
+		cmocka_unit_test(test_timer_budget_expires_while_offloaded),
+		cmocka_unit_test(test_offload_cooldown),
+		cmocka_unit_test(test_busy_backoff),
+		cmocka_unit_test(test_ack_timeout_and_stale_ack),
+		cmocka_unit_test(test_ready_during_handoff),
+		cmocka_unit_test(test_ready_while_pause_in_flight),
+		cmocka_unit_test(test_ready_during_offload),
+		cmocka_unit_test(test_ready_during_resume),
+		cmocka_unit_test(test_link_lost_while_paused),
+		cmocka_unit_test(test_link_lost_while_offloading),
+		cmocka_unit_test(test_link_lost_during_handoff),
+		cmocka_unit_test(test_kind_policy),
+		cmocka_unit_test(test_manual_actions),
+		cmocka_unit_test(test_manual_pause_without_link),
+		cmocka_unit_test(test_sync_actions),
+		cmocka_unit_test(test_pause_failure),
+		cmocka_unit_test(test_offload_failure_resumes),
+		cmocka_unit_test(test_resume_failure_retries),
+		cmocka_unit_test(test_pager_error_while_offloaded),
+		cmocka_unit_test(test_confirmed_delivery),
+		cmocka_unit_test(test_wait_errors),
+		cmocka_unit_test(test_unmanage_while_offloaded),
+		cmocka_unit_test(test_missing_resume_ack),
+	};
+
+	log_set_level(LOG_WARN);
+	cmocka_set_message_output(CM_OUTPUT_TAP);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
