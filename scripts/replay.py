@@ -1109,10 +1109,11 @@ class Bench:
 
     def run(self):
         os.makedirs(self.outdir, exist_ok=True)
-        latest = os.path.join(os.path.dirname(self.outdir), "latest")
-        if os.path.islink(latest) or os.path.exists(latest):
-            os.unlink(latest)
-        os.symlink(self.run_id, latest)
+        for link in ("latest", f"latest-{self.args.vms}vm"):
+            latest = os.path.join(os.path.dirname(self.outdir), link)
+            if os.path.islink(latest) or os.path.exists(latest):
+                os.unlink(latest)
+            os.symlink(self.run_id, latest)
         self.events = EventLog(os.path.join(self.outdir, "events.jsonl"))
         self.build_rootfs()
         cohorts = list(self.args.cohorts)

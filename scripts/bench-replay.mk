@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# bench-replay: the trajectory replay benchmark (scripts/replay.py, issue 7),
+# small configuration: the full trajectory (41 steps, 205 s of waits), every
+# cohort interleaved, REPLAY_REPEATS runs each, 1 VM and then REPLAY_VMS VMs
+# from a common release with REPLAY_CPU_QUOTA CPUs each.  Outputs go to
+# build/bench/replay/<run-id>/, linked as latest-1vm, latest-<N>vm and latest
+# (the last run).
+#
+# The full configuration (README): make bench-replay REPLAY_VMS=4 REPLAY_REPEATS=5
+
+REPLAY_TRAJECTORY	?= tests/data/replay-full.jsonl
+REPLAY_COHORTS		?= baseline,pause,offload,swap
+REPLAY_REPEATS		?= 3
+REPLAY_VMS		?= 2
+REPLAY_CPU_QUOTA	?= 0.5
+REPLAY_MEM		?= 512
+REPLAY_ARGS		?=
+
+BENCH_TARGETS		+= bench-replay
+.PHONY: bench-replay bench-replay-1vm bench-replay-nvm
+
+REPLAY_RUN = python3 scripts/replay.py run --trajectory $(REPLAY_TRAJECTORY) \
+	--cohorts $(REPLAY_COHORTS) --repeats $(REPLAY_REPEATS) \
+	--cpu-quota $(REPLAY_CPU_QUOTA) --mem $(REPLAY_MEM) $(REPLAY_ARGS)
+
+bench-replay: bench-replay-1vm bench-replay-nvm
+
+bench-replay-1vm: userspace
+	$(REPLAY_RUN) --vms 1 --out $(BUILD)/bench/replay
+
+bench-replay-nvm: userspace | bench-replay-1vm
+	$(REPLAY_RUN) --vms $(REPLAY_VMS) --out $(BUILD)/bench/replay
