@@ -475,13 +475,12 @@ void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
  * userfaultfd for that, and a mapper faulting on a page meanwhile finds it
  * IN_FLIGHT and is woken once it is in.
  */
-int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf)
+int pager_install_run(struct pager *p, uint64_t pg, uint64_t n, const void *buf,
+		      int err)
 {
 	struct pager_region *r = pg_region(p, pg);
 	size_t len = n * PAGER_PAGE_SIZE;
-	int err;
 
-	err = store_read(&p->store, buf, len, pg_store_off(pg));
 	if (!err) {
 		ssize_t w = pwrite(r->memfd, buf, len, (off_t)pg_memfd_off(r, pg));
 
@@ -496,6 +495,13 @@ int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf)
 	pager_finish_run_locked(p, pg, n, !err);
 	pthread_mutex_unlock(&p->lock);
 	return err;
+}
+
+int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf)
+{
+	int err = store_read(&p->store, buf, n * PAGER_PAGE_SIZE, pg_store_off(pg));
+
+	return pager_install_run(p, pg, n, buf, err);
 }
 
 /* GPA range -> first page index and count; -ERANGE if not one region. */

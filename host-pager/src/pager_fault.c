@@ -4,8 +4,10 @@
  * mapper's userfaultfd, reads events in batches and resolves each MISSING
  * fault by the page's state:
  *
- *   OFFLOADED  claim the contiguous offloaded run around it (fault-around),
- *              read it from the store, UFFDIO_COPY (wakes the faulter)
+ *   OFFLOADED  claim the contiguous offloaded run around it (fault-around:
+ *              the aligned block of fault_around_pages; a window that
+ *              doubles while a mapper faults sequentially), read it from
+ *              the store, UFFDIO_COPY (wakes the faulter)
  *   ZERO       UFFDIO_ZEROPAGE
  *   RESIDENT   the page is present (another mapper or the prefetcher put
  *              it there: EEXIST -> UFFDIO_WAKE) or a hole (UFFDIO_ZEROPAGE)
@@ -129,17 +131,31 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	uint64_t around = p->cfg.fault_around_pages, start, n, host;
 	int err;
 
-	/* Window: the aligned block of fault_around pages holding @pg, in its
-	 * region; claim the offloaded run through @pg inside it. */
-	uint64_t wstart = pg - (pg - r->first_page) % around;
-	uint64_t wend = wstart + around;
+	if (pg == m->seq_next && m->seq_window) {
+		/* A sequential stream: bring in a window twice the last one
+		 * (like readahead), up to PAGER_MAX_FAULT_AROUND. */
+		uint64_t window = (uint64_t)m->seq_window * 2;
 
-	if (wend > r->first_page + r->npages)
-		wend = r->first_page + r->npages;
-	start = pg;
-	while (start > wstart && pg_state(p, start - 1) == PAGE_OFFLOADED)
-		start--;
-	n = pager_claim_run_locked(p, start, wend - start, 0);
+		if (window > PAGER_MAX_FAULT_AROUND)
+			window = PAGER_MAX_FAULT_AROUND;
+		start = pg;
+		n = pager_claim_run_locked(p, pg, window, 0);
+		m->seq_window = (uint32_t)window;
+	} else {
+		/* Window: the aligned block of fault_around pages holding @pg,
+		 * in its region; claim the offloaded run through @pg in it. */
+		uint64_t wstart = pg - (pg - r->first_page) % around;
+		uint64_t wend = wstart + around;
+
+		if (wend > r->first_page + r->npages)
+			wend = r->first_page + r->npages;
+		start = pg;
+		while (start > wstart && pg_state(p, start - 1) == PAGE_OFFLOADED)
+			start--;
+		n = pager_claim_run_locked(p, start, wend - start, 0);
+		m->seq_window = (uint32_t)around;
+	}
+	m->seq_next = start + n;
 	pthread_mutex_unlock(&p->lock);
 	host = m->host_addr[ri] + (start - r->first_page) * PAGER_PAGE_SIZE;
 	err = store_read(&p->store, fc->buf, n * PAGER_PAGE_SIZE, pg_store_off(start));

@@ -42,6 +42,9 @@ struct pager_mapper {
 	uint64_t host_addr[PAGER_MAX_REGIONS];	/* 0: not mapped */
 	bool registered;
 	bool dead;		/* closed by the fault thread */
+	/* sequential fault detection (fault thread only) */
+	uint64_t seq_next;	/* page after the last fault's run */
+	uint32_t seq_window;	/* its window; doubles while sequential */
 };
 
 struct pager {
@@ -138,6 +141,10 @@ int pager_register_all_locked(struct pager *p);
 void pager_maybe_unregister_locked(struct pager *p);
 /* Read claimed pages [pg, pg+n) of one region back into its memfd. */
 int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf);
+/* Write claimed pages, read into @buf (or failed with @err), into the
+ * memfd and finish the claim. */
+int pager_install_run(struct pager *p, uint64_t pg, uint64_t n, const void *buf,
+		      int err);
 /* Claim the run of OFFLOADED pages from @pg (with all @flags set, if any)
  * up to @max pages, not crossing a region; returns its length (0: none). */
 uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,

@@ -7,8 +7,9 @@
  * of write_batch_bytes; in a batch, all-zero pages need no I/O and every
  * run of non-zero pages becomes one O_DIRECT write at its slot through
  * io_uring, write_queue_depth batches in flight.  When every write of a
- * batch completed, the batch's pages are punched from the memfd and become
- * OFFLOADED (or ZERO).  The first error (ENOSPC, EIO) stops the offload:
+ * batch completed, the batch's pages are punched from the memfd (also
+ * through io_uring: the punch runs in a kernel worker while this thread
+ * reads the next batch) and then become OFFLOADED (or ZERO).  The first error (ENOSPC, EIO) stops the offload:
  * batches not yet completed are not punched, their pages stay RESIDENT.
  *
  * Crash safety hook (later): persist the batch's OFFLOADED bits to the
@@ -31,8 +32,11 @@ enum batch_page { BP_SKIP = 0, BP_ZERO, BP_WRITE };
 
 struct batch;
 
+enum req_op { REQ_WRITE, REQ_PUNCH };
+
 struct write_req {
 	struct batch *b;
+	enum req_op op;
 	uint32_t buf_off;
 	uint32_t len;
 	uint64_t store_off;
@@ -44,9 +48,10 @@ struct batch {
 	uint64_t pg;		/* first page */
 	uint64_t n;		/* pages */
 	uint8_t *kind;		/* enum batch_page per page */
-	struct write_req *req;	/* one per run of BP_WRITE pages */
+	struct write_req *req;	/* one per run: writes, then punches */
 	unsigned int pending;
-	int err;
+	int err;		/* a write failed: nothing is punched */
+	int punch_err;
 	bool busy;
 };
 
@@ -79,28 +84,13 @@ static void set_error(struct offload *o, int err)
 		o->err = err;
 }
 
-/* Pages of the batch that were written or zero: punch, then final state. */
-static void batch_complete(struct offload *o, struct batch *b)
+static struct io_uring_sqe *get_sqe(struct offload *o);
+
+/* Punched (or failed): the batch's pages take their final state. */
+static void batch_finish(struct offload *o, struct batch *b)
 {
 	struct pager *p = o->p;
-	int err = b->err;
 
-	for (uint64_t i = 0; i < b->n && !err;) {
-		uint64_t run = 0;
-
-		if (b->kind[i] == BP_SKIP) {
-			i++;
-			continue;
-		}
-		while (i + run < b->n && b->kind[i + run] != BP_SKIP)
-			run++;
-		/* crash safety: persist the slot map of [i, i+run) here */
-		if (fallocate(b->r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      (off_t)pg_memfd_off(b->r, b->pg + i),
-			      (off_t)(run * PAGER_PAGE_SIZE)) < 0)
-			err = -errno;
-		i += run;
-	}
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = 0; i < b->n; i++) {
 		if (b->kind[i] == BP_SKIP)
@@ -115,14 +105,66 @@ static void batch_complete(struct offload *o, struct batch *b)
 	}
 	pthread_cond_broadcast(&p->state_cv);
 	pthread_mutex_unlock(&p->lock);
-	if (err && !o->err) {	/* the first error; the rest follow from it */
-		log_err(p->subject, "offload: batch at gpa %#llx: %s",
-			(unsigned long long)(b->r->gpa + (b->pg - b->r->first_page) *
-					     PAGER_PAGE_SIZE), strerror(-err));
+	if (b->err || b->punch_err) {
+		int err = b->err ? b->err : b->punch_err;
+
+		if (!o->err)	/* the first error; the rest follow from it */
+			log_err(p->subject, "offload: batch at gpa %#llx: %s%s",
+				(unsigned long long)(b->r->gpa + (b->pg - b->r->first_page) *
+						     PAGER_PAGE_SIZE), b->err ? "" : "punch: ",
+				strerror(-err));
 		set_error(o, err);
 	}
 	b->busy = false;
 	o->busy--;
+}
+
+/*
+ * Every write of the batch completed: punch its written and zero pages
+ * (crash safety: persist their slot map first, here).
+ */
+static void batch_punch(struct offload *o, struct batch *b)
+{
+	unsigned int nreq = 0;
+
+	if (b->err) {
+		batch_finish(o, b);
+		return;
+	}
+	for (uint64_t i = 0; i < b->n;) {
+		struct io_uring_sqe *sqe;
+		struct write_req *w;
+		uint64_t run = 0;
+
+		if (b->kind[i] == BP_SKIP) {
+			i++;
+			continue;
+		}
+		while (i + run < b->n && b->kind[i + run] != BP_SKIP)
+			run++;
+		w = &b->req[nreq++];
+		*w = (struct write_req){ .b = b, .op = REQ_PUNCH };
+		sqe = get_sqe(o);
+		if (!sqe) {
+			/* no SQE: punch synchronously */
+			if (fallocate(b->r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      (off_t)pg_memfd_off(b->r, b->pg + i),
+				      (off_t)(run * PAGER_PAGE_SIZE)) < 0 && !b->punch_err)
+				b->punch_err = -errno;
+		} else {
+			io_uring_prep_fallocate(sqe, b->r->memfd,
+						FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+						(off_t)pg_memfd_off(b->r, b->pg + i),
+						(off_t)(run * PAGER_PAGE_SIZE));
+			io_uring_sqe_set_data(sqe, w);
+			b->pending++;
+		}
+		i += run;
+	}
+	if (!b->pending)
+		batch_finish(o, b);
+	else
+		io_uring_submit(&o->ring);
 }
 
 static void reap_one(struct offload *o, struct io_uring_cqe *cqe)
@@ -131,6 +173,13 @@ static void reap_one(struct offload *o, struct io_uring_cqe *cqe)
 	struct batch *b = w->b;
 	int res = cqe->res;
 
+	if (w->op == REQ_PUNCH) {
+		if (res < 0 && !b->punch_err)
+			b->punch_err = res;
+		if (--b->pending == 0)
+			batch_finish(o, b);
+		return;
+	}
 	if (res >= 0 && (uint32_t)res < w->len) {
 		/* short write: finish it synchronously to learn the errno */
 		res = store_write(&o->p->store, b->buf + w->buf_off + res,
@@ -141,7 +190,7 @@ static void reap_one(struct offload *o, struct io_uring_cqe *cqe)
 	if (res < 0 && !b->err)
 		b->err = res;
 	if (--b->pending == 0)
-		batch_complete(o, b);
+		batch_punch(o, b);
 }
 
 /* Reap completions; wait for one if @wait. */
@@ -205,6 +254,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 	b->pg = r->first_page + (off - r->memfd_off) / PAGER_PAGE_SIZE;
 	b->n = len / PAGER_PAGE_SIZE;
 	b->err = 0;
+	b->punch_err = 0;
 	b->pending = 0;
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = 0; i < b->n; i++) {
@@ -237,7 +287,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 		}
 		w = &b->req[nreq++];
 		*w = (struct write_req){
-			.b = b, .buf_off = (uint32_t)(i * PAGER_PAGE_SIZE),
+			.b = b, .op = REQ_WRITE, .buf_off = (uint32_t)(i * PAGER_PAGE_SIZE),
 			.len = (uint32_t)(run * PAGER_PAGE_SIZE),
 			.store_off = pg_store_off(b->pg + i),
 		};
@@ -248,7 +298,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 		i += run;
 	}
 	if (!b->pending) {
-		batch_complete(o, b);
+		batch_punch(o, b);	/* all zero: no I/O */
 		return 0;
 	}
 	io_uring_submit(&o->ring);
@@ -331,7 +381,7 @@ static int offload_init(struct offload *o, struct pager *p)
 
 		b->buf = store_buf_alloc(p->cfg.write_batch_bytes);
 		b->kind = calloc(o->batch_pages, 1);
-		b->req = calloc((o->batch_pages + 1) / 2, sizeof(*b->req));
+		b->req = calloc((o->batch_pages + 1) / 2 + 1, sizeof(*b->req));
 		if (!b->buf || !b->kind || !b->req)
 			return -ENOMEM;
 	}

@@ -11,6 +11,7 @@
  * and falls back to the minimum on every fault.
  */
 #include <errno.h>
+#include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +21,7 @@
 #include "pager_internal.h"
 
 #define PREFETCH_FAULT_BACKOFF_NS	50000	/* wait while faults are served */
+#define PREFETCH_QUEUE_DEPTH		4	/* store reads in flight */
 
 static void backoff(void)
 {
@@ -33,54 +35,131 @@ static bool should_stop(struct pager *p)
 	return atomic_load(&p->prefetch_abort);
 }
 
-static void prefetch_run(struct pager *p, void *buf)
+struct pf_slot {
+	void *buf;		/* prefetch_max_bytes, O_DIRECT-aligned */
+	uint64_t pg, n;
+	bool busy;
+};
+
+struct pf {
+	struct pager *p;
+	struct io_uring ring;
+	struct pf_slot slot[PREFETCH_QUEUE_DEPTH];
+	unsigned int inflight;
+	uint64_t done;
+};
+
+/* A read completed: put its pages into the memfd (or back to OFFLOADED). */
+static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 {
+	struct pf_slot *s = io_uring_cqe_get_data(cqe);
+	size_t len = s->n * PAGER_PAGE_SIZE;
+	int err = cqe->res < 0 ? cqe->res : (size_t)cqe->res != len ? -EIO : 0;
+
+	if (!pager_install_run(f->p, s->pg, s->n, s->buf, err)) {
+		pthread_mutex_lock(&f->p->lock);
+		f->p->prefetch_pages += s->n;
+		pthread_mutex_unlock(&f->p->lock);
+		f->done += s->n;
+	}
+	s->busy = false;
+	f->inflight--;
+}
+
+static void pf_reap(struct pf *f, bool wait)
+{
+	struct io_uring_cqe *cqe;
+
+	if (wait && f->inflight && io_uring_wait_cqe(&f->ring, &cqe))
+		return;
+	while (io_uring_peek_cqe(&f->ring, &cqe) == 0) {
+		pf_complete(f, cqe);
+		io_uring_cqe_seen(&f->ring, cqe);
+	}
+}
+
+/*
+ * Stream the previous cycle's working set back: claim runs in guest-RAM
+ * order, read them from the store with up to PREFETCH_QUEUE_DEPTH reads in
+ * flight, write each into the memfd as it completes.  No new read while a
+ * fault batch is being served.
+ */
+static void prefetch_run(struct pf *f)
+{
+	struct pager *p = f->p;
 	uint64_t min_pages = p->cfg.prefetch_min_bytes / PAGER_PAGE_SIZE;
 	uint64_t max_pages = p->cfg.prefetch_max_bytes / PAGER_PAGE_SIZE;
-	uint64_t chunk = min_pages, done = 0, t0 = now_ns();
+	uint64_t chunk = min_pages, pg = 0, t0 = now_ns();
 	uint_fast64_t seq = atomic_load(&p->fault_seq);
+	bool scanned = false;
 
-	for (uint64_t pg = 0; pg < p->npages && !should_stop(p);) {
+	f->done = 0;
+	while (!scanned || f->inflight) {
+		struct io_uring_sqe *sqe;
+		struct pf_slot *s = NULL;
 		uint64_t n;
 
-		while (atomic_load(&p->faults_active) && !should_stop(p))
-			backoff();
+		if (should_stop(p))
+			scanned = true;
+		if (scanned || f->inflight == PREFETCH_QUEUE_DEPTH ||
+		    atomic_load(&p->faults_active)) {
+			if (f->inflight)
+				pf_reap(f, true);
+			else if (!scanned)
+				backoff();
+			continue;
+		}
 		if (atomic_load(&p->fault_seq) != seq) {
 			seq = atomic_load(&p->fault_seq);
 			chunk = min_pages;
 		}
+		for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !s; i++)
+			if (!f->slot[i].busy)
+				s = &f->slot[i];
 		pthread_mutex_lock(&p->lock);
 		while (pg < p->npages &&
 		       !(pg_state(p, pg) == PAGE_OFFLOADED && (p->state[pg] & PG_WS_PREV)))
 			pg++;
 		n = pg < p->npages ? pager_claim_run_locked(p, pg, chunk, PG_WS_PREV) : 0;
 		pthread_mutex_unlock(&p->lock);
-		if (!n)
-			break;
-		if (pager_restore_run(p, pg, n, buf))
-			break;	/* logged; the rest is served by faults */
-		pthread_mutex_lock(&p->lock);
-		p->prefetch_pages += n;
-		pthread_mutex_unlock(&p->lock);
-		done += n;
+		if (!n) {
+			scanned = true;
+			continue;
+		}
+		s->pg = pg;
+		s->n = n;
+		s->busy = true;
+		sqe = io_uring_get_sqe(&f->ring);
+		io_uring_prep_read(sqe, p->store.fd, s->buf, (unsigned int)(n * PAGER_PAGE_SIZE),
+				   pg_store_off(pg));
+		io_uring_sqe_set_data(sqe, s);
+		io_uring_submit(&f->ring);
+		f->inflight++;
+		pf_reap(f, false);
 		pg += n;
 		if (atomic_load(&p->fault_seq) == seq && chunk < max_pages)
 			chunk = chunk * 2 < max_pages ? chunk * 2 : max_pages;
 	}
-	if (done)
+	if (f->done)
 		log_info(p->subject, "prefetch: %llu page(s) in %llu ms",
-			 (unsigned long long)done,
+			 (unsigned long long)f->done,
 			 (unsigned long long)((now_ns() - t0) / 1000000));
 }
 
 static void *prefetch_main(void *arg)
 {
 	struct pager *p = arg;
-	void *buf = store_buf_alloc(p->cfg.prefetch_max_bytes);
+	struct pf f = { .p = p };
+	int err = 0;
 
-	if (!buf) {
-		log_err(p->subject, "prefetch thread: out of memory");
-		return NULL;
+	for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !err; i++)
+		if (!(f.slot[i].buf = store_buf_alloc(p->cfg.prefetch_max_bytes)))
+			err = -ENOMEM;
+	if (!err)
+		err = io_uring_queue_init(PREFETCH_QUEUE_DEPTH * 2, &f.ring, 0);
+	if (err) {
+		log_err(p->subject, "prefetch thread: %s: prefetch off", strerror(-err));
+		goto out;
 	}
 	pthread_mutex_lock(&p->lock);
 	while (!p->prefetch_exit) {
@@ -91,14 +170,17 @@ static void *prefetch_main(void *arg)
 		p->prefetch_requested = false;
 		p->prefetch_running = true;
 		pthread_mutex_unlock(&p->lock);
-		prefetch_run(p, buf);
+		prefetch_run(&f);
 		pthread_mutex_lock(&p->lock);
 		p->prefetch_running = false;
 		pager_maybe_unregister_locked(p);
 		pthread_cond_broadcast(&p->prefetch_cv);
 	}
 	pthread_mutex_unlock(&p->lock);
-	free(buf);
+	io_uring_queue_exit(&f.ring);
+out:
+	for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH; i++)
+		free(f.slot[i].buf);
 	return NULL;
 }
 
