@@ -20,7 +20,7 @@ u32 vmnap_busy_reasons(const struct vmnap_sample *s,
 		busy |= VMNAP_BUSY_RUNNABLE;
 	if (s->cpu_idle_permille < t->min_idle_permille)
 		busy |= VMNAP_BUSY_CPU;
-	if (s->io_inflight)
+	if (s->io_inflight || s->io_issued)
 		busy |= VMNAP_BUSY_IO;
 	if (s->writeback_pages || s->dirty_pages > t->max_dirty_pages)
 		busy |= VMNAP_BUSY_WRITEBACK;

@@ -19,7 +19,9 @@
  * @dirty_pages: NR_FILE_DIRTY at the end of the window
  * @cpu_idle_permille: idle share of the window, minimum over online CPUs
  * @nr_runnable: runnable tasks other than the module's own worker
- * @io_inflight: block requests issued and not completed
+ * @io_inflight: block requests issued and not completed at the end
+ * @io_issued: block requests issued during the window (not on the wire:
+ *	activity too short-lived to be caught in flight still counts)
  * @devices_quiesced: virtio devices held by the module at sampling time
  * @timer_known: @next_timer_ns accounts for every armed timer it covers
  */
@@ -31,6 +33,7 @@ struct vmnap_sample {
 	u32 cpu_idle_permille;
 	u32 nr_runnable;
 	u32 io_inflight;
+	u32 io_issued;
 	u32 devices_quiesced;
 	bool timer_known;
 };

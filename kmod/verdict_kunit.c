@@ -44,6 +44,9 @@ static void verdict_each_reason(struct kunit *test)
 	s.io_inflight = 3;
 	KUNIT_EXPECT_EQ(test, vmnap_busy_reasons(&s, &thr), VMNAP_BUSY_IO);
 	s = idle_sample();
+	s.io_issued = 1;
+	KUNIT_EXPECT_EQ(test, vmnap_busy_reasons(&s, &thr), VMNAP_BUSY_IO);
+	s = idle_sample();
 	s.writeback_pages = 1;
 	KUNIT_EXPECT_EQ(test, vmnap_busy_reasons(&s, &thr), VMNAP_BUSY_WRITEBACK);
 	s = idle_sample();
