@@ -20,10 +20,55 @@
 #include "mem_handshake.h"	/* pager: memory handshake */
 #include "pager_debug.h"	/* pager: debug endpoint */
 #include "vmnapd.h"
+#include "vhost_vsock.h"
 
 #define VMNAPD_VERSION		"0.1.0"
 #define DEFAULT_RUN_DIR		"/run/vmnap"
 #define DEFAULT_STORE_DIR	"/var/lib/vmnap"
+
+/* --- vsock: --vsock NAME:VHOST_USER_SOCKET:GUEST_CID[:UDS] (vsock engineer) --- */
+#define MAX_VSOCK_OPTS		64
+#define OPT_VSOCK		0x100	/* long option only */
+
+struct vsock_opt {
+	char *spec;	/* strdup'ed, split in place */
+};
+
+/*
+ * Create VM NAME (if new) with a vhost-user-vsock device: QEMU connects to
+ * VHOST_USER_SOCKET; the hybrid socket UDS defaults to <run_dir>/NAME.vsock.
+ */
+static int vsock_opt_apply(struct vmnapd *d, char *spec)
+{
+	char *name = strtok(spec, ":"), *vu = strtok(NULL, ":");
+	char *cid_s = strtok(NULL, ":"), *uds = strtok(NULL, ":"), *end;
+	struct vhost_vsock_config cfg = { 0 };
+	char uds_buf[256];
+	struct vm *vm;
+	int err;
+
+	if (!name || !vu || !cid_s)
+		return -EINVAL;
+	cfg.guest_cid = strtoull(cid_s, &end, 10);
+	if (*end)
+		return -EINVAL;
+	if (!uds) {
+		snprintf(uds_buf, sizeof(uds_buf), "%s/%s.vsock", d->cfg.run_dir, name);
+		uds = uds_buf;
+	}
+	cfg.vhost_user_path = vu;
+	cfg.uds_path = uds;
+	vm = vm_find(d, name);
+	if (!vm)
+		vm = vm_new(d, name);
+	if (!vm)
+		return -errno;
+	err = vhost_vsock_vm_attach(vm, &cfg);
+	if (err)
+		log_err(vm->subject, "vsock device: %s", strerror(-err));
+	return err;
+}
+/* --- end vsock --- */
 
 static void usage(FILE *f)
 {
@@ -35,6 +80,10 @@ static void usage(FILE *f)
 		"  -e, --events FILE     append JSONL events to FILE\n"
 		"  -c, --config FILE     read settings from FILE\n"
 		"  -l, --log-level LVL   err, warn, info (default), debug\n"
+		"      --vsock NAME:VHOST_USER_SOCKET:GUEST_CID[:UDS]\n"
+		"                        VM NAME gets a vhost-user-vsock device for QEMU\n"
+		"                        (hybrid socket UDS, default RUN_DIR/NAME.vsock);\n"
+		"                        repeatable\n"
 		"  -h, --help            this text\n"
 		"  -V, --version         print the version\n");
 }
@@ -106,12 +155,15 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "vsock", required_argument, NULL, OPT_VSOCK },
 		{ 0 }
 	};
 	struct vmnapd d = {
 		.cfg = { .run_dir = DEFAULT_RUN_DIR, .store_dir = DEFAULT_STORE_DIR },
 	};
 	sigset_t mask;
+	struct vsock_opt vsock_opts[MAX_VSOCK_OPTS];	/* vsock */
+	unsigned int nvsock = 0;
 	int c, sfd, err;
 
 	while ((c = getopt_long(argc, argv, "r:s:e:c:l:hV", opts, NULL)) != -1) {
@@ -129,6 +181,13 @@ int main(int argc, char **argv)
 			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("vmnapd %s\n", VMNAPD_VERSION); return 0;
+		case OPT_VSOCK:
+			if (nvsock == MAX_VSOCK_OPTS) {
+				fprintf(stderr, "vmnapd: too many --vsock\n");
+				return 2;
+			}
+			vsock_opts[nvsock++].spec = strdup(optarg);
+			break;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -157,6 +216,15 @@ int main(int argc, char **argv)
 	err = daemon_start(&d);
 	if (err)
 		return 1;
+	for (unsigned int i = 0; i < nvsock; i++) {	/* vsock */
+		if (!vsock_opts[i].spec || vsock_opt_apply(&d, vsock_opts[i].spec)) {
+			fprintf(stderr, "vmnapd: bad --vsock '%s'\n",
+				vsock_opts[i].spec ? vsock_opts[i].spec : "");
+			daemon_stop(&d);
+			return 2;
+		}
+		free(vsock_opts[i].spec);
+	}
 	log_info(NULL, "vmnapd %s ready (run dir %s, store dir %s)", VMNAPD_VERSION,
 		 d.cfg.run_dir, d.cfg.store_dir);
 	err = loop_run(d.loop);

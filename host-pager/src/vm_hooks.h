@@ -13,9 +13,11 @@
 
 #include "vmnapd.h"
 #include "pager.h"
+#include "vhost_vsock.h"
 
 static inline void vm_detach_all(struct vm *vm)
 {
+	vhost_vsock_vm_detach(vm);	/* before the pager: it maps guest RAM */
 	pager_vm_detach(vm);	/* last: serves pages until nothing maps RAM */
 }
 
