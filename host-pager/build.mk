@@ -7,7 +7,7 @@
 VMNAPD_SRCS	:= $(wildcard host-pager/src/*.c)
 VMNAPD_LIB_SRCS	:= $(filter-out host-pager/src/main.c,$(VMNAPD_SRCS))
 VMNAPD_LIB	:= $(BUILD)/libvmnapd.a
-VMNAPD_LDLIBS	:= -luring -lmicrohttpd -ljansson -lsystemd -lpthread
+VMNAPD_LDLIBS	:= -luring -lmicrohttpd -ljansson -lsystemd -lcurl -lpthread
 
 $(VMNAPD_LIB): $(VMNAPD_LIB_SRCS:%.c=$(BUILD)/%.o)
 	@mkdir -p $(dir $@)

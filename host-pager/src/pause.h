@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * pause.h - pause backends: stop and continue a VM's vCPUs through its VMM
+ * (DESIGN §7).
+ *
+ *   qmp          QEMU QMP "stop" / "cont" on the VM's QMP unix socket
+ *   freezer      cgroup freezer of the VMM's cgroup: v2 cgroup.freeze,
+ *                v1 freezer.state (chosen by which file the directory has)
+ *   firecracker  Firecracker API socket: PATCH /vm {"state":"Paused"|"Resumed"}
+ *   chv          Cloud Hypervisor API socket: PUT /api/v1/vm.pause|vm.resume
+ *
+ * Calls are synchronous and bounded by the backend's timeout (default
+ * PAUSE_DEFAULT_TIMEOUT_MS): they run on the loop thread, a QMP or REST
+ * round trip on a local socket takes a few ms.  A VMM that does not answer
+ * in time is an error (-ETIMEDOUT), reported once with context here.
+ * Everything the VMM answers is parsed with jansson and checked.
+ */
+#ifndef VMNAP_PAUSE_H
+#define VMNAP_PAUSE_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vmnapd.h"
+
+#define PAUSE_DEFAULT_TIMEOUT_MS	5000
+#define PAUSE_REPLY_MAX			65536	/* bytes of one VMM reply */
+
+enum pause_kind {
+	PAUSE_QMP = 0,
+	PAUSE_FREEZER,
+	PAUSE_FIRECRACKER,
+	PAUSE_CHV,
+	PAUSE_NR_KINDS,
+};
+
+struct pause_spec {
+	enum pause_kind kind;
+	char path[PATH_MAX];	/* socket, or cgroup directory */
+	uint32_t timeout_ms;	/* 0: PAUSE_DEFAULT_TIMEOUT_MS */
+};
+
+struct pause_stats {
+	uint64_t pauses, resumes, errors;
+	uint64_t last_pause_ns, last_resume_ns;	/* duration of the last call */
+};
+
+struct pause_backend;
+
+struct pause_backend_ops {
+	const char *name;
+	/* Check the target exists and has the right kind; -errno. */
+	int (*probe)(struct pause_backend *pb);
+	int (*pause)(struct pause_backend *pb);
+	int (*resume)(struct pause_backend *pb);
+};
+
+struct pause_backend {
+	const struct pause_backend_ops *ops;
+	struct pause_spec spec;
+	char subject[VM_NAME_MAX + 16];
+	bool paused;
+	struct pause_stats st;
+};
+
+extern const struct pause_backend_ops pause_qmp_ops;
+extern const struct pause_backend_ops pause_freezer_ops;
+extern const struct pause_backend_ops pause_firecracker_ops;
+extern const struct pause_backend_ops pause_chv_ops;
+
+/* "qmp", "freezer", "firecracker", "chv"; -1 when unknown. */
+int pause_kind_parse(const char *s);
+const char *pause_kind_name(enum pause_kind k);
+
+/* A backend for @spec; NULL with errno (EINVAL, ENOMEM). */
+struct pause_backend *pause_new(const struct pause_spec *spec, const char *subject);
+void pause_free(struct pause_backend *pb);
+/* Stop / continue the vCPUs; -errno, reported once with context. */
+int pause_vm(struct pause_backend *pb);
+int pause_resume_vm(struct pause_backend *pb);
+
+/* ---- helpers shared by the backends (pause.c) ---- */
+
+/* Connect to unix socket @path, non-blocking; -errno. */
+int pause_unix_connect(const char *path);
+/* Milliseconds left until @deadline_ns, 0 if passed. */
+int pause_ms_left(uint64_t deadline_ns);
+uint32_t pause_timeout_ms(const struct pause_backend *pb);
+/* REST over a unix socket with libcurl: @method @url_path with JSON @body
+ * (NULL: none); *@status gets the HTTP status, @reply (may be NULL) the
+ * body, NUL-terminated, truncated to @reply_len - 1.  -errno on transport
+ * failure. */
+int pause_http(struct pause_backend *pb, const char *method, const char *url_path,
+	       const char *body, long *status, char *reply, size_t reply_len);
+
+#endif
