@@ -607,6 +607,13 @@ static inline int vmnap_msg_check(const struct vmnap_hdr *h,
  * message is bad.  On a non-fatal error (see vmnap_err_is_fatal()) *@skip
  * is set to the bytes to drop to stay framed.  On success *@hdr and
  * *@payload point into @buf.
+ *
+ * The structs are read in place, so @buf must be 8-byte aligned (reading
+ * a __le64 member at an unaligned address is undefined behaviour in C and
+ * faults on strict-alignment machines).  Every valid message is a multiple
+ * of 8 bytes long, so a valid stream stays aligned in a receive buffer;
+ * after skipping a bad message of another length, move the rest of the
+ * stream to an aligned start before decoding on.
  */
 static inline long vmnap_decode(const void *buf, size_t avail,
 				unsigned int rx_dir,
