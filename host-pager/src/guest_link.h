@@ -22,8 +22,9 @@
  * Valid messages at the wrong time (before HELLO, stale or unexpected acks)
  * get ERROR VMNAP_ESTATE and are otherwise ignored.
  *
- * Threading: everything runs on the loop thread.  Callbacks may call any
- * guest_link_* function except guest_link_free().
+ * Threading: everything runs on the loop thread.  Owner callbacks may call
+ * any guest_link_* function except guest_link_free(); transport callbacks
+ * (->send, ->close) must not call into the link.
  */
 #ifndef VMNAP_GUEST_LINK_H
 #define VMNAP_GUEST_LINK_H
@@ -167,9 +168,11 @@ int guest_link_set_ram(struct guest_link *gl, const struct vmnap_ram *ram);
 int guest_link_connect(struct guest_link *gl,
 		       const struct guest_link_transport *t, void *targ);
 /*
- * Bytes from the guest.  Returns 0 when consumed, -ENOTCONN without a
- * session, -ECONNRESET when this input ended the session (the transport's
- * ->close was called; the remaining bytes were dropped).
+ * Bytes from the guest, any chunking.  They are copied before they are
+ * looked at, so @buf may be guest memory the guest keeps changing.
+ * Returns 0 when consumed, -ENOTCONN without a session, -ECONNRESET when
+ * this input ended the session (the transport's ->close was called; the
+ * remaining bytes were dropped).
  */
 int guest_link_rx(struct guest_link *gl, const void *buf, size_t len);
 /* The transport can take bytes again: flush the queue. */

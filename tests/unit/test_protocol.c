@@ -306,6 +306,20 @@ static void test_layout(void **state)
 	assert_int_equal(offsetof(struct vmnap_handoff_ack, ev), 16);
 	assert_int_equal(offsetof(struct vmnap_free_report, ranges), 16);
 	assert_int_equal(VMNAP_MAX_MSG, HDR_LEN + VMNAP_MAX_PAYLOAD);
+	/* every message is a multiple of 8 bytes: streams stay aligned */
+	assert_int_equal(HDR_LEN % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_range) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_hello) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_hello_ack) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_handoff_req) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_handoff_ack) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_handoff_abort) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_resumed) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_resume_ack) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_free_report) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_free_report_ack) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_ping) % 8, 0);
+	assert_int_equal(sizeof(struct vmnap_error) % 8, 0);
 }
 
 static void test_roundtrip_hello(void **state)
