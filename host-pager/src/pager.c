@@ -371,6 +371,7 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 		     unsigned int nr, pid_t pid, struct pager_mapper **out)
 {
 	struct pager_mapper *m;
+	unsigned int count = 0;
 	int err = 0;
 
 	if (nr != p->nr_regions)
@@ -391,7 +392,7 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 	if (!err) {
 		m->next = p->mappers;
 		p->mappers = m;
-		p->nr_mappers++;
+		count = ++p->nr_mappers;
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (err) {
@@ -399,8 +400,7 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 		return err;
 	}
 	pager_fault_kick(p);
-	log_info(p->subject, "mapper pid %d added (%u mapper(s))", (int)pid,
-		 p->nr_mappers);
+	log_info(p->subject, "mapper pid %d added (%u mapper(s))", (int)pid, count);
 	if (out)
 		*out = m;
 	return 0;
@@ -434,13 +434,15 @@ int pager_regions_match(struct pager *p, const struct pager_region_desc *rd,
 
 void pager_remove_mapper(struct pager *p, struct pager_mapper *m)
 {
+	pid_t pid = m->pid;
+
 	pthread_mutex_lock(&p->lock);
-	if (!m->dead)
-		p->nr_mappers--;
-	m->dead = true;		/* the fault thread closes and frees it */
+	p->nr_mappers--;
+	m->dead = true;
+	m->removed = true;	/* the fault thread closes and frees it */
 	pthread_mutex_unlock(&p->lock);
 	pager_fault_kick(p);
-	log_info(p->subject, "mapper pid %d gone", (int)m->pid);
+	log_info(p->subject, "mapper pid %d gone", (int)pid);
 }
 
 uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,

@@ -258,7 +258,7 @@ static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
 	}
 }
 
-/* Rebuild the poll set; close and free mappers marked dead. */
+/* Rebuild the poll set; close and free mappers their owner removed. */
 static nfds_t poll_set(struct fault_ctx *fc)
 {
 	struct pager *p = fc->p;
@@ -270,12 +270,13 @@ static nfds_t poll_set(struct fault_ctx *fc)
 	for (pp = &p->mappers; *pp;) {
 		struct pager_mapper *m = *pp;
 
-		if (m->dead) {
+		if (m->removed) {
 			*pp = m->next;
 			close(m->uffd);
 			free(m);
 			continue;
 		}
+		/* a dead (exited) mapper's events are drained, not served */
 		fc->pfd[n] = (struct pollfd){ .fd = m->uffd, .events = POLLIN };
 		fc->pm[n++] = m;
 		pp = &m->next;

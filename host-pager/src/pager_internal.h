@@ -41,7 +41,8 @@ struct pager_mapper {
 	pid_t pid;
 	uint64_t host_addr[PAGER_MAX_REGIONS];	/* 0: not mapped */
 	bool registered;
-	bool dead;		/* closed by the fault thread */
+	bool dead;		/* process gone or removed: not served */
+	bool removed;		/* its owner let go: the fault thread frees it */
 	/* sequential fault detection (fault thread only) */
 	uint64_t seq_next;	/* page after the last fault's run */
 	uint32_t seq_window;	/* its window; doubles while sequential */
