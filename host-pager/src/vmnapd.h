@@ -31,6 +31,8 @@ struct guest_link;
 struct vhost_vsock;
 struct pause_backend;
 struct coord;
+struct vm_control;
+struct vmnapd_settings;
 
 struct vmnapd_config {
 	const char *run_dir;	/* sockets: api.sock, mem.sock, ... (0700) */
@@ -51,6 +53,7 @@ struct vm {
 	struct vhost_vsock *vsock;
 	struct pause_backend *pause;
 	struct coord *coord;
+	struct vm_control *control;	/* coordinator glue (vm_control.c) */
 };
 
 struct vmnapd {
@@ -61,6 +64,7 @@ struct vmnapd {
 	uint64_t event_seq;	/* per-daemon event sequence number */
 	void *api;		/* control API server (api.c) */
 	void *events;		/* event log (events.c) */
+	struct vmnapd_settings *settings;	/* config file + defaults (config.c) */
 	void *mem_handshake;	/* memory handshake server (mem_handshake.c) */
 	void *pager_debug;	/* pager debug endpoint (pager_debug.c) */
 };
