@@ -36,8 +36,11 @@
 #define GUEST_LINK_DEFAULT_SUBJECT	"guest link"
 /* Align decoding offsets to the largest member alignment of the structs. */
 #define GUEST_LINK_RX_ALIGN	8U
-/* After this many rejected messages per session, log them at debug only. */
-#define GUEST_LINK_LOG_REJECTS_MAX	16U
+/*
+ * Rejected guest messages and guest ERRORs are logged at warning level this
+ * many times per session, then at debug level: the counters keep counting.
+ */
+#define GUEST_LINK_LOG_NOISY_MAX	16U
 /* Attached fd: bytes read per read(2), and reads per wakeup (fairness). */
 #define GUEST_LINK_FD_READ_CHUNK	(16U * 1024U)
 #define GUEST_LINK_FD_READS_PER_WAKEUP	8U
@@ -83,7 +86,7 @@ struct guest_link {
 	uint64_t last_req_id;
 	struct loop_timer deadline;
 
-	unsigned int rejects_logged;
+	unsigned int noisy_logged;
 	struct guest_link_peer peer;
 	struct guest_link_range free_ranges[VMNAP_MAX_FREE_RANGES];
 	struct guest_link_stats st;
@@ -204,7 +207,7 @@ static void reset_session_state(struct guest_link *gl)
 	gl->rx_len = 0;
 	gl->tx_head = gl->tx_tail = 0;
 	gl->tx_seq = 0;
-	gl->rejects_logged = 0;
+	gl->noisy_logged = 0;
 	memset(&gl->peer, 0, sizeof(gl->peer));
 	gl->rate_credit_ns = gl->rate_cap_ns;
 	gl->rate_last_ns = now_ns();
@@ -280,12 +283,12 @@ static void reject(struct guest_link *gl, unsigned int code, unsigned int type,
 	if (code > VMNAP_ERR_MAX)
 		code = VMNAP_EINTERNAL;
 	gl->st.rx_errors[code]++;
-	if (gl->rejects_logged < GUEST_LINK_LOG_REJECTS_MAX) {
-		gl->rejects_logged++;
+	if (gl->noisy_logged < GUEST_LINK_LOG_NOISY_MAX) {
+		gl->noisy_logged++;
 		log_warn(gl->subject, "rejected guest message type %u (%s) seq %u: %s%s",
 			 type, vmnap_type_name(type), seq, vmnap_err_name(code),
-			 gl->rejects_logged == GUEST_LINK_LOG_REJECTS_MAX ?
-			 " (further rejections logged at debug level)" : "");
+			 gl->noisy_logged == GUEST_LINK_LOG_NOISY_MAX ?
+			 " (more guest errors logged at debug level)" : "");
 	} else {
 		log_debug(gl->subject, "rejected guest message type %u seq %u: %s",
 			  type, seq, vmnap_err_name(code));
@@ -475,8 +478,14 @@ static void on_guest_error(struct guest_link *gl, const struct vmnap_error *m)
 
 	gl->st.peer_errors[code]++;
 	printable(text, sizeof(text), m->text, VMNAP_ERROR_TEXT_LEN);
-	log_warn(gl->subject, "guest reports error %u (%s) for host seq %u: %s",
-		 code, vmnap_err_name(code), vmnap_le32(m->ref_seq), text);
+	if (gl->noisy_logged < GUEST_LINK_LOG_NOISY_MAX) {
+		gl->noisy_logged++;
+		log_warn(gl->subject, "guest reports error %u (%s) for host seq %u: %s",
+			 code, vmnap_err_name(code), vmnap_le32(m->ref_seq), text);
+	} else {
+		log_debug(gl->subject, "guest reports error %u for host seq %u: %s",
+			  code, vmnap_le32(m->ref_seq), text);
+	}
 }
 
 /* Act on one message that vmnap_decode() accepted. */
