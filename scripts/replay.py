@@ -569,6 +569,7 @@ class Guest:
         self.ram_map = None
         self.ram_gauge = None
         self.channel = None
+        self.vmnapd_run_dir = None
 
     def start(self):
         a = self.bench.args
@@ -588,10 +589,13 @@ class Guest:
                     "--qemu-arg", f"socket,id=replayvsock,path={self.vhost_user}",
                     "--qemu-arg", "-device",
                     "--qemu-arg", "vhost-user-vsock-pci,chardev=replayvsock"]
+        guest_cmd = GUEST_INIT_CMD
         if self.cohort in VMNAP_COHORTS:
             cmd += ["--env", f"LD_PRELOAD={os.path.join(ROOT, BUILD, 'libvmnap-preload.so')}",
-                    "--env", f"VMNAP_VM={self.name}"]
-        cmd += ["--", GUEST_INIT_CMD]
+                    "--env", f"VMNAP_VM={self.name}",
+                    "--env", f"VMNAP_SOCKET={os.path.join(self.vmnapd_run_dir, 'mem.sock')}"]
+            guest_cmd = f"VMNAP_LOAD_MODULE=1 {GUEST_INIT_CMD}"  # the guest link
+        cmd += ["--", guest_cmd]
         for stale in (self.log, self.qmp, self.ctl):  # a last run's READY line misleads
             if os.path.lexists(stale):
                 os.unlink(stale)
@@ -972,6 +976,8 @@ class CohortRun:
                 self.guests.append(Guest(b, name, self.cohort, wd,
                                          os.path.join(b.sockdir, self.key, f"vm{i}"), cg))
             if a.transport == "vsock" or self.cohort in VMNAP_COHORTS:
+                for g in self.guests:
+                    g.vmnapd_run_dir = os.path.join(b.sockdir, self.key, "vmnapd")
                 self.vmnapd = Vmnapd(os.path.join(b.sockdir, self.key, "vmnapd"),
                                      os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
                                      workroot, [g.vsock_spec() for g in self.guests])
@@ -1099,7 +1105,14 @@ class Bench:
                            capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"guest-rootfs.sh failed: {p.stderr.strip()}")
-        self.rootfs = p.stdout.strip().splitlines()[-1]
+        image = p.stdout.strip().splitlines()[-1]
+        # A hard link pins this run's image: a rebuild replaces the path,
+        # never the inode the run's guests boot from.
+        self.rootfs = os.path.join(self.outdir, "rootfs.img")
+        try:
+            os.link(image, self.rootfs)
+        except OSError:
+            self.rootfs = image
 
     def plan(self):
         """Cohort runs in interleaved order: each repetition rotates the order."""
@@ -1291,9 +1304,12 @@ def cmd_record(args):
     bench.args = args
     bench.cgroups = Cgroups()
     bench.header, bench.steps = header, steps
-    bench.build_rootfs()
     wd = os.path.join(ROOT, BUILD, "replay", "record")
     os.makedirs(wd, exist_ok=True)
+    bench.outdir = wd
+    if os.path.exists(os.path.join(wd, "rootfs.img")):
+        os.unlink(os.path.join(wd, "rootfs.img"))
+    bench.build_rootfs()
     bench.sockdir = tempfile.mkdtemp(prefix="vmnap-replay.")
     g = Guest(bench, "replay-record", "baseline", wd, os.path.join(bench.sockdir, "vm"), None)
     vmnapd = None

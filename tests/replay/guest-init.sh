@@ -12,6 +12,8 @@
 #                              VMNAP-REPLAY-READY and serve until stopped
 #   vmnap-replay-init stop     (run through the agent) end the agents, so the
 #                              first form returns and the guest powers off
+# With VMNAP_LOAD_MODULE=1 the first form loads vmnap.ko (the guest link to
+# vmnapd; the launcher leaves it in /run/vmnap) before the agents start.
 set -u
 
 AGENT=/usr/local/sbin/vmnap-exec-agent
@@ -19,6 +21,7 @@ AGENT_PORT=${VMNAP_AGENT_PORT:-1234}
 CTL_TTY=/dev/ttyS1
 WORKSPACE=/srv/project
 PIDFILE=/run/vmnap-replay-agents
+MODULE=/run/vmnap/vmnap.ko
 FIXED_DATE="2026-01-01T00:00:00Z"
 
 if [ "${1:-}" = stop ]; then
@@ -40,6 +43,11 @@ if [ ! -d .git ]; then
 		{ echo "replay-init: git set-up failed"; exit 1; }
 fi
 echo "replay-init: workspace $(git rev-parse HEAD)"
+
+if [ "${VMNAP_LOAD_MODULE:-0}" = 1 ]; then
+	insmod "$MODULE" || { echo "replay-init: insmod $MODULE failed"; exit 1; }
+	echo "replay-init: vmnap.ko loaded"
+fi
 
 pids=
 "$AGENT" --port "$AGENT_PORT" </dev/null &

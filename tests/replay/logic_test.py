@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""logic_test.py - the replay benchmark's pure logic, without guests (TAP).
+
+Checks the committed trajectories (format, recorded expectations, the wait
+distribution the issue asks for), trajectory validation, the interleaved
+cohort plan, percentiles, event-loss counting and the memory x time
+integral of a cohort run.
+"""
+import json
+import os
+import sys
+import tempfile
+import types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import replay  # noqa: E402
+
+results = []
+
+
+def t(name):
+    def wrap(fn):
+        try:
+            fn()
+            results.append((True, name, ""))
+        except Exception as e:  # noqa: BLE001 - a failed check
+            results.append((False, name, repr(e)))
+        return fn
+    return wrap
+
+
+@t("full trajectory: about 40 recorded steps, mean wait ~5 s, tails present")
+def _():
+    hdr, steps = replay.load_trajectory(os.path.join(ROOT, "tests/data/replay-full.jsonl"))
+    waits = [s["wait_ms"] for s in steps]
+    assert 35 <= len(steps) <= 50, len(steps)
+    assert 4000 <= sum(waits) / len(waits) <= 6000
+    assert any(w < 20 for w in waits) and any(w > 10000 for w in waits)
+    assert len(hdr["final_diff_sha256"]) == 64
+    assert any("unittest" in s["cmd"] for s in steps) and any("sed -i" in s["cmd"] for s in steps)
+
+
+@t("tiny trajectory: a handful of recorded steps with short waits")
+def _():
+    _hdr, steps = replay.load_trajectory(os.path.join(ROOT, "tests/data/replay-tiny.jsonl"))
+    assert 3 <= len(steps) <= 8 and sum(s["wait_ms"] for s in steps) < 10000
+
+
+def bad_trajectory(lines):
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        for ln in lines:
+            f.write(json.dumps(ln) + "\n")
+    try:
+        replay.load_trajectory(f.name)
+    except replay.TrajectoryError:
+        return True
+    finally:
+        os.unlink(f.name)
+    return False
+
+
+HDR = {"format": "vmnap-trajectory", "version": 1, "final_diff_sha256": "0" * 64}
+STEP = {"step": 1, "wait_ms": 5, "cmd": "true", "exit_code": 0, "stdout_sha256": "0" * 64}
+
+
+@t("trajectory validation rejects bad files")
+def _():
+    assert bad_trajectory([dict(HDR, format="other"), STEP])
+    assert bad_trajectory([HDR, dict(STEP, step=2)])
+    assert bad_trajectory([HDR, dict(STEP, wait_ms=-1)])
+    assert bad_trajectory([HDR, dict(STEP, cmd="")])
+    assert bad_trajectory([HDR, {k: v for k, v in STEP.items() if k != "stdout_sha256"}])
+    assert bad_trajectory([{k: v for k, v in HDR.items() if k != "final_diff_sha256"}, STEP])
+    assert not bad_trajectory([HDR, STEP])
+
+
+@t("cohort plan is interleaved and repeated")
+def _():
+    b = types.SimpleNamespace(args=types.SimpleNamespace(cohorts=list(replay.COHORTS), repeats=3))
+    plan = replay.Bench.plan(b)
+    assert len(plan) == 12
+    for c in replay.COHORTS:
+        assert sorted(r for cc, r in plan if cc == c) == [0, 1, 2]
+    firsts = [plan[i * 4][0] for i in range(3)]
+    assert len(set(firsts)) == 3, firsts  # each repetition starts elsewhere
+
+
+@t("percentiles interpolate")
+def _():
+    assert replay.percentile([1, 2, 3, 4], 50) == 2.5
+    assert replay.percentile([5], 99) == 5
+    assert replay.percentile([], 50) is None
+
+
+@t("lost events are counted by sequence gaps")
+def _():
+    with tempfile.NamedTemporaryFile("w", delete=False) as f:
+        for s in (1, 2, 5, 6, 9):
+            f.write(json.dumps({"seq": s}) + "\n")
+    try:
+        assert replay.event_seq_gaps(f.name) == 4
+    finally:
+        os.unlink(f.name)
+
+
+@t("memory x time integral over the release window")
+def _():
+    cr = replay.CohortRun.__new__(replay.CohortRun)
+    cr.cohort, cr.rep, cr.guests = "baseline", 0, [1, 2]
+    cr.delivery_ms, cr.result = [1.0, 2.0, 3.0], {}
+    cr.bench = None
+    gib = replay.GIB
+    sampler = types.SimpleNamespace(
+        rows=[(t / 10, vm, gib, 2 * gib, 3 * gib, 100.0) for t in range(0, 101) for vm in ("a", "b")],
+        gaps_ms=[100.0] * 100, read_max_ms={}, priority="test")
+    ns = replay.NS
+    cr.summarise(sampler, 0, 0, 10 * ns, {}, {"a": {}, "b": {}}, {"a": {}, "b": {}})
+    r = cr.result
+    assert abs(r["guest_ram_memxtime_gib_s"] - 20.0) < 1e-6, r  # 2 VMs x 1 GiB x 10 s
+    assert abs(r["vmm_pss_memxtime_gib_s"] - 40.0) < 1e-6
+    assert r["completion_window_s"] == 10 and r["throughput_per_min"] == 12
+    assert r["guest_ram_peak_mib"] == 2048 and r["delivery_p50_ms"] == 2.0
+
+
+print(f"1..{len(results)}")
+for i, (ok, name, err) in enumerate(results, 1):
+    print(f"{'ok' if ok else 'not ok'} {i} - {name}{' : ' + err if err else ''}")
+sys.exit(0 if all(r[0] for r in results) else 1)
