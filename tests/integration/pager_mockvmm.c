@@ -459,7 +459,16 @@ static void harness_stop(struct harness *h)
 		fprintf(stderr, "cannot remove %s\n", h->dir);
 }
 
+static int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
+			  int mappers, const char *sock_override, bool allow_unmanaged);
+
 static int vmm_spawn(struct harness *h, const char *self, uint64_t mib, int mappers)
+{
+	return vmm_spawn_opts(h, self, mib, mappers, NULL, false);
+}
+
+static int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
+			  int mappers, const char *sock_override, bool allow_unmanaged)
 {
 	int in[2], out[2];
 	char a_mib[32], a_map[8], a_in[16], a_out[16], sock[PATH_MAX + 16];
@@ -481,8 +490,10 @@ static int vmm_spawn(struct harness *h, const char *self, uint64_t mib, int mapp
 		snprintf(preload, sizeof(preload), "%s/%s/libvmnap-preload.so",
 			 getenv("PWD") ? getenv("PWD") : ".", b ? b : "build");
 		setenv("LD_PRELOAD", preload, 1);
-		setenv("VMNAP_SOCKET", sock, 1);
+		setenv("VMNAP_SOCKET", sock_override ? sock_override : sock, 1);
 		setenv("VMNAP_VM", VM_NAME, 1);
+		if (allow_unmanaged)
+			setenv("VMNAP_ALLOW_UNMANAGED", "1", 1);
 		execl(self, self, "--vmm", a_mib, a_map, a_in, a_out, (char *)NULL);
 		_exit(127);
 	}
@@ -726,6 +737,18 @@ static int mode_basic(const char *self, uint64_t mib)
 	tap(&h, !have, "pager released when the last mapper went");
 	mem_handshake_get_stats(&h.d, &hs);
 	tap(&h, hs.accepted == 2, "handshakes accepted: %llu", (unsigned long long)hs.accepted);
+
+	/* vmnapd unreachable: the shim fails the mapping loudly ... */
+	vmm_spawn_opts(&h, self, 1, 1, "/nonexistent/mem.sock", false);
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(&h, !strncmp(ans, "mmap failed", 11) && wait_vmm_exit(&h) != 0,
+	    "vmnapd unreachable: guest RAM mapping refused (%s)", ans);
+	/* ... unless running unmanaged was asked for */
+	vmm_spawn_opts(&h, self, 1, 1, "/nonexistent/mem.sock", true);
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(&h, !strcmp(ans, "ready"), "VMNAP_ALLOW_UNMANAGED=1: runs unmanaged (%s)", ans);
+	vmm_cmd(&h, ans, "quit");
+	wait_vmm_exit(&h);
 	harness_stop(&h);
 	printf("1..%d\n", h.tap);
 	return h.failures ? 1 : 0;
