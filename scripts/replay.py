@@ -334,6 +334,14 @@ class Cgroups:
             f.write("0")
         return "memory.force_empty"
 
+    def remove_run(self, run_id):
+        """Remove a run's parent cgroup(s) once its VMs' are gone."""
+        for base in {self.v2, self.mem, self.cpu} - {None}:
+            try:
+                os.rmdir(os.path.join(base, CG_NAME, run_id))
+            except OSError:
+                pass
+
     def remove(self, dirs):
         for d in sorted(set(dirs.values()), key=len, reverse=True):
             for _ in range(50):
@@ -1097,7 +1105,7 @@ class Bench:
         self.rootfs = None
         self.run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
         self.outdir = os.path.join(ROOT, args.out, self.run_id)
-        self.swapfile = SwapFile(os.path.join(args.store_dir, "replay-swapfile"),
+        self.swapfile = SwapFile(os.path.join(args.store_dir, f"replay-swapfile-{self.run_id}"),
                                  args.vms * args.mem + SWAPFILE_MARGIN_MIB)
 
     def build_rootfs(self):
@@ -1165,6 +1173,7 @@ class Bench:
         finally:
             shutil.rmtree(self.sockdir, ignore_errors=True)
             self.swapfile.remove()
+            self.cgroups.remove_run(self.run_id)
             self.events.close()
         return self.write_outputs(runs, checks, samples, skipped)
 
