@@ -482,13 +482,16 @@ static int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 	snprintf(sock, sizeof(sock), "%s/mem.sock", h->run_dir);
 	h->vmm = fork();
 	if (h->vmm == 0) {
-		char preload[PATH_MAX];
+		char preload[PATH_MAX * 2], cwd[PATH_MAX];
 		const char *b = getenv("BUILD");
 
 		close(in[1]);
 		close(out[0]);
-		snprintf(preload, sizeof(preload), "%s/%s/libvmnap-preload.so",
-			 getenv("PWD") ? getenv("PWD") : ".", b ? b : "build");
+		/* run from the repository root, as check.py does */
+		if (!getcwd(cwd, sizeof(cwd)))
+			_exit(127);
+		snprintf(preload, sizeof(preload), "%s/%s/libvmnap-preload.so", cwd,
+			 b ? b : "build");
 		setenv("LD_PRELOAD", preload, 1);
 		setenv("VMNAP_SOCKET", sock_override ? sock_override : sock, 1);
 		setenv("VMNAP_VM", VM_NAME, 1);
