@@ -490,8 +490,10 @@ static int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 		/* run from the repository root, as check.py does */
 		if (!getcwd(cwd, sizeof(cwd)))
 			_exit(127);
-		snprintf(preload, sizeof(preload), "%s/%s/libvmnap-preload.so", cwd,
-			 b ? b : "build");
+		if (!b || !*b)
+			b = "build";
+		snprintf(preload, sizeof(preload), "%s/%s/libvmnap-preload.so",
+			 *b == '/' ? "" : cwd, b);
 		setenv("LD_PRELOAD", preload, 1);
 		setenv("VMNAP_SOCKET", sock_override ? sock_override : sock, 1);
 		setenv("VMNAP_VM", VM_NAME, 1);
