@@ -151,8 +151,25 @@ enum guest_link_state {
 struct guest_link *guest_link_new(const struct guest_link_config *cfg,
 				  const struct guest_link_ops *ops,
 				  void *opaque);
-/* Ends a session silently (no disconnect callback) and frees. */
+/*
+ * Ends a session silently (no disconnect callback; the transport's ->close
+ * is called, so it drops its pointer to the link) and frees.
+ */
 void guest_link_free(struct guest_link *gl);
+/* Replace the owner's callbacks (NULL: none), e.g. when the owner goes. */
+void guest_link_set_ops(struct guest_link *gl, const struct guest_link_ops *ops,
+			void *opaque);
+
+/*
+ * vmnapd wiring: create vm->link for @vm (loop, subject "vm <name>" and id
+ * from the VM; @features VMNAP_F_* the host supports).  -EEXIST when the
+ * VM has a link, -ENOMEM.  vm_detach_all() frees it with
+ * guest_link_vm_detach(), a no-op when there is none.
+ */
+struct vm;
+int guest_link_vm_attach(struct vm *vm, uint32_t features,
+			 const struct guest_link_ops *ops, void *opaque);
+void guest_link_vm_detach(struct vm *vm);
 
 /*
  * The host's own map of guest RAM (the pager's), copied; NULL or nr == 0

@@ -12,11 +12,14 @@
 #define VMNAP_VM_HOOKS_H
 
 #include "vmnapd.h"
+#include "guest_link.h"
 #include "pager.h"
 #include "vhost_vsock.h"
+#include "vm_control.h"
 
 static inline void vm_detach_all(struct vm *vm)
 {
+	guest_link_vm_detach(vm);	/* closes its transport session first */
 	vhost_vsock_vm_detach(vm);	/* before the pager: it maps guest RAM */
 	pager_vm_detach(vm);	/* last: serves pages until nothing maps RAM */
 }

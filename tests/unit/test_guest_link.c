@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -21,6 +22,7 @@
 #include "guest_link.h"
 #include "log.h"
 #include "loop.h"
+#include "vmnapd.h"
 
 #define PAGE		4096ULL
 #define GIB		(1ULL << 30)
@@ -1184,6 +1186,46 @@ static void test_reconnect_resets_session(void **state)
 	assert_int_equal(f->ev.disconnects, 2);
 }
 
+/* The daemon's wiring: one link per VM, named and numbered after it. */
+static void test_vm_attach_detach(void **state)
+{
+	struct fx *f = fx_new(0, 0);
+	struct vmnapd d = { .loop = f->loop };
+	struct vm vm = { .d = &d, .id = 42 };
+	struct vmnap_hello_ack ha;
+	_Alignas(8) unsigned char buf[256];
+
+	*state = f;
+	snprintf(vm.name, sizeof(vm.name), "web1");
+	snprintf(vm.subject, sizeof(vm.subject), "vm web1");
+	assert_int_equal(guest_link_vm_attach(&vm, VMNAP_F_QUIESCE, &test_ops, f), 0);
+	assert_non_null(vm.link);
+	assert_int_equal(guest_link_vm_attach(&vm, VMNAP_F_QUIESCE, &test_ops, f), -EEXIST);
+	assert_int_equal(guest_link_connect(vm.link, &rec_transport, f), 0);
+	assert_int_equal(guest_link_rx(vm.link, buf, 0), 0);
+	{
+		struct guest_link *keep = f->gl;
+
+		f->gl = vm.link;
+		guest_send(f, VMNAP_HELLO, buf, hello_payload(buf, 1, 1, VMNAP_F_ALL));
+		f->gl = keep;
+	}
+	expect_host(f, VMNAP_HELLO_ACK, &ha, sizeof(ha));
+	assert_int_equal(vmnap_le64(ha.vm_id), 42);
+	assert_int_equal(vmnap_le32(ha.features), VMNAP_F_QUIESCE);
+	assert_int_equal(f->ev.hello, 1);
+	/* an owner that goes away first: no more callbacks */
+	guest_link_set_ops(vm.link, NULL, NULL);
+	guest_link_transport_closed(vm.link, -ECONNRESET);
+	assert_int_equal(f->ev.disconnects, 0);
+	assert_int_equal(guest_link_connect(vm.link, &rec_transport, f), 0);
+	/* detach ends the session through the transport, silently */
+	guest_link_vm_detach(&vm);
+	assert_null(vm.link);
+	assert_int_equal(f->closes, 1);
+	guest_link_vm_detach(&vm);	/* no link: no-op */
+}
+
 /* ---- tests: socketpair through the vmnapd loop ---- */
 
 static const struct timeval guest_read_timeout = { .tv_sec = 10 };
@@ -1385,6 +1427,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_rate_limit, teardown),
 		cmocka_unit_test_setup_teardown(test_oversized_stream, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_reconnect_resets_session, setup_direct, teardown),
+		cmocka_unit_test_teardown(test_vm_attach_detach, teardown),
 		cmocka_unit_test_setup_teardown(test_socket_session, setup_socket, teardown),
 		cmocka_unit_test_setup_teardown(test_socket_deadline, setup_socket, teardown),
 		cmocka_unit_test_setup_teardown(test_socket_hostile, setup_socket, teardown),
