@@ -36,8 +36,7 @@ enum vmnap_genl_cmd {
 enum vmnap_genl_attr {
 	VMNAP_A_UNSPEC,
 	VMNAP_A_VERSION,	/* string: module version */
-	VMNAP_A_LINK,		/* u32: enum vmnap_link_state (0 down, 1 hello
-				 * sent, 2 up) */
+	VMNAP_A_LINK,		/* u32: 0 down, 1 hello sent, 2 up */
 	VMNAP_A_HANDOFF,	/* u32: 0 idle, 1 quiesced */
 	VMNAP_A_ENABLED,	/* u8 */
 	VMNAP_A_FEATURES,	/* u32: VMNAP_F_* offered in HELLO */
