@@ -303,9 +303,14 @@ static uint64_t next_backoff(struct coord *c)
 	return b;
 }
 
+static bool offload_possible(struct coord *c)
+{
+	return c->ops->offload && (!c->ops->can_offload || c->ops->can_offload(c->arg));
+}
+
 static void start_handoff(struct coord *c, bool manual, const char *why)
 {
-	bool offload = !manual && c->ops->offload && waits_allow(c, true);
+	bool offload = !manual && offload_possible(c) && waits_allow(c, true);
 	uint64_t now = clock_now(c);
 	uint64_t ms = c->cfg.ack_timeout_ns / NS_PER_MS;
 	int err;
@@ -375,7 +380,7 @@ static uint64_t offload_time(struct coord *c)
 {
 	uint64_t t;
 
-	if (c->manual || !c->ops->offload || !(c->handoff_flags & COORD_HANDOFF_OFFLOAD) ||
+	if (c->manual || !offload_possible(c) || !(c->handoff_flags & COORD_HANDOFF_OFFLOAD) ||
 	    !waits_allow(c, true) || c->budget_deadline_ns == COORD_NO_DEADLINE)
 		return COORD_NO_DEADLINE;
 	t = max_u64(add_sat(oldest_wait_start(c), c->cfg.offload_after_ns), clock_now(c));
@@ -767,7 +772,7 @@ int coord_manual_pause(struct coord *c)
 
 int coord_manual_offload(struct coord *c)
 {
-	if (!c->ops->offload)
+	if (!offload_possible(c))
 		return -EOPNOTSUPP;
 	if (c->state == COORD_OFFLOADING || c->state == COORD_OFFLOADED)
 		return -EALREADY;

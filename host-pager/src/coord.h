@@ -119,6 +119,9 @@ struct coord_ops {
 	int (*resume)(void *arg);
 	/* Pager: evict guest RAM (only while paused); NULL: no pager. */
 	int (*offload)(void *arg);
+	/* Can this VM be offloaded right now (pager attached, evictable)?
+	 * NULL: whenever offload is set. */
+	bool (*can_offload)(void *arg);
 	/* Every transition, after it happened (events, logs, metrics). */
 	void (*transition)(void *arg, enum coord_state from, enum coord_state to,
 			   const char *why);

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* config.c - the settings file; see config.h. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "pause.h"
+
+#define NS_PER_MS	1000000ull
+#define MAX_MS		(24ull * 3600 * 1000)	/* a day: larger is a typo */
+
+static const struct {
+	const char *key;
+	size_t off;
+} coord_ms_keys[] = {
+	{ "handoff_delay_ms", offsetof(struct coord_config, handoff_delay_ns) },
+	{ "offload_after_ms", offsetof(struct coord_config, offload_after_ns) },
+	{ "offload_min_budget_ms", offsetof(struct coord_config, offload_min_budget_ns) },
+	{ "offload_cooldown_ms", offsetof(struct coord_config, offload_cooldown_ns) },
+	{ "timer_margin_ms", offsetof(struct coord_config, timer_margin_ns) },
+	{ "ack_timeout_ms", offsetof(struct coord_config, ack_timeout_ns) },
+	{ "busy_backoff_ms", offsetof(struct coord_config, busy_backoff_ns) },
+	{ "busy_backoff_max_ms", offsetof(struct coord_config, busy_backoff_max_ns) },
+	{ "max_pause_ms", offsetof(struct coord_config, max_pause_ns) },
+};
+#define NR_COORD_MS_KEYS (sizeof(coord_ms_keys) / sizeof(coord_ms_keys[0]))
+
+void config_default(struct vmnapd_settings *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->pause_timeout_ms = PAUSE_DEFAULT_TIMEOUT_MS;
+	s->api_max_body = CONFIG_DEFAULT_API_BODY;
+	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
+	s->api_conn_timeout_s = CONFIG_DEFAULT_API_TIMEOUT_S;
+	coord_config_default(&s->coord);
+}
+
+void config_free(struct vmnapd_settings *s)
+{
+	free(s->run_dir);
+	free(s->store_dir);
+	free(s->events_path);
+	free(s->log_level);
+	memset(s, 0, sizeof(*s));
+}
+
+static int get_ms(const char *where, const char *key, const json_t *v, uint64_t *out,
+		  char *err, size_t n)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) > MAX_MS) {
+		snprintf(err, n, "%s.%s: want an integer number of ms, 0..%llu", where, key,
+			 (unsigned long long)MAX_MS);
+		return -EINVAL;
+	}
+	*out = (uint64_t)json_integer_value(v) * NS_PER_MS;
+	return 0;
+}
+
+static int get_u32(const char *where, const char *key, const json_t *v, uint32_t min,
+		   uint32_t *out, char *err, size_t n)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < (json_int_t)min ||
+	    json_integer_value(v) > (json_int_t)UINT32_MAX) {
+		snprintf(err, n, "%s.%s: want an integer >= %u", where, key, min);
+		return -EINVAL;
+	}
+	*out = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
+static int get_str(const char *key, const json_t *v, char **out, char *err, size_t n)
+{
+	if (!json_is_string(v) || !json_string_length(v)) {
+		snprintf(err, n, "%s: want a non-empty string", key);
+		return -EINVAL;
+	}
+	free(*out);
+	*out = strdup(json_string_value(v));
+	return *out ? 0 : -ENOMEM;
+}
+
+static int kinds_from_json(const json_t *obj, struct coord_config *cfg, char *err, size_t n)
+{
+	const char *kname, *key;
+	json_t *kv, *v;
+
+	if (!json_is_object(obj)) {
+		snprintf(err, n, "coordinator.kinds: want an object");
+		return -EINVAL;
+	}
+	json_object_foreach((json_t *)obj, kname, kv) {
+		int k = coord_wait_kind_parse(kname);
+
+		if (k < 0 || !json_is_object(kv)) {
+			snprintf(err, n, "coordinator.kinds.%s: unknown kind (model, network, file)"
+				 " or not an object", kname);
+			return -EINVAL;
+		}
+		json_object_foreach(kv, key, v) {
+			bool *dst;
+
+			if (!strcmp(key, "pause"))
+				dst = &cfg->kind[k].may_pause;
+			else if (!strcmp(key, "offload"))
+				dst = &cfg->kind[k].may_offload;
+			else {
+				snprintf(err, n, "coordinator.kinds.%s.%s: unknown key", kname, key);
+				return -EINVAL;
+			}
+			if (!json_is_boolean(v)) {
+				snprintf(err, n, "coordinator.kinds.%s.%s: want true or false", kname, key);
+				return -EINVAL;
+			}
+			*dst = json_is_true(v);
+		}
+	}
+	return 0;
+}
+
+int config_coord_from_json(const json_t *obj, struct coord_config *cfg, char *err, size_t n)
+{
+	struct coord_config c = *cfg;
+	const char *key;
+	json_t *v;
+	int ret;
+
+	if (!json_is_object(obj)) {
+		snprintf(err, n, "coordinator: want an object");
+		return -EINVAL;
+	}
+	json_object_foreach((json_t *)obj, key, v) {
+		size_t i;
+
+		if (!strcmp(key, "kinds")) {
+			ret = kinds_from_json(v, &c, err, n);
+			if (ret)
+				return ret;
+			continue;
+		}
+		for (i = 0; i < NR_COORD_MS_KEYS; i++)
+			if (!strcmp(key, coord_ms_keys[i].key))
+				break;
+		if (i == NR_COORD_MS_KEYS) {
+			snprintf(err, n, "coordinator.%s: unknown key", key);
+			return -EINVAL;
+		}
+		ret = get_ms("coordinator", key, v,
+			     (uint64_t *)((char *)&c + coord_ms_keys[i].off), err, n);
+		if (ret)
+			return ret;
+	}
+	if (!c.ack_timeout_ns || !c.busy_backoff_ns || c.busy_backoff_max_ns < c.busy_backoff_ns ||
+	    !c.max_pause_ns) {
+		snprintf(err, n, "coordinator: ack_timeout_ms, busy_backoff_ms, max_pause_ms must be"
+			 " > 0 and busy_backoff_max_ms >= busy_backoff_ms");
+		return -EINVAL;
+	}
+	*cfg = c;
+	return 0;
+}
+
+json_t *config_coord_to_json(const struct coord_config *cfg)
+{
+	json_t *o = json_object(), *kinds = json_object();
+
+	for (size_t i = 0; i < NR_COORD_MS_KEYS; i++) {
+		uint64_t ns = *(const uint64_t *)((const char *)cfg + coord_ms_keys[i].off);
+
+		json_object_set_new(o, coord_ms_keys[i].key, json_integer((json_int_t)(ns / NS_PER_MS)));
+	}
+	for (int k = 0; k < COORD_NR_WAIT_KINDS; k++)
+		json_object_set_new(kinds, coord_wait_kind_name((enum coord_wait_kind)k),
+				    json_pack("{s:b,s:b}", "pause", cfg->kind[k].may_pause,
+					      "offload", cfg->kind[k].may_offload));
+	json_object_set_new(o, "kinds", kinds);
+	return o;
+}
+
+static int api_from_json(const json_t *obj, struct vmnapd_settings *s, char *err, size_t n)
+{
+	const char *key;
+	json_t *v;
+	int ret;
+
+	if (!json_is_object(obj)) {
+		snprintf(err, n, "api: want an object");
+		return -EINVAL;
+	}
+	json_object_foreach((json_t *)obj, key, v) {
+		if (!strcmp(key, "max_body_bytes"))
+			ret = get_u32("api", key, v, 1024, &s->api_max_body, err, n);
+		else if (!strcmp(key, "max_connections"))
+			ret = get_u32("api", key, v, 1, &s->api_max_conns, err, n);
+		else if (!strcmp(key, "connection_timeout_s"))
+			ret = get_u32("api", key, v, 1, &s->api_conn_timeout_s, err, n);
+		else {
+			snprintf(err, n, "api.%s: unknown key", key);
+			ret = -EINVAL;
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n)
+{
+	json_error_t jerr;
+	json_t *root, *v;
+	const char *key;
+	int ret = 0;
+
+	config_default(s);
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		snprintf(err, n, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+		return -EINVAL;
+	}
+	if (!json_is_object(root)) {
+		snprintf(err, n, "%s: want a JSON object", path);
+		json_decref(root);
+		return -EINVAL;
+	}
+	json_object_foreach(root, key, v) {
+		if (!strcmp(key, "run_dir"))
+			ret = get_str(key, v, &s->run_dir, err, n);
+		else if (!strcmp(key, "store_dir"))
+			ret = get_str(key, v, &s->store_dir, err, n);
+		else if (!strcmp(key, "events"))
+			ret = get_str(key, v, &s->events_path, err, n);
+		else if (!strcmp(key, "log_level"))
+			ret = get_str(key, v, &s->log_level, err, n);
+		else if (!strcmp(key, "pause_timeout_ms"))
+			ret = get_u32("", key, v, 1, &s->pause_timeout_ms, err, n);
+		else if (!strcmp(key, "api"))
+			ret = api_from_json(v, s, err, n);
+		else if (!strcmp(key, "coordinator"))
+			ret = config_coord_from_json(v, &s->coord, err, n);
+		else if (key[0] == '_')
+			ret = 0;	/* "_comment" and friends */
+		else {
+			snprintf(err, n, "%s: unknown key", key);
+			ret = -EINVAL;
+		}
+		if (ret)
+			break;
+	}
+	json_decref(root);
+	if (ret) {
+		char tmp[CONFIG_ERR_LEN];
+
+		snprintf(tmp, sizeof(tmp), "%s: %s", path, err);
+		snprintf(err, n, "%s", tmp);
+		config_free(s);
+	}
+	return ret;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * config.h - vmnapd's settings file (JSON, read with jansson; see
+ * host-pager/vmnapd.conf.example for every key and its default).
+ *
+ *   {
+ *     "run_dir": "/run/vmnap", "store_dir": "/var/lib/vmnap",
+ *     "events": "/var/log/vmnap/events.jsonl", "log_level": "info",
+ *     "pause_timeout_ms": 5000,
+ *     "api": { "max_body_bytes": 65536, "max_connections": 64,
+ *              "connection_timeout_s": 10 },
+ *     "coordinator": { "handoff_delay_ms": 20, "offload_after_ms": 50,
+ *       "offload_min_budget_ms": 1000, "offload_cooldown_ms": 5000,
+ *       "timer_margin_ms": 50, "ack_timeout_ms": 200,
+ *       "busy_backoff_ms": 20, "busy_backoff_max_ms": 1000,
+ *       "max_pause_ms": 60000,
+ *       "kinds": { "model":   { "pause": true, "offload": true },
+ *                  "network": { "pause": true, "offload": false },
+ *                  "file":    { "pause": true, "offload": false } } }
+ *   }
+ *
+ * Unknown keys and wrong types are errors (a typo must not silently keep
+ * a default).  Command-line options win over the file.  The "coordinator"
+ * object is also what the API accepts as a VM's "policy".
+ */
+#ifndef VMNAP_CONFIG_H
+#define VMNAP_CONFIG_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "coord.h"
+
+#define CONFIG_ERR_LEN			256
+#define CONFIG_DEFAULT_API_BODY		65536
+#define CONFIG_DEFAULT_API_CONNS	64
+#define CONFIG_DEFAULT_API_TIMEOUT_S	10
+
+struct vmnapd_settings {
+	char *run_dir, *store_dir, *events_path, *log_level;	/* NULL: unset */
+	uint32_t pause_timeout_ms;
+	uint32_t api_max_body;
+	uint32_t api_max_conns;
+	uint32_t api_conn_timeout_s;
+	struct coord_config coord;
+};
+
+void config_default(struct vmnapd_settings *s);
+/* Read @path into @s (defaults first).  -errno; @err says what and where. */
+int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t errlen);
+void config_free(struct vmnapd_settings *s);
+
+/* Apply a "coordinator" object onto @cfg; -EINVAL with @err. */
+int config_coord_from_json(const json_t *obj, struct coord_config *cfg,
+			   char *err, size_t errlen);
+json_t *config_coord_to_json(const struct coord_config *cfg);
+
+#endif

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * events.h - the event log: one JSON object per line (JSONL), appended to
+ * the file given by --events / "events" in the config.
+ *
+ * Every line has "seq" (per-daemon sequence number, from 1, no gaps: a
+ * reader sees a lost line as a jump), "t_ns" (CLOCK_MONOTONIC ns, the same
+ * clock as every other timestamp vmnapd reports), "type", and "vm" when
+ * the event belongs to one VM.  Types: "transition" (from, to, why),
+ * "wait_start" (wait, kind), "wait_ready" (wait), "delivered" (wait,
+ * latency_ns), "vm_register", "vm_delete", "external", "link" (state).
+ * Each line is written with one write(2) on an O_APPEND fd.
+ */
+#ifndef VMNAP_EVENTS_H
+#define VMNAP_EVENTS_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "vmnapd.h"
+
+#define EVENTS_LINE_MAX	4096	/* bytes per line, longer lines are cut */
+
+/* Open @path for appending (NULL: events are numbered but not written). */
+int events_open(struct vmnapd *d, const char *path);
+void events_close(struct vmnapd *d);
+/* Emit one event; @fields (object, may be NULL) is consumed.  Returns its seq. */
+uint64_t events_emit(struct vmnapd *d, const char *vm, const char *type, json_t *fields);
+/* Lines written and lines that could not be written. */
+void events_get_counts(struct vmnapd *d, uint64_t *written, uint64_t *failed);
+
+#endif
