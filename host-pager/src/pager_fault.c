@@ -92,6 +92,7 @@ static int uffd_copy(struct pager *p, int uffd, uint64_t addr, const char *src,
 		     uint64_t len, uint64_t fault_addr)
 {
 	uint64_t done = 0;
+	bool skipped = false;
 	int tries = 0;
 
 	while (done < len) {
@@ -108,6 +109,7 @@ static int uffd_copy(struct pager *p, int uffd, uint64_t addr, const char *src,
 			done += (uint64_t)c.copy;
 		if (errno == EEXIST) {
 			p->eexist++;
+			skipped = true;
 			done += PAGER_PAGE_SIZE;	/* skip the present page */
 			continue;
 		}
@@ -115,9 +117,11 @@ static int uffd_copy(struct pager *p, int uffd, uint64_t addr, const char *src,
 			continue;
 		return -errno;
 	}
-	/* UFFDIO_COPY woke the range it copied; a skipped page still needs it. */
-	(void)uffd_wake(uffd, fault_addr & ~(uint64_t)(PAGER_PAGE_SIZE - 1),
-			PAGER_PAGE_SIZE);
+	/* UFFDIO_COPY wakes what it copied; a skipped page may be the one
+	 * that faulted. */
+	if (skipped)
+		(void)uffd_wake(uffd, fault_addr & ~(uint64_t)(PAGER_PAGE_SIZE - 1),
+				PAGER_PAGE_SIZE);
 	return 0;
 }
 
