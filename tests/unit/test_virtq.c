@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_virtq - the device side of a split virtqueue against hostile ring
+ * contents: loops, bad indices, buffers outside guest RAM, oversize and
+ * misordered chains, an avail index that runs ahead; used ring and
+ * notification suppression.  Guest RAM is a plain array here.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "virtq.h"
+
+#define QSZ		8
+#define RAM_SIZE	(64 * 1024)
+#define BUF_GPA		0x1000		/* data buffers start here */
+
+struct fixture {
+	uint8_t ram[RAM_SIZE];
+	struct vring_desc desc[QSZ];
+	struct {
+		uint16_t flags, idx, ring[QSZ];
+	} avail;
+	struct {
+		uint16_t flags, idx;
+		struct vring_used_elem ring[QSZ];
+	} used;
+	struct virtq vq;
+	unsigned int maps;
+};
+
+static void *ram_map(void *ctx, uint64_t gpa, uint64_t len)
+{
+	struct fixture *f = ctx;
+
+	f->maps++;
+	if (gpa >= RAM_SIZE || len > RAM_SIZE - gpa)
+		return NULL;
+	return f->ram + gpa;
+}
+
+static int setup(void **state)
+{
+	static struct fixture f;
+	struct virtq_mem mem = { .map = ram_map, .ctx = &f };
+
+	memset(&f, 0, sizeof(f));
+	assert_int_equal(virtq_setup(&f.vq, QSZ, f.desc, &f.avail, &f.used, 0, &mem), 0);
+	*state = &f;
+	return 0;
+}
+
+static void set_desc(struct fixture *f, unsigned int i, uint64_t gpa, uint32_t len,
+		     uint16_t flags, uint16_t next)
+{
+	f->desc[i] = (struct vring_desc){ .addr = gpa, .len = len, .flags = flags, .next = next };
+}
+
+static void offer(struct fixture *f, uint16_t head)
+{
+	f->avail.ring[f->avail.idx % QSZ] = head;
+	f->avail.idx++;
+}
+
+static void test_setup_rejects_bad_sizes(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq vq = { 0 };
+	struct virtq_mem mem = { .map = ram_map, .ctx = f };
+
+	assert_int_equal(virtq_setup(&vq, 0, f->desc, &f->avail, &f->used, 0, &mem), -EINVAL);
+	assert_int_equal(virtq_setup(&vq, 6, f->desc, &f->avail, &f->used, 0, &mem), -EINVAL);
+	assert_int_equal(virtq_setup(&vq, 65536, f->desc, &f->avail, &f->used, 0, &mem), -EINVAL);
+	assert_int_equal(virtq_setup(&vq, 8, NULL, &f->avail, &f->used, 0, &mem), -EINVAL);
+}
+
+static void test_chain_out_then_in(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+	char buf[16];
+
+	memcpy(f->ram + BUF_GPA, "hello", 5);
+	set_desc(f, 3, BUF_GPA, 5, VRING_DESC_F_NEXT, 5);
+	set_desc(f, 5, BUF_GPA + 0x100, 4, VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 6);
+	set_desc(f, 6, BUF_GPA + 0x200, 4, VRING_DESC_F_WRITE, 0);
+	offer(f, 3);
+	assert_int_equal(virtq_avail_count(&f->vq), 1);
+	assert_int_equal(virtq_pop(&f->vq, &ch), 1);
+	assert_int_equal(ch.head, 3);
+	assert_int_equal(ch.nout, 1);
+	assert_int_equal(ch.nin, 2);
+	assert_int_equal(ch.out_len, 5);
+	assert_int_equal(ch.in_len, 8);
+	assert_int_equal(virtq_chain_read(&ch, 0, buf, sizeof(buf)), 5);
+	assert_memory_equal(buf, "hello", 5);
+	/* a write spanning both writable buffers */
+	assert_int_equal(virtq_chain_write(&ch, 2, "abcdef", 6), 6);
+	assert_memory_equal(f->ram + BUF_GPA + 0x102, "ab", 2);
+	assert_memory_equal(f->ram + BUF_GPA + 0x200, "cdef", 4);
+	/* nothing beyond the chain */
+	assert_int_equal(virtq_chain_write(&ch, 6, "xyz", 3), 2);
+	virtq_push(&f->vq, ch.head, 8);
+	assert_int_equal(f->used.idx, 1);
+	assert_int_equal(f->used.ring[0].id, 3);
+	assert_int_equal(f->used.ring[0].len, 8);
+	assert_int_equal(virtq_pop(&f->vq, &ch), 0);
+}
+
+static void test_loop_is_rejected(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+
+	set_desc(f, 0, BUF_GPA, 4, VRING_DESC_F_NEXT, 1);
+	set_desc(f, 1, BUF_GPA, 4, VRING_DESC_F_NEXT, 0);
+	offer(f, 0);
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	assert_int_equal(f->vq.stats.loops, 1);
+	/* handed back to the guest, length 0, ring moves on */
+	assert_int_equal(f->used.idx, 1);
+	assert_int_equal(f->used.ring[0].len, 0);
+	assert_int_equal(virtq_pop(&f->vq, &ch), 0);
+}
+
+static void test_self_loop_is_rejected(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+
+	set_desc(f, 2, BUF_GPA, 0, VRING_DESC_F_NEXT, 2);	/* zero length */
+	offer(f, 2);
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	assert_int_equal(f->vq.stats.loops, 1);
+}
+
+static void test_bad_indices(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+
+	offer(f, QSZ);			/* head out of range */
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	assert_int_equal(f->vq.stats.bad_head, 1);
+	assert_int_equal(f->used.idx, 0);	/* cannot be handed back */
+	set_desc(f, 1, BUF_GPA, 4, VRING_DESC_F_NEXT, 200);
+	offer(f, 1);
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	assert_int_equal(f->vq.stats.bad_next, 1);
+}
+
+static void test_outside_ram(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+
+	set_desc(f, 0, RAM_SIZE - 2, 4, 0, 0);		/* straddles the end */
+	offer(f, 0);
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	set_desc(f, 0, UINT64_MAX - 1, 4, 0, 0);	/* wraps */
+	offer(f, 0);
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	assert_int_equal(f->vq.stats.bad_addr, 2);
+}
+
+static void test_oversize_and_order(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+
+	set_desc(f, 0, 0, 1, VRING_DESC_F_NEXT, 1);
+	set_desc(f, 1, 0, VIRTQ_CHAIN_BYTES_MAX, 0, 0);	/* checked before mapping */
+	offer(f, 0);
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	assert_int_equal(f->vq.stats.oversize, 1);
+	set_desc(f, 0, BUF_GPA, 4, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 1);
+	set_desc(f, 1, BUF_GPA, 4, 0, 0);	/* readable after writable */
+	offer(f, 0);
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	assert_int_equal(f->vq.stats.bad_order, 1);
+	set_desc(f, 0, BUF_GPA, 16, VRING_DESC_F_INDIRECT, 0);
+	offer(f, 0);
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	assert_int_equal(f->vq.stats.indirect, 1);
+}
+
+static void test_avail_idx_runs_ahead(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+
+	f->avail.idx = QSZ + 1;
+	assert_int_equal(virtq_avail_count(&f->vq), 0);
+	assert_true(f->vq.broken);
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EIO);
+	assert_int_equal(f->vq.stats.bad_avail_idx, 1);
+}
+
+static void test_index_wraps(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_mem mem = { .map = ram_map, .ctx = f };
+	struct virtq_chain ch;
+
+	/* resume at a base near the 16-bit wrap, as after GET/SET_VRING_BASE */
+	f->avail.idx = 65534;
+	f->used.idx = 65534;
+	assert_int_equal(virtq_setup(&f->vq, QSZ, f->desc, &f->avail, &f->used, 65534, &mem), 0);
+	set_desc(f, 0, BUF_GPA, 4, 0, 0);
+	for (int i = 0; i < 4; i++)
+		offer(f, 0);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(virtq_pop(&f->vq, &ch), 1);
+		virtq_push(&f->vq, ch.head, 0);
+	}
+	assert_int_equal(f->vq.last_avail_idx, 2);
+	assert_int_equal(f->used.idx, 2);
+}
+
+static void test_unpop_and_notify(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+
+	set_desc(f, 4, BUF_GPA, 4, VRING_DESC_F_WRITE, 0);
+	offer(f, 4);
+	assert_int_equal(virtq_pop(&f->vq, &ch), 1);
+	virtq_unpop(&f->vq);
+	assert_int_equal(virtq_avail_count(&f->vq), 1);
+	assert_false(virtq_should_notify(&f->vq));	/* nothing pushed */
+	assert_int_equal(virtq_pop(&f->vq, &ch), 1);
+	virtq_push(&f->vq, ch.head, 4);
+	f->avail.flags = VRING_AVAIL_F_NO_INTERRUPT;
+	assert_false(virtq_should_notify(&f->vq));
+	offer(f, 4);
+	assert_int_equal(virtq_pop(&f->vq, &ch), 1);
+	virtq_push(&f->vq, ch.head, 4);
+	f->avail.flags = 0;
+	assert_true(virtq_should_notify(&f->vq));
+	assert_false(virtq_should_notify(&f->vq));	/* once per batch */
+}
+
+static void test_long_chain_limit(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+
+	/* every descriptor of the ring in one chain is legal */
+	for (unsigned int i = 0; i < QSZ; i++)
+		set_desc(f, i, BUF_GPA + i, 1, i + 1 < QSZ ? VRING_DESC_F_NEXT : 0,
+			 (uint16_t)(i + 1));
+	offer(f, 0);
+	assert_int_equal(virtq_pop(&f->vq, &ch), 1);
+	assert_int_equal(ch.nout, QSZ);
+	assert_int_equal(f->vq.stats.loops, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_setup_rejects_bad_sizes, setup),
+		cmocka_unit_test_setup(test_chain_out_then_in, setup),
+		cmocka_unit_test_setup(test_loop_is_rejected, setup),
+		cmocka_unit_test_setup(test_self_loop_is_rejected, setup),
+		cmocka_unit_test_setup(test_bad_indices, setup),
+		cmocka_unit_test_setup(test_outside_ram, setup),
+		cmocka_unit_test_setup(test_oversize_and_order, setup),
+		cmocka_unit_test_setup(test_avail_idx_runs_ahead, setup),
+		cmocka_unit_test_setup(test_index_wraps, setup),
+		cmocka_unit_test_setup(test_unpop_and_notify, setup),
+		cmocka_unit_test_setup(test_long_chain_limit, setup),
+	};
+
+	cmocka_set_message_output(CM_OUTPUT_TAP);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
