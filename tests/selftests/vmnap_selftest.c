@@ -394,6 +394,34 @@ static void test_idle_ready(void)
 	tap(ok, "RESUMED releases devices and is acked", NULL);
 }
 
+static void sleeper(void *arg)
+{
+	struct timespec ts = { .tv_sec = (time_t)(uintptr_t)arg };
+
+	nanosleep(&ts, NULL);
+}
+
+/* A process sleeping for 2 s arms an hrtimer: the budget must see it. */
+static void test_timer_budget(void)
+{
+	struct vmnap_handoff_ack a;
+	const uint64_t limit = 2000000000ULL;
+	uint64_t id, t = 0;
+	pid_t pid = spawn(sleeper, (void *)(uintptr_t)2);
+	bool ok;
+
+	usleep(100000);
+	ok = ready_handoff(&id, &a);
+	if (ok) {
+		t = vmnap_le64(a.ev.next_timer_ns);
+		peer_resumed(&peer, id);
+	}
+	diag("next timer with a 2 s sleeper: %llu ns", (unsigned long long)t);
+	tap(ok && (vmnap_le32(a.ev.flags) & VMNAP_EV_TIMER_KNOWN) &&
+	    t > 0 && t < limit, "next timer accounts for a sleeping process", NULL);
+	reap(pid);
+}
+
 static void test_abort_and_state(void)
 {
 	struct vmnap_handoff_ack a, b;
@@ -680,12 +708,19 @@ static void test_unload_states(void)
 	ret = vmnap_client_unload();
 	tap(ok && !ret, "unload while disconnected and retrying", NULL);
 
-	/* test commands are refused without test_hooks=1 */
-	ret = vmnap_client_load(VMNAP_MODULE_PATH, "host_cid=1 port=5152");
+	/* free page reporting off: HELLO says so; no test commands */
+	ret = peer_listen(&peer, PORT);
+	ret = ret ? ret : vmnap_client_load(VMNAP_MODULE_PATH,
+					    "host_cid=1 port=5151 free_report=0");
+	ok = !ret && !peer_handshake(&peer, 10000, NULL, 44) &&
+	     !(peer.offered & VMNAP_F_FREE_REPORT) &&
+	     wait_status(link_up, 3000, &st) && !st.free_reporting;
+	tap(ok, "free_report=0: HELLO does not offer FREE_REPORT", NULL);
 	ok = !ret && vmnap_client_cmd(VMNAP_CMD_TEST_EVIDENCE, &st) == -EPERM &&
 	     !vmnap_client_cmd(VMNAP_CMD_GET_STATUS, &st);
 	tap(ok, "test commands refused without test_hooks", NULL);
 	vmnap_client_unload();
+	peer_hangup(&peer);
 }
 
 static int serve(int seconds)
@@ -736,6 +771,7 @@ int main(int argc, char **argv)
 	     virtio_devices(), have_disk() ? "yes" : "no");
 	test_hello();
 	test_idle_ready();
+	test_timer_budget();
 	test_abort_and_state();
 	test_failsafe();
 	test_quiesce_holds_io();
