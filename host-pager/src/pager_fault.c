@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -29,6 +30,8 @@
 
 #define FAULT_EVENTS_PER_READ	64	/* uffd_msg read per read() */
 #define UFFD_EAGAIN_RETRIES	100	/* mm changing under UFFDIO_COPY */
+/* A faulting vCPU waits for this thread: run it ahead of batch work. */
+#define FAULT_THREAD_NICE	-10
 
 struct fault_ctx {
 	struct pager *p;
@@ -295,6 +298,9 @@ static void *fault_main(void *arg)
 	struct pager *p = fc.p;
 	nfds_t n;
 
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), FAULT_THREAD_NICE) < 0)
+		log_debug(p->subject, "fault thread: nice %d: %s", FAULT_THREAD_NICE,
+			  strerror(errno));
 	fc.buf = store_buf_alloc(PAGER_MAX_FAULT_AROUND * PAGER_PAGE_SIZE);
 	if (!fc.buf) {
 		log_err(p->subject, "fault thread: out of memory");
