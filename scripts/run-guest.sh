@@ -118,6 +118,9 @@ qemu_log=$out_dir/$name.qemu.log
 cmd_file=$out_dir/$name.cmd
 
 kdir=$("$here/guest-kernel.sh") || die "guest kernel unavailable (see above)"
+# The uncompressed PVH kernel boots seconds faster under TCG than the bzImage.
+kernel=$kdir/vmlinuz
+[ -f "$kdir/vmlinux" ] && kernel=$kdir/vmlinux
 if [ -z "$initrd" ]; then
 	initrd=$("$here/mkinitramfs.sh") || die "initramfs unavailable (see above)"
 fi
@@ -154,7 +157,7 @@ args=(
 	-smp "$cpus" -m "${mem}M"
 	-object "memory-backend-memfd,id=mem,size=${mem}M,share=on"
 	-numa "node,memdev=mem"
-	-kernel "$kdir/vmlinuz" -initrd "$initrd" -append "$cmdline"
+	-kernel "$kernel" -initrd "$initrd" -append "$cmdline"
 	-fw_cfg "name=opt/vmnap/cmd,file=$cmd_file"
 	-nodefaults -no-user-config -display none -no-reboot
 	-chardev "file,id=console,path=$log" -serial chardev:console
@@ -177,7 +180,7 @@ if [ -n "$rootfs" ]; then
 fi
 if [ -n "$vsock_user" ]; then
 	args+=(-chardev "socket,id=vsock,path=$vsock_user"
-		-device "vhost-user-vsock-pci,chardev=vsock,guest-cid=$GUEST_CID")
+		-device vhost-user-vsock-pci,chardev=vsock)
 fi
 if [ "$net" = 1 ]; then
 	args+=(-netdev user,id=net0 -device virtio-net-pci,netdev=net0)
