@@ -15,6 +15,11 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
+#include "api.h"		/* coordinator: control API */
+#include "config.h"	/* coordinator: settings file */
+#include "events.h"	/* coordinator: event log */
 #include "log.h"
 #include "loop.h"
 #include "mem_handshake.h"	/* pager: memory handshake */
@@ -128,6 +133,11 @@ static int daemon_start(struct vmnapd *d)
 		return err;
 	}
 	/* subsystems start here */
+	err = events_open(d, d->cfg.events_path);	/* coordinator */
+	if (!err)
+		err = api_start(d, NULL);	/* coordinator: <run_dir>/api.sock */
+	if (err)
+		return err;
 	err = mem_handshake_start(d, NULL, NULL);	/* pager: <run_dir>/mem.sock */
 	if (!err)
 		err = pager_debug_start(d);	/* pager: <run_dir>/pager-debug.sock */
@@ -143,6 +153,8 @@ static void daemon_stop(struct vmnapd *d)
 	/* subsystems stop here, in reverse order of daemon_start() */
 	pager_debug_stop(d);	/* pager */
 	mem_handshake_stop(d);	/* pager */
+	api_stop(d);		/* coordinator */
+	events_close(d);	/* coordinator */
 }
 
 int main(int argc, char **argv)
@@ -165,6 +177,8 @@ int main(int argc, char **argv)
 	struct vsock_opt vsock_opts[MAX_VSOCK_OPTS];	/* vsock */
 	unsigned int nvsock = 0;
 	int c, sfd, err;
+	struct vmnapd_settings settings;	/* coordinator */
+	bool log_level_set = false;		/* coordinator */
 
 	while ((c = getopt_long(argc, argv, "r:s:e:c:l:hV", opts, NULL)) != -1) {
 		switch (c) {
@@ -178,6 +192,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			log_set_level((enum log_level)log_level_parse(optarg));
+			log_level_set = true;	/* coordinator: wins over the file */
 			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("vmnapd %s\n", VMNAPD_VERSION); return 0;
@@ -196,6 +211,33 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+
+	/* --- coordinator: settings file; the command line wins --- */
+	config_default(&settings);
+	if (d.cfg.config_path) {
+		char cerr[CONFIG_ERR_LEN];
+
+		if (config_load(d.cfg.config_path, &settings, cerr, sizeof(cerr))) {
+			fprintf(stderr, "vmnapd: %s\n", cerr);
+			return 2;
+		}
+		if (!strcmp(d.cfg.run_dir, DEFAULT_RUN_DIR) && settings.run_dir)
+			d.cfg.run_dir = settings.run_dir;
+		if (!strcmp(d.cfg.store_dir, DEFAULT_STORE_DIR) && settings.store_dir)
+			d.cfg.store_dir = settings.store_dir;
+		if (!d.cfg.events_path)
+			d.cfg.events_path = settings.events_path;
+		if (!log_level_set && settings.log_level) {
+			if (log_level_parse(settings.log_level) < 0) {
+				fprintf(stderr, "vmnapd: %s: unknown log_level '%s'\n",
+					d.cfg.config_path, settings.log_level);
+				return 2;
+			}
+			log_set_level((enum log_level)log_level_parse(settings.log_level));
+		}
+	}
+	d.settings = &settings;
+	/* --- end coordinator --- */
 
 	d.loop = loop_new();
 	if (!d.loop) {
@@ -227,9 +269,12 @@ int main(int argc, char **argv)
 	}
 	log_info(NULL, "vmnapd %s ready (run dir %s, store dir %s)", VMNAPD_VERSION,
 		 d.cfg.run_dir, d.cfg.store_dir);
+	sd_notify(0, "READY=1");	/* coordinator: systemd Type=notify */
 	err = loop_run(d.loop);
+	sd_notify(0, "STOPPING=1");	/* coordinator */
 	daemon_stop(&d);
 	close(sfd);
 	loop_free(d.loop);
+	config_free(&settings);	/* coordinator */
 	return err ? 1 : 0;
 }

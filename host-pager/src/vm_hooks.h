@@ -19,6 +19,7 @@
 
 static inline void vm_detach_all(struct vm *vm)
 {
+	vm_control_detach(vm);	/* coordinator first: it drives the others */
 	guest_link_vm_detach(vm);	/* closes its transport session first */
 	vhost_vsock_vm_detach(vm);	/* before the pager: it maps guest RAM */
 	pager_vm_detach(vm);	/* last: serves pages until nothing maps RAM */

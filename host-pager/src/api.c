@@ -1,0 +1,856 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* api.c - the control API over HTTP/1.1 + JSON; see api.h. */
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "config.h"
+#include "coord.h"
+#include "events.h"
+#include "log.h"
+#include "metrics.h"
+#include "vhost_vsock.h"
+#include "vm_control.h"
+
+#define API_BACKLOG		16
+#define API_CONN_MEMORY		(32 * 1024)	/* headers + buffers per connection */
+#define API_MAX_SEGMENTS	6
+#define API_WAIT_ID_MAX		COORD_WAIT_ID_MAX
+#define API_SOURCE_MAX		128
+#define NS_PER_MS		1000000ull
+#define VMNAPD_API_VERSION	"1"
+
+#define HTTP_OK			200
+#define HTTP_CREATED		201
+#define HTTP_ACCEPTED		202
+#define HTTP_NO_CONTENT		204
+#define HTTP_BAD_REQUEST	400
+#define HTTP_NOT_FOUND		404
+#define HTTP_METHOD_NOT_ALLOWED	405
+#define HTTP_CONFLICT		409
+#define HTTP_TOO_LARGE		413
+#define HTTP_INTERNAL		500
+
+struct api {
+	struct vmnapd *d;
+	struct MHD_Daemon *mhd;
+	int listen_fd;
+	int mhd_epfd;
+	struct loop_timer timer;
+	char path[108];
+	size_t max_body;
+	uint64_t requests, client_errors;
+};
+
+/* Per request, kept across MHD's calls while the body arrives. */
+struct api_req {
+	char *body;
+	size_t len;
+	bool too_large;
+};
+
+/* What a handler produces. */
+struct api_reply {
+	unsigned int status;
+	json_t *json;		/* body, or NULL */
+	char *text;		/* text/plain body instead (malloc'ed), or NULL */
+	size_t text_len;
+};
+
+static void reply_error(struct api_reply *r, unsigned int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void reply_error(struct api_reply *r, unsigned int status, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_decref(r->json);
+	r->status = status;
+	r->json = json_pack("{s:s,s:i}", "error", msg, "status", (int)status);
+}
+
+static void reply_json(struct api_reply *r, unsigned int status, json_t *j)
+{
+	json_decref(r->json);
+	r->status = status;
+	r->json = j;
+}
+
+static unsigned int errno_status(int err)
+{
+	switch (err) {
+	case -ENOENT: return HTTP_NOT_FOUND;
+	case -EEXIST: case -EALREADY: case -EBUSY: case -EOPNOTSUPP: case -ENOSPC:
+		return HTTP_CONFLICT;
+	case -EINVAL: case -ENAMETOOLONG: case -ENOTSOCK: case -ENOTDIR: case -EACCES:
+	case -ECONNREFUSED:
+		return HTTP_BAD_REQUEST;
+	default: return HTTP_INTERNAL;
+	}
+}
+
+/* ---- body parsing --------------------------------------------------- */
+
+/* The body as a JSON object; an empty body is {}.  NULL after replying 400. */
+static json_t *body_object(struct api_req *rq, struct api_reply *r)
+{
+	json_error_t jerr;
+	json_t *j;
+
+	if (!rq->len)
+		return json_object();
+	j = json_loadb(rq->body, rq->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j) {
+		reply_error(r, HTTP_BAD_REQUEST, "malformed JSON at %d:%d: %s", jerr.line,
+			    jerr.column, jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		reply_error(r, HTTP_BAD_REQUEST, "body must be a JSON object");
+		return NULL;
+	}
+	return j;
+}
+
+/* Keys of @obj must all be in @allowed (NULL-terminated). */
+static bool keys_known(json_t *obj, const char *const *allowed, const char *where,
+		       struct api_reply *r)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(obj, key, v) {
+		const char *const *a;
+
+		for (a = allowed; *a && strcmp(*a, key); a++)
+			;
+		if (!*a) {
+			reply_error(r, HTTP_BAD_REQUEST, "%s: unknown key \"%.64s\"", where, key);
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool wait_id_valid(const char *id)
+{
+	size_t n = strnlen(id, API_WAIT_ID_MAX);
+
+	if (!n || n >= API_WAIT_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-' || c == ':'))
+			return false;
+	}
+	return true;
+}
+
+/* A string member that is a path of at most @max - 1 bytes. */
+static bool get_path(json_t *obj, const char *key, char *out, size_t max, bool required,
+		     const char *where, struct api_reply *r)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v) {
+		if (required)
+			reply_error(r, HTTP_BAD_REQUEST, "%s.%s: required", where, key);
+		return !required;
+	}
+	if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) >= max ||
+	    strlen(json_string_value(v)) != json_string_length(v)) {
+		reply_error(r, HTTP_BAD_REQUEST, "%s.%s: want a path shorter than %zu bytes",
+			    where, key, max);
+		return false;
+	}
+	memcpy(out, json_string_value(v), json_string_length(v) + 1);
+	return true;
+}
+
+/* ---- handlers ------------------------------------------------------- */
+
+static void h_root(struct api *a, struct api_reply *r)
+{
+	unsigned int n = 0;
+
+	for (struct vm *vm = a->d->vms; vm; vm = vm->next)
+		n++;
+	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I}", "name", "vmnapd",
+					 "api_version", VMNAPD_API_VERSION, "vms", (int)n,
+					 "event_seq", (json_int_t)a->d->event_seq));
+}
+
+static void h_metrics(struct api *a, struct api_reply *r)
+{
+	r->text = metrics_render(a->d, &r->text_len);
+	if (!r->text)
+		reply_error(r, HTTP_INTERNAL, "out of memory");
+	else
+		r->status = HTTP_OK;
+}
+
+static void h_list(struct api *a, struct api_reply *r)
+{
+	json_t *arr = json_array();
+
+	for (struct vm *vm = a->d->vms; vm; vm = vm->next)
+		json_array_append_new(arr, vm_control_json(vm));
+	reply_json(r, HTTP_OK, json_pack("{s:o}", "vms", arr));
+}
+
+static bool parse_policy(json_t *v, struct coord_config *cfg, struct api_reply *r)
+{
+	char err[CONFIG_ERR_LEN];
+
+	if (config_coord_from_json(v, cfg, err, sizeof(err))) {
+		reply_error(r, HTTP_BAD_REQUEST, "policy: %s", err);
+		return false;
+	}
+	return true;
+}
+
+static bool parse_vsock(json_t *v, struct vhost_vsock_config *cfg, char *vu, char *uds,
+			size_t max, struct api_reply *r)
+{
+	static const char *const keys[] = { "vhost_user", "cid", "uds", NULL };
+	json_t *cid;
+
+	if (!json_is_object(v)) {
+		reply_error(r, HTTP_BAD_REQUEST, "vsock: want an object");
+		return false;
+	}
+	if (!keys_known(v, keys, "vsock", r) ||
+	    !get_path(v, "vhost_user", vu, max, true, "vsock", r) ||
+	    !get_path(v, "uds", uds, max, true, "vsock", r))
+		return false;
+	cid = json_object_get(v, "cid");
+	if (!json_is_integer(cid) || json_integer_value(cid) < 3 ||
+	    json_integer_value(cid) > (json_int_t)UINT32_MAX) {
+		reply_error(r, HTTP_BAD_REQUEST, "vsock.cid: want an integer >= 3");
+		return false;
+	}
+	cfg->vhost_user_path = vu;
+	cfg->uds_path = uds;
+	cfg->guest_cid = (uint64_t)json_integer_value(cid);
+	return true;
+}
+
+static void h_register(struct api *a, const char *name, struct api_req *rq, struct api_reply *r)
+{
+	static const char *const keys[] = { "pause", "link_socket", "vsock", "managed", "policy", NULL };
+	static const char *const pkeys[] = { "backend", "path", "timeout_ms", NULL };
+	struct vm_control_spec spec = { 0 };
+	struct vhost_vsock_config vcfg = { 0 };
+	char vu[108], uds[108], err[256] = "";
+	json_t *body, *v;
+	bool has_vsock = false, created = false;
+	struct vm *vm;
+	int ret;
+
+	body = body_object(rq, r);
+	if (!body)
+		return;
+	if (!keys_known(body, keys, "body", r))
+		goto out;
+	v = json_object_get(body, "pause");
+	if (v) {
+		json_t *b, *t;
+		int kind;
+
+		if (!json_is_object(v) || !keys_known(v, pkeys, "pause", r)) {
+			if (!json_is_object(v))
+				reply_error(r, HTTP_BAD_REQUEST, "pause: want an object");
+			goto out;
+		}
+		b = json_object_get(v, "backend");
+		kind = json_is_string(b) ? pause_kind_parse(json_string_value(b)) : -1;
+		if (kind < 0) {
+			reply_error(r, HTTP_BAD_REQUEST,
+				    "pause.backend: want \"qmp\", \"freezer\", \"firecracker\" or \"chv\"");
+			goto out;
+		}
+		spec.pause.kind = (enum pause_kind)kind;
+		if (!get_path(v, "path", spec.pause.path, sizeof(spec.pause.path), true, "pause", r))
+			goto out;
+		t = json_object_get(v, "timeout_ms");
+		if (t && (!json_is_integer(t) || json_integer_value(t) < 1 ||
+			  json_integer_value(t) > 600000)) {
+			reply_error(r, HTTP_BAD_REQUEST, "pause.timeout_ms: want 1..600000");
+			goto out;
+		}
+		spec.pause.timeout_ms = t ? (uint32_t)json_integer_value(t) : 0;
+		spec.has_pause = true;
+	}
+	if (!get_path(body, "link_socket", spec.link_socket, sizeof(spec.link_socket), false,
+		      "body", r))
+		goto out;
+	v = json_object_get(body, "managed");
+	if (v && !json_is_boolean(v)) {
+		reply_error(r, HTTP_BAD_REQUEST, "managed: want true or false");
+		goto out;
+	}
+	spec.managed = json_is_true(v);
+	v = json_object_get(body, "policy");
+	spec.policy = a->d->settings ? a->d->settings->coord : spec.policy;
+	if (!a->d->settings)
+		coord_config_default(&spec.policy);
+	if (v) {
+		if (!parse_policy(v, &spec.policy, r))
+			goto out;
+		spec.has_policy = true;
+	}
+	v = json_object_get(body, "vsock");
+	if (v) {
+		if (!parse_vsock(v, &vcfg, vu, uds, sizeof(vu), r))
+			goto out;
+		has_vsock = true;
+	}
+
+	vm = vm_find(a->d, name);
+	if (vm && vm->control) {
+		reply_error(r, HTTP_CONFLICT, "VM %s is already registered", name);
+		goto out;
+	}
+	if (!vm) {
+		vm = vm_new(a->d, name);
+		if (!vm) {
+			reply_error(r, errno == EINVAL ? HTTP_BAD_REQUEST : HTTP_INTERNAL,
+				    "cannot create VM %s: %s", name, strerror(errno));
+			goto out;
+		}
+		created = true;
+	}
+	if (has_vsock && !vm->vsock) {
+		ret = vhost_vsock_vm_attach(vm, &vcfg);
+		if (ret) {
+			reply_error(r, errno_status(ret), "vsock device: %s", strerror(-ret));
+			if (created)
+				vm_free(vm);
+			goto out;
+		}
+	}
+	ret = vm_control_attach(vm, &spec, err, sizeof(err));
+	if (ret) {
+		reply_error(r, errno_status(ret), "%s", err[0] ? err : strerror(-ret));
+		if (created)
+			vm_free(vm);
+		goto out;
+	}
+	events_emit(a->d, vm->name, "vm_register",
+		    json_pack("{s:s,s:b}", "pause", spec.has_pause ?
+			      pause_kind_name(spec.pause.kind) : "none", "managed", spec.managed));
+	reply_json(r, created ? HTTP_CREATED : HTTP_OK, vm_control_json(vm));
+out:
+	json_decref(body);
+}
+
+static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api_reply *r)
+{
+	static const char *const keys[] = { "managed", "policy", NULL };
+	json_t *body = body_object(rq, r), *v;
+
+	(void)a;
+	if (!body)
+		return;
+	if (!keys_known(body, keys, "body", r))
+		goto out;
+	v = json_object_get(body, "policy");
+	if (v) {
+		struct coord_config cfg = *coord_config(vm->coord);
+
+		if (!parse_policy(v, &cfg, r))
+			goto out;
+		coord_set_config(vm->coord, &cfg);
+	}
+	v = json_object_get(body, "managed");
+	if (v) {
+		if (!json_is_boolean(v)) {
+			reply_error(r, HTTP_BAD_REQUEST, "managed: want true or false");
+			goto out;
+		}
+		coord_set_managed(vm->coord, json_is_true(v));
+		events_emit(vm->d, vm->name, "managed", json_pack("{s:b}", "managed", json_is_true(v)));
+	}
+	reply_json(r, HTTP_OK, vm_control_json(vm));
+out:
+	json_decref(body);
+}
+
+static void h_wait_start(struct vm *vm, struct api_req *rq, struct api_reply *r)
+{
+	static const char *const keys[] = { "id", "kind", "confirm", NULL };
+	json_t *body = body_object(rq, r), *id, *kind, *confirm;
+	int k = COORD_WAIT_MODEL, ret;
+
+	if (!body)
+		return;
+	if (!keys_known(body, keys, "body", r))
+		goto out;
+	id = json_object_get(body, "id");
+	if (!json_is_string(id) || !wait_id_valid(json_string_value(id)) ||
+	    strlen(json_string_value(id)) != json_string_length(id)) {
+		reply_error(r, HTTP_BAD_REQUEST, "id: want 1..%d of [A-Za-z0-9_.:-]",
+			    API_WAIT_ID_MAX - 1);
+		goto out;
+	}
+	kind = json_object_get(body, "kind");
+	if (kind && (!json_is_string(kind) || (k = coord_wait_kind_parse(json_string_value(kind))) < 0)) {
+		reply_error(r, HTTP_BAD_REQUEST, "kind: want \"model\", \"network\" or \"file\"");
+		goto out;
+	}
+	confirm = json_object_get(body, "confirm");
+	if (confirm && !json_is_boolean(confirm)) {
+		reply_error(r, HTTP_BAD_REQUEST, "confirm: want true or false");
+		goto out;
+	}
+	ret = coord_wait_start(vm->coord, json_string_value(id), (enum coord_wait_kind)k,
+			       json_is_true(confirm) ? COORD_WAIT_CONFIRM : 0);
+	if (ret) {
+		reply_error(r, errno_status(ret), "wait %s: %s", json_string_value(id),
+			    ret == -EEXIST ? "already exists" :
+			    ret == -ENOSPC ? "too many waits" : strerror(-ret));
+		goto out;
+	}
+	events_emit(vm->d, vm->name, "wait_start",
+		    json_pack("{s:s,s:s}", "wait", json_string_value(id),
+			      "kind", coord_wait_kind_name((enum coord_wait_kind)k)));
+	reply_json(r, HTTP_CREATED, json_pack("{s:s,s:s,s:s}", "wait", json_string_value(id),
+		   "kind", coord_wait_kind_name((enum coord_wait_kind)k),
+		   "state", coord_state_name(coord_state(vm->coord))));
+out:
+	json_decref(body);
+}
+
+static void h_wait_op(struct vm *vm, const char *id, const char *op, struct api_reply *r)
+{
+	int ret;
+
+	if (!wait_id_valid(id)) {
+		reply_error(r, HTTP_BAD_REQUEST, "bad wait id");
+		return;
+	}
+	if (!strcmp(op, "ready")) {
+		events_emit(vm->d, vm->name, "wait_ready", json_pack("{s:s}", "wait", id));
+		ret = coord_wait_ready(vm->coord, id);
+	} else {
+		ret = coord_wait_delivered(vm->coord, id);
+	}
+	if (ret) {
+		reply_error(r, errno_status(ret), "wait %s: %s", id,
+			    ret == -ENOENT ? "no such wait" :
+			    ret == -EALREADY ? "already ready" :
+			    ret == -EBUSY ? "data not ready yet" : strerror(-ret));
+		return;
+	}
+	reply_json(r, HTTP_OK, json_pack("{s:s,s:s}", "wait", id,
+					 "state", coord_state_name(coord_state(vm->coord))));
+}
+
+static void h_event(struct vm *vm, struct api_req *rq, struct api_reply *r)
+{
+	static const char *const keys[] = { "source", NULL };
+	json_t *body = body_object(rq, r), *src;
+	int ret;
+
+	if (!body)
+		return;
+	if (!keys_known(body, keys, "body", r))
+		goto out;
+	src = json_object_get(body, "source");
+	if (src && (!json_is_string(src) || json_string_length(src) >= API_SOURCE_MAX)) {
+		reply_error(r, HTTP_BAD_REQUEST, "source: want a string shorter than %d",
+			    API_SOURCE_MAX);
+		goto out;
+	}
+	events_emit(vm->d, vm->name, "external",
+		    json_pack("{s:s}", "source", src ? json_string_value(src) : "api"));
+	ret = coord_external_event(vm->coord);
+	reply_json(r, HTTP_ACCEPTED, json_pack("{s:b,s:s}", "resumed", ret == 0,
+		   "state", coord_state_name(coord_state(vm->coord))));
+out:
+	json_decref(body);
+}
+
+static void h_action(struct vm *vm, const char *action, struct api_reply *r)
+{
+	int ret;
+
+	if (!strcmp(action, "pause"))
+		ret = coord_manual_pause(vm->coord);
+	else if (!strcmp(action, "offload"))
+		ret = coord_manual_offload(vm->coord);
+	else if (!strcmp(action, "resume"))
+		ret = coord_manual_resume(vm->coord);
+	else {
+		reply_error(r, HTTP_NOT_FOUND, "no action \"%.32s\" (pause, offload, resume)", action);
+		return;
+	}
+	if (ret) {
+		reply_error(r, errno_status(ret), "%s in state %s: %s", action,
+			    coord_state_name(coord_state(vm->coord)),
+			    ret == -EOPNOTSUPP ? "no pager attached" : strerror(-ret));
+		return;
+	}
+	reply_json(r, HTTP_ACCEPTED, json_pack("{s:s,s:s}", "action", action,
+		   "state", coord_state_name(coord_state(vm->coord))));
+}
+
+/* Split @url into at most API_MAX_SEGMENTS '/'-separated segments (in @buf). */
+static int split_path(const char *url, char *buf, size_t n, char **seg)
+{
+	int nseg = 0;
+	char *p, *save = NULL;
+
+	if (strlen(url) >= n)
+		return -1;
+	strcpy(buf, url);
+	for (p = strtok_r(buf, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+		if (nseg == API_MAX_SEGMENTS)
+			return -1;
+		seg[nseg++] = p;
+	}
+	return nseg;
+}
+
+static void route(struct api *a, const char *method, const char *url, struct api_req *rq,
+		  struct api_reply *r)
+{
+	char buf[512];
+	char *seg[API_MAX_SEGMENTS];
+	int n = split_path(url, buf, sizeof(buf), seg);
+	bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+	struct vm *vm;
+
+	if (n < 0) {
+		reply_error(r, HTTP_NOT_FOUND, "no such resource");
+		return;
+	}
+	if (n == 0 || (n == 1 && !strcmp(seg[0], "metrics"))) {
+		if (!get)
+			goto not_allowed;
+		if (n == 0)
+			h_root(a, r);
+		else
+			h_metrics(a, r);
+		return;
+	}
+	if (strcmp(seg[0], "vms")) {
+		reply_error(r, HTTP_NOT_FOUND, "no such resource");
+		return;
+	}
+	if (n == 1) {
+		if (!get)
+			goto not_allowed;
+		h_list(a, r);
+		return;
+	}
+	if (!vm_name_valid(seg[1])) {
+		reply_error(r, HTTP_BAD_REQUEST, "bad VM name (1..%d of [A-Za-z0-9_.-])",
+			    VM_NAME_MAX - 1);
+		return;
+	}
+	if (n == 2 && !strcmp(method, "PUT")) {
+		h_register(a, seg[1], rq, r);
+		return;
+	}
+	vm = vm_find(a->d, seg[1]);
+	if (!vm) {
+		reply_error(r, HTTP_NOT_FOUND, "no VM %s", seg[1]);
+		return;
+	}
+	if (n == 2) {
+		if (get) {
+			reply_json(r, HTTP_OK, vm_control_json(vm));
+		} else if (!strcmp(method, "DELETE")) {
+			events_emit(a->d, vm->name, "vm_delete", NULL);
+			vm_free(vm);
+			r->status = HTTP_NO_CONTENT;
+		} else if (!strcmp(method, "PATCH")) {
+			if (!vm->coord)
+				reply_error(r, HTTP_CONFLICT, "VM %s has no coordinator: PUT it first",
+					    vm->name);
+			else
+				h_patch(a, vm, rq, r);
+		} else {
+			goto not_allowed;
+		}
+		return;
+	}
+	if (!vm->coord) {
+		reply_error(r, HTTP_CONFLICT, "VM %s has no coordinator: PUT it first", vm->name);
+		return;
+	}
+	if (!post)
+		goto not_allowed;
+	if (n == 3 && !strcmp(seg[2], "waits"))
+		h_wait_start(vm, rq, r);
+	else if (n == 5 && !strcmp(seg[2], "waits") &&
+		 (!strcmp(seg[4], "ready") || !strcmp(seg[4], "delivered")))
+		h_wait_op(vm, seg[3], seg[4], r);
+	else if (n == 3 && !strcmp(seg[2], "events"))
+		h_event(vm, rq, r);
+	else if (n == 4 && !strcmp(seg[2], "actions"))
+		h_action(vm, seg[3], r);
+	else
+		reply_error(r, HTTP_NOT_FOUND, "no such resource");
+	return;
+not_allowed:
+	reply_error(r, HTTP_METHOD_NOT_ALLOWED, "method %.16s not allowed here", method);
+}
+
+/* ---- libmicrohttpd glue --------------------------------------------- */
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, struct api_reply *r)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	const char *ctype = "application/json";
+
+	if (r->text) {
+		resp = MHD_create_response_from_buffer(r->text_len, r->text, MHD_RESPMEM_MUST_FREE);
+		ctype = "text/plain; version=0.0.4";
+		r->text = NULL;
+	} else if (r->json) {
+		char *s = json_dumps(r->json, JSON_COMPACT);
+		size_t n;
+
+		if (!s)
+			return MHD_NO;
+		n = strlen(s);
+		s = realloc(s, n + 2);	/* newline for curl users */
+		if (!s)
+			return MHD_NO;
+		s[n] = '\n';
+		s[n + 1] = '\0';
+		resp = MHD_create_response_from_buffer(n + 1, s, MHD_RESPMEM_MUST_FREE);
+	} else {
+		resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	}
+	if (!resp)
+		return MHD_NO;
+	if (r->status != HTTP_NO_CONTENT)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	ret = MHD_queue_response(conn, r->status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+	struct api *a = cls;
+	struct api_req *rq = *con_cls;
+	struct api_reply r = { .status = HTTP_INTERNAL };
+	enum MHD_Result ret;
+
+	(void)version;
+	if (!rq) {
+		rq = calloc(1, sizeof(*rq));
+		if (!rq)
+			return MHD_NO;
+		*con_cls = rq;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		size_t n = *upload_data_size;
+
+		if (!rq->too_large && rq->len + n > a->max_body) {
+			rq->too_large = true;
+			free(rq->body);
+			rq->body = NULL;
+			rq->len = 0;
+		}
+		if (!rq->too_large) {
+			char *b = realloc(rq->body, rq->len + n + 1);
+
+			if (!b)
+				return MHD_NO;
+			memcpy(b + rq->len, upload_data, n);
+			rq->body = b;
+			rq->len += n;
+			rq->body[rq->len] = '\0';
+		}
+		*upload_data_size = 0;	/* consumed (or discarded) */
+		return MHD_YES;
+	}
+	a->requests++;
+	if (rq->too_large)
+		reply_error(&r, HTTP_TOO_LARGE, "body over %zu bytes", a->max_body);
+	else
+		route(a, method, url, rq, &r);
+	if (r.status >= HTTP_BAD_REQUEST) {
+		a->client_errors++;
+		log_info(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+	} else {
+		log_debug(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+	}
+	ret = send_reply(conn, &r);
+	json_decref(r.json);
+	free(r.text);
+	return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct api_req *rq = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (rq) {
+		free(rq->body);
+		free(rq);
+		*con_cls = NULL;
+	}
+}
+
+static void api_rearm(struct api *a)
+{
+	MHD_UNSIGNED_LONG_LONG ms;
+
+	if (MHD_get_timeout(a->mhd, &ms) == MHD_YES)
+		loop_timer_arm(a->d->loop, &a->timer, (uint64_t)ms * NS_PER_MS);
+	else
+		loop_timer_cancel(a->d->loop, &a->timer);
+}
+
+static void on_mhd_fd(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct api *a = arg;
+
+	(void)l;
+	(void)fd;
+	(void)events;
+	MHD_run(a->mhd);
+	api_rearm(a);
+}
+
+static void on_mhd_timer(struct loop *l, struct loop_timer *t, void *arg)
+{
+	struct api *a = arg;
+
+	(void)l;
+	(void)t;
+	MHD_run(a->mhd);
+	api_rearm(a);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	log_vmsg(LOG_WARN, "api", fmt, ap);
+}
+
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int fd, err;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	old = umask(0177);	/* born 0600: no window with a wider mode */
+	err = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (err < 0 || chmod(path, 0600) < 0 || listen(fd, API_BACKLOG) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int api_start(struct vmnapd *d, const char *path)
+{
+	const struct vmnapd_settings *s = d->settings;
+	struct api *a = calloc(1, sizeof(*a));
+	const union MHD_DaemonInfo *info;
+	int err;
+
+	if (!a)
+		return -ENOMEM;
+	a->d = d;
+	a->max_body = s ? s->api_max_body : CONFIG_DEFAULT_API_BODY;
+	if (path)
+		snprintf(a->path, sizeof(a->path), "%s", path);
+	else if ((size_t)snprintf(a->path, sizeof(a->path), "%s/%s", d->cfg.run_dir,
+				  API_SOCKET_NAME) >= sizeof(a->path)) {
+		free(a);
+		return -ENAMETOOLONG;
+	}
+	a->listen_fd = listen_unix(a->path);
+	if (a->listen_fd < 0) {
+		err = a->listen_fd;
+		log_err(NULL, "api: cannot listen on %s: %s", a->path, strerror(-err));
+		free(a);
+		return err;
+	}
+	a->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+				  on_request, a,
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a,
+				  MHD_OPTION_LISTEN_SOCKET, (MHD_socket)a->listen_fd,
+				  MHD_OPTION_CONNECTION_LIMIT,
+				  (unsigned int)(s ? s->api_max_conns : CONFIG_DEFAULT_API_CONNS),
+				  MHD_OPTION_CONNECTION_TIMEOUT,
+				  (unsigned int)(s ? s->api_conn_timeout_s : CONFIG_DEFAULT_API_TIMEOUT_S),
+				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+				  MHD_OPTION_END);
+	if (!a->mhd) {
+		log_err(NULL, "api: libmicrohttpd failed to start on %s", a->path);
+		close(a->listen_fd);
+		unlink(a->path);
+		free(a);
+		return -EIO;
+	}
+	info = MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	a->mhd_epfd = info ? info->epoll_fd : -1;
+	loop_timer_init(&a->timer, on_mhd_timer, a);
+	err = a->mhd_epfd < 0 ? -EIO : loop_add_fd(d->loop, a->mhd_epfd, EPOLLIN, on_mhd_fd, a);
+	if (err) {
+		MHD_stop_daemon(a->mhd);
+		unlink(a->path);
+		free(a);
+		return err;
+	}
+	d->api = a;
+	log_info(NULL, "api: listening on %s", a->path);
+	return 0;
+}
+
+void api_stop(struct vmnapd *d)
+{
+	struct api *a = d->api;
+
+	if (!a)
+		return;
+	loop_timer_cancel(d->loop, &a->timer);
+	loop_del_fd(d->loop, a->mhd_epfd);
+	MHD_stop_daemon(a->mhd);	/* closes the listen socket it was given */
+	unlink(a->path);
+	free(a);
+	d->api = NULL;
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * api.h - the control API: HTTP/1.1 + JSON on <run_dir>/api.sock (0600),
+ * served by libmicrohttpd on vmnapd's event loop (MHD's epoll fd is watched
+ * by the loop, MHD_run() runs there, MHD's timeout arms a loop timer) and
+ * jansson for every body.
+ *
+ *   GET    /                              daemon version
+ *   GET    /metrics                       Prometheus text (metrics.h)
+ *   GET    /vms                           every VM
+ *   PUT    /vms/{vm}                      register: {"pause": {"backend":
+ *                                         "qmp|freezer|firecracker|chv",
+ *                                         "path": P, "timeout_ms": N},
+ *                                         "link_socket": P, "vsock":
+ *                                         {"vhost_user": P, "cid": N,
+ *                                         "uds": P}, "managed": bool,
+ *                                         "policy": {coordinator keys}}
+ *   GET    /vms/{vm}                      state, counters, evidence, pager
+ *   PATCH  /vms/{vm}                      {"managed": bool, "policy": {...}}
+ *   DELETE /vms/{vm}                      unregister (resumes it first)
+ *   POST   /vms/{vm}/waits                {"id": ID, "kind": "model|network|
+ *                                         file", "confirm": bool}
+ *   POST   /vms/{vm}/waits/{id}/ready     the response is there
+ *   POST   /vms/{vm}/waits/{id}/delivered the guest took it (confirm waits)
+ *   POST   /vms/{vm}/events               external event: {"source": S}
+ *   POST   /vms/{vm}/actions/{pause|offload|resume}
+ *
+ * Errors are {"error": "text", "status": N} with 400 (malformed JSON,
+ * bad field), 404 (no such VM, wait or route), 405, 409 (state conflict,
+ * exists), 413 (body over api.max_body_bytes), 500.  Headers beyond MHD's
+ * connection memory limit are refused by MHD itself (431/413).
+ */
+#ifndef VMNAP_API_H
+#define VMNAP_API_H
+
+#include "vmnapd.h"
+
+#define API_SOCKET_NAME		"api.sock"
+
+/* Listen on @path (NULL: <run_dir>/api.sock).  d->api.  -errno. */
+int api_start(struct vmnapd *d, const char *path);
+void api_stop(struct vmnapd *d);
+
+#endif

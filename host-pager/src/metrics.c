@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* metrics.c - Prometheus text exposition; see metrics.h. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "coord.h"
+#include "events.h"
+#include "metrics.h"
+#include "pager.h"
+#include "pause.h"
+
+#define NS_PER_SEC	1e9
+#define US_PER_SEC	1e6
+
+static void help(FILE *f, const char *name, const char *type, const char *text)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+/*
+ * A histogram from power-of-2 µs buckets: counts[i] holds latencies below
+ * 2^(i + @shift) µs (and at or above the previous bound).
+ */
+static void histogram(FILE *f, const char *name, const char *vm, const uint64_t *counts,
+		      unsigned int n, int shift, double sum_s)
+{
+	uint64_t cum = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		cum += counts[i];
+		fprintf(f, "%s_bucket{vm=\"%s\",le=\"%g\"} %llu\n", name, vm,
+			(double)(1ull << (i + (unsigned int)shift)) / US_PER_SEC,
+			(unsigned long long)cum);
+	}
+	fprintf(f, "%s_bucket{vm=\"%s\",le=\"+Inf\"} %llu\n", name, vm, (unsigned long long)cum);
+	fprintf(f, "%s_sum{vm=\"%s\"} %.9f\n", name, vm, sum_s);
+	fprintf(f, "%s_count{vm=\"%s\"} %llu\n", name, vm, (unsigned long long)cum);
+}
+
+#define FOREACH_VM(d, vm) for (struct vm *vm = (d)->vms; vm; vm = vm->next)
+
+static void coord_metrics(FILE *f, struct vmnapd *d)
+{
+	static const char *const busy_names[COORD_BUSY_BITS] = {
+		"runnable", "cpu", "io", "writeback", "timer", "quiesce", "disabled", "state",
+	};
+	struct coord_stats st;
+
+	help(f, "vmnap_vm_state", "gauge", "1 for the coordinator state the VM is in");
+	FOREACH_VM(d, vm) {
+		if (!vm->coord)
+			continue;
+		for (int s = 0; s < COORD_NR_STATES; s++)
+			fprintf(f, "vmnap_vm_state{vm=\"%s\",state=\"%s\"} %d\n", vm->name,
+				coord_state_name((enum coord_state)s),
+				coord_state(vm->coord) == (enum coord_state)s);
+	}
+	help(f, "vmnap_vm_managed", "gauge", "1 when the coordinator may pause the VM");
+	FOREACH_VM(d, vm)
+		if (vm->coord)
+			fprintf(f, "vmnap_vm_managed{vm=\"%s\"} %d\n", vm->name, coord_managed(vm->coord));
+
+#define COUNTER(metric, text, field)						\
+	do {									\
+		help(f, metric, "counter", text);					\
+		FOREACH_VM(d, vm) {						\
+			if (!vm->coord)						\
+				continue;					\
+			coord_get_stats(vm->coord, &st);			\
+			fprintf(f, metric "{vm=\"%s\"} %llu\n", vm->name,		\
+				(unsigned long long)st.field);			\
+		}								\
+	} while (0)
+	COUNTER("vmnap_waits_ready_total", "waits whose data became ready", waits_ready);
+	COUNTER("vmnap_waits_delivered_total", "waits delivered to the guest", waits_delivered);
+	COUNTER("vmnap_handoffs_total", "HANDOFF_REQ sent (or pause without link)", handoffs);
+	COUNTER("vmnap_handoff_timeouts_total", "handoffs without HANDOFF_ACK in time", handoff_timeouts);
+	COUNTER("vmnap_pauses_total", "completed pauses", pauses);
+	COUNTER("vmnap_pause_errors_total", "failed pauses", pause_errors);
+	COUNTER("vmnap_offloads_total", "completed offloads", offloads);
+	COUNTER("vmnap_offload_errors_total", "failed offloads", offload_errors);
+	COUNTER("vmnap_resume_errors_total", "failed resumes (retried)", resume_errors);
+#undef COUNTER
+
+	help(f, "vmnap_waits_started_total", "counter", "waits started, by kind");
+	FOREACH_VM(d, vm) {
+		if (!vm->coord)
+			continue;
+		coord_get_stats(vm->coord, &st);
+		for (int k = 0; k < COORD_NR_WAIT_KINDS; k++)
+			fprintf(f, "vmnap_waits_started_total{vm=\"%s\",kind=\"%s\"} %llu\n", vm->name,
+				coord_wait_kind_name((enum coord_wait_kind)k),
+				(unsigned long long)st.waits_by_kind[k]);
+	}
+	help(f, "vmnap_handoff_busy_total", "counter", "BUSY verdicts, by reason bit");
+	FOREACH_VM(d, vm) {
+		if (!vm->coord)
+			continue;
+		coord_get_stats(vm->coord, &st);
+		for (int b = 0; b < COORD_BUSY_BITS; b++)
+			fprintf(f, "vmnap_handoff_busy_total{vm=\"%s\",reason=\"%s\"} %llu\n", vm->name,
+				busy_names[b], (unsigned long long)st.busy_by_reason[b]);
+	}
+	help(f, "vmnap_resumes_total", "counter", "resumes, by reason");
+	FOREACH_VM(d, vm) {
+		if (!vm->coord)
+			continue;
+		coord_get_stats(vm->coord, &st);
+		for (int r = 1; r < COORD_NR_RESUME_REASONS; r++)
+			fprintf(f, "vmnap_resumes_total{vm=\"%s\",reason=\"%s\"} %llu\n", vm->name,
+				coord_resume_reason_name((enum coord_resume_reason)r),
+				(unsigned long long)st.resumes_by_reason[r]);
+	}
+	help(f, "vmnap_paused_seconds_total", "counter", "time spent paused (completed pauses)");
+	FOREACH_VM(d, vm) {
+		if (!vm->coord)
+			continue;
+		coord_get_stats(vm->coord, &st);
+		fprintf(f, "vmnap_paused_seconds_total{vm=\"%s\"} %.9f\n", vm->name,
+			(double)st.paused_ns_total / NS_PER_SEC);
+	}
+	help(f, "vmnap_offloaded_seconds_total", "counter", "time spent offloaded (completed)");
+	FOREACH_VM(d, vm) {
+		if (!vm->coord)
+			continue;
+		coord_get_stats(vm->coord, &st);
+		fprintf(f, "vmnap_offloaded_seconds_total{vm=\"%s\"} %.9f\n", vm->name,
+			(double)st.offloaded_ns_total / NS_PER_SEC);
+	}
+	help(f, "vmnap_delivery_latency_seconds", "histogram",
+	     "response delivery latency: data ready -> the guest has the data");
+	FOREACH_VM(d, vm) {
+		if (!vm->coord)
+			continue;
+		coord_get_stats(vm->coord, &st);
+		histogram(f, "vmnap_delivery_latency_seconds", vm->name, st.delivery_hist,
+			  COORD_HIST_BUCKETS, 0, (double)st.delivery_ns_sum / NS_PER_SEC);
+	}
+}
+
+static void pager_metrics(FILE *f, struct vmnapd *d)
+{
+	struct pager_stats st;
+
+#define GAUGE(metric, type, text, expr)						\
+	do {									\
+		help(f, metric, type, text);					\
+		FOREACH_VM(d, vm) {						\
+			if (!vm->pager)						\
+				continue;					\
+			pager_get_stats(vm->pager, &st);			\
+			fprintf(f, metric "{vm=\"%s\"} %llu\n", vm->name,		\
+				(unsigned long long)(expr));			\
+		}								\
+	} while (0)
+	GAUGE("vmnap_guest_ram_bytes", "gauge", "guest RAM size", st.ram_bytes);
+	GAUGE("vmnap_guest_ram_resident_bytes", "gauge",
+	      "guest RAM resident on the host (memfd allocated blocks)", st.resident_bytes);
+	GAUGE("vmnap_store_bytes", "gauge", "bytes of guest RAM held in the store", st.store_bytes);
+	GAUGE("vmnap_store_file_bytes", "gauge", "store file allocated blocks", st.store_file_bytes);
+	GAUGE("vmnap_faults_total", "counter", "userfaultfd faults served", st.faults);
+	GAUGE("vmnap_prefetch_pages_total", "counter", "pages brought back by prefetch",
+	      st.prefetch_pages);
+#undef GAUGE
+	help(f, "vmnap_pages", "gauge", "guest pages by state");
+	FOREACH_VM(d, vm) {
+		if (!vm->pager)
+			continue;
+		pager_get_stats(vm->pager, &st);
+		for (int s = 0; s < PAGE_STATES; s++)
+			fprintf(f, "vmnap_pages{vm=\"%s\",state=\"%s\"} %llu\n", vm->name,
+				pager_page_state_name((enum pager_page_state)s),
+				(unsigned long long)st.pages[s]);
+	}
+	help(f, "vmnap_fault_latency_seconds", "histogram", "userfaultfd fault service latency");
+	FOREACH_VM(d, vm) {
+		double sum = 0;
+
+		if (!vm->pager)
+			continue;
+		pager_get_stats(vm->pager, &st);
+		/* the pager keeps no sum: estimate with bucket midpoints */
+		for (int i = 0; i < PAGER_LAT_BUCKETS; i++)
+			sum += (double)st.fault_lat_us[i] * 1.5 * (double)(1ull << i) / US_PER_SEC;
+		histogram(f, "vmnap_fault_latency_seconds", vm->name, st.fault_lat_us,
+			  PAGER_LAT_BUCKETS, 1, sum);
+	}
+}
+
+static void pause_metrics(FILE *f, struct vmnapd *d)
+{
+	help(f, "vmnap_pause_backend_calls_total", "counter", "pause backend calls, by op");
+	FOREACH_VM(d, vm) {
+		if (!vm->pause)
+			continue;
+		fprintf(f, "vmnap_pause_backend_calls_total{vm=\"%s\",op=\"pause\"} %llu\n",
+			vm->name, (unsigned long long)vm->pause->st.pauses);
+		fprintf(f, "vmnap_pause_backend_calls_total{vm=\"%s\",op=\"resume\"} %llu\n",
+			vm->name, (unsigned long long)vm->pause->st.resumes);
+		fprintf(f, "vmnap_pause_backend_calls_total{vm=\"%s\",op=\"error\"} %llu\n",
+			vm->name, (unsigned long long)vm->pause->st.errors);
+	}
+}
+
+char *metrics_render(struct vmnapd *d, size_t *len)
+{
+	uint64_t written, failed;
+	unsigned int nvms = 0;
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+
+	if (!f)
+		return NULL;
+	FOREACH_VM(d, vm)
+		nvms++;
+	help(f, "vmnap_vms", "gauge", "registered VMs");
+	fprintf(f, "vmnap_vms %u\n", nvms);
+	events_get_counts(d, &written, &failed);
+	help(f, "vmnap_events_total", "counter", "events emitted (last sequence number)");
+	fprintf(f, "vmnap_events_total %llu\n", (unsigned long long)d->event_seq);
+	help(f, "vmnap_event_write_errors_total", "counter", "event lines that could not be written");
+	fprintf(f, "vmnap_event_write_errors_total %llu\n", (unsigned long long)failed);
+	coord_metrics(f, d);
+	pager_metrics(f, d);
+	pause_metrics(f, d);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}

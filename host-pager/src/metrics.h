@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * metrics.h - GET /metrics: Prometheus text exposition format 0.0.4.
+ *
+ * Per VM (label vm="<name>"): coordinator state, waits by kind, handoffs,
+ * BUSY verdicts by reason, pauses, offloads, resumes by reason, paused and
+ * offloaded seconds, response delivery latency (histogram), pause backend
+ * calls; from the pager: guest RAM, resident bytes (memfd allocation),
+ * store bytes, page counts by state, faults and fault latency (histogram,
+ * power-of-2 µs buckets).  Daemon: VMs, events emitted and lost.
+ */
+#ifndef VMNAP_METRICS_H
+#define VMNAP_METRICS_H
+
+#include <stddef.h>
+
+#include "vmnapd.h"
+
+/* The whole exposition, malloc'ed and NUL-terminated; NULL on ENOMEM. */
+char *metrics_render(struct vmnapd *d, size_t *len);
+
+#endif

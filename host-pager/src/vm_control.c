@@ -1,0 +1,536 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* vm_control.c - a VM's coordinator wired to its parts; see vm_control.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "events.h"
+#include "guest_link.h"
+#include "log.h"
+#include "loop.h"
+#include "pager.h"
+#include "pager_debug.h"
+#include "vhost_vsock.h"
+#include "vm_control.h"
+
+#define LINK_LISTEN_BACKLOG	4
+
+struct vm_control {
+	struct vm *vm;
+	struct loop_timer timer;
+	int listen_fd;			/* link_socket, -1: none */
+	char link_socket[108];
+	bool offload_running;
+	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
+	uint64_t last_handoff_rtt_ns;
+	uint64_t last_unquiesce_ns;	/* from the last RESUME_ACK */
+	uint64_t free_reports, free_ranges_dropped;
+};
+
+/* ---- coordinator actions ------------------------------------------- */
+
+static uint64_t ctl_now(void *arg)
+{
+	(void)arg;
+	return now_ns();
+}
+
+static void ctl_arm(void *arg, uint64_t deadline)
+{
+	struct vm *vm = arg;
+
+	if (deadline == COORD_NO_DEADLINE)
+		loop_timer_cancel(vm->d->loop, &vm->control->timer);
+	else
+		loop_timer_arm_at(vm->d->loop, &vm->control->timer, deadline);
+}
+
+static void on_timer(struct loop *l, struct loop_timer *t, void *arg)
+{
+	struct vm *vm = arg;
+
+	(void)l;
+	(void)t;
+	coord_tick(vm->coord);
+}
+
+static int ctl_handoff(void *arg, uint32_t flags, uint32_t ms, uint64_t *req)
+{
+	struct vm *vm = arg;
+
+	vm->control->handoff_req_ns = now_ns();
+	return guest_link_handoff(vm->link, flags, ms, req);
+}
+
+static void ctl_abort(void *arg, uint64_t req)
+{
+	struct vm *vm = arg;
+
+	guest_link_abort(vm->link, req);
+}
+
+static void ctl_resumed(void *arg, uint64_t req, uint64_t paused_ns,
+			enum coord_resume_reason reason, bool offloaded)
+{
+	struct vm *vm = arg;
+	int err = guest_link_resumed(vm->link, req, paused_ns, (enum vmnap_resume_reason)reason,
+				     offloaded ? VMNAP_RF_OFFLOADED : 0);
+
+	if (err)
+		log_warn(vm->subject, "RESUMED for request %llu not sent: %s",
+			 (unsigned long long)req, strerror(-err));
+}
+
+static int ctl_pause(void *arg)
+{
+	struct vm *vm = arg;
+	int err;
+
+	if (!vm->pause) {
+		coord_pause_done(vm->coord, -EOPNOTSUPP);
+		return 0;
+	}
+	if (vm->vsock)	/* no guest RAM access from here on */
+		vhost_vsock_set_paused(vm->vsock, true);
+	err = pause_vm(vm->pause);
+	if (err && vm->vsock)
+		vhost_vsock_set_paused(vm->vsock, false);
+	coord_pause_done(vm->coord, err);
+	return 0;
+}
+
+static int ctl_resume(void *arg)
+{
+	struct vm *vm = arg;
+	int err = vm->pause ? pause_resume_vm(vm->pause) : -EOPNOTSUPP;
+
+	if (!err) {
+		if (vm->vsock)
+			vhost_vsock_set_paused(vm->vsock, false);
+		if (vm->pager)
+			pager_resumed(vm->pager);
+	}
+	coord_resume_done(vm->coord, err);
+	return 0;
+}
+
+static void offload_done(struct pager *p, int err, void *arg)
+{
+	struct vm *vm = arg;
+
+	(void)p;
+	if (!vm->control)
+		return;
+	vm->control->offload_running = false;
+	coord_offload_done(vm->coord, err);
+}
+
+static int ctl_offload(void *arg)
+{
+	struct vm *vm = arg;
+	int err;
+
+	if (!vm->pager)
+		return -ENODEV;
+	vm->control->offload_running = true;
+	err = pager_offload_start(vm->pager, offload_done, vm);
+	if (err)
+		vm->control->offload_running = false;
+	return err;
+}
+
+static bool ctl_can_offload(void *arg)
+{
+	struct vm *vm = arg;
+	struct pager_stats st;
+
+	if (!vm->pager)
+		return false;
+	pager_get_stats(vm->pager, &st);
+	return st.evictable;
+}
+
+static void ctl_transition(void *arg, enum coord_state from, enum coord_state to,
+			   const char *why)
+{
+	struct vm *vm = arg;
+	json_t *f = json_pack("{s:s,s:s,s:s}", "from", coord_state_name(from),
+			      "to", coord_state_name(to), "why", why);
+
+	if (vm->pager && (to == COORD_PAUSED || to == COORD_OFFLOADED || to == COORD_RUNNING ||
+			  to == COORD_WAITING)) {
+		struct pager_stats st;
+
+		pager_get_stats(vm->pager, &st);
+		json_object_set_new(f, "resident_bytes", json_integer((json_int_t)st.resident_bytes));
+	}
+	events_emit(vm->d, vm->name, "transition", f);
+}
+
+static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
+{
+	struct vm *vm = arg;
+
+	events_emit(vm->d, vm->name, "delivered",
+		    json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns));
+}
+
+static const struct coord_ops ctl_coord_ops = {
+	.now = ctl_now,
+	.arm_timer = ctl_arm,
+	.handoff = ctl_handoff,
+	.handoff_abort = ctl_abort,
+	.resumed = ctl_resumed,
+	.pause = ctl_pause,
+	.resume = ctl_resume,
+	.offload = ctl_offload,
+	.can_offload = ctl_can_offload,
+	.transition = ctl_transition,
+	.delivered = ctl_delivered,
+};
+
+/* ---- guest link callbacks ------------------------------------------ */
+
+static void gl_hello(struct guest_link *gl, const struct guest_link_peer *peer, void *opaque)
+{
+	struct vm *vm = opaque;
+
+	if (vm->pager) {
+		struct vmnap_ram ram;
+
+		pager_get_ram(vm->pager, &ram);
+		guest_link_set_ram(gl, &ram);
+	}
+	log_info(vm->subject, "guest module %s up: %u cpus, features 0x%x",
+		 peer->module_version, peer->nr_cpus, peer->features);
+	events_emit(vm->d, vm->name, "link",
+		    json_pack("{s:s,s:s,s:i}", "state", "up", "module", peer->module_version,
+			      "features", (int)peer->features));
+	coord_link_up(vm->coord);
+}
+
+static void gl_handoff_ack(struct guest_link *gl, uint64_t req_id, enum vmnap_verdict verdict,
+			   const struct guest_link_evidence *ev, void *opaque)
+{
+	struct vm *vm = opaque;
+	struct coord_evidence cev = {
+		.next_timer_ns = (ev->flags & VMNAP_EV_TIMER_KNOWN) &&
+				 ev->next_timer_ns != VMNAP_TIMER_UNKNOWN ?
+				 ev->next_timer_ns : COORD_BUDGET_UNKNOWN,
+		.busy_reasons = ev->busy_reasons,
+		.cpu_idle_permille = ev->cpu_idle_permille,
+		.nr_runnable = ev->nr_runnable,
+		.io_inflight = ev->io_inflight,
+	};
+
+	(void)gl;
+	vm->control->last_handoff_rtt_ns = now_ns() - vm->control->handoff_req_ns;
+	coord_handoff_ack(vm->coord, req_id, verdict == VMNAP_READY, &cev);
+}
+
+static void gl_resume_ack(struct guest_link *gl, uint64_t req_id, uint64_t unquiesce_ns,
+			  void *opaque)
+{
+	struct vm *vm = opaque;
+
+	(void)gl;
+	vm->control->last_unquiesce_ns = unquiesce_ns;
+	coord_resume_ack(vm->coord, req_id);
+}
+
+static int gl_free_report(struct guest_link *gl, uint64_t batch_id,
+			  const struct guest_link_range *r, unsigned int nr, void *opaque)
+{
+	struct vm *vm = opaque;
+
+	(void)gl;
+	(void)batch_id;
+	vm->control->free_reports++;
+	if (!vm->pager)
+		return VMNAP_FREE_IGNORED;
+	for (unsigned int i = 0; i < nr; i++) {
+		int err = pager_drop_free(vm->pager, r[i].gpa, r[i].len);
+
+		if (err) {
+			log_warn(vm->subject, "free report range %#llx+%#llx: %s",
+				 (unsigned long long)r[i].gpa, (unsigned long long)r[i].len,
+				 strerror(-err));
+			return VMNAP_FREE_IGNORED;
+		}
+		vm->control->free_ranges_dropped++;
+	}
+	return VMNAP_FREE_OK;
+}
+
+static void gl_disconnect(struct guest_link *gl, int err, void *opaque)
+{
+	struct vm *vm = opaque;
+
+	(void)gl;
+	events_emit(vm->d, vm->name, "link",
+		    json_pack("{s:s,s:i}", "state", "down", "err", err));
+	coord_link_down(vm->coord);
+}
+
+static const struct guest_link_ops ctl_link_ops = {
+	.hello = gl_hello,
+	.handoff_ack = gl_handoff_ack,
+	.resume_ack = gl_resume_ack,
+	.free_report = gl_free_report,
+	.disconnect = gl_disconnect,
+};
+
+/* ---- link socket (hybrid vsock / test peer) ------------------------- */
+
+static void on_link_accept(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct vm *vm = arg;
+	int cfd, err;
+
+	(void)l;
+	(void)events;
+	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (cfd < 0)
+		return;
+	err = guest_link_attach_fd(vm->link, cfd);
+	if (err)
+		log_warn(vm->subject, "guest link connection refused: %s", strerror(-err));
+}
+
+static int link_listen(struct vm *vm, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, err;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 ||
+	    listen(fd, LINK_LISTEN_BACKLOG) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	err = loop_add_fd(vm->d->loop, fd, EPOLLIN, on_link_accept, vm);
+	if (err) {
+		close(fd);
+		unlink(path);
+		return err;
+	}
+	return fd;
+}
+
+/* ---- attach / detach ------------------------------------------------ */
+
+int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *err, size_t n)
+{
+	struct vm_control *ctl;
+	const struct coord_config *cc;
+	int ret;
+
+	if (vm->control || vm->coord) {
+		snprintf(err, n, "VM already has a coordinator");
+		return -EEXIST;
+	}
+	ctl = calloc(1, sizeof(*ctl));
+	if (!ctl)
+		return -ENOMEM;
+	ctl->vm = vm;
+	ctl->listen_fd = -1;
+	loop_timer_init(&ctl->timer, on_timer, vm);
+	vm->control = ctl;
+
+	if (spec->has_pause) {
+		struct pause_spec ps = spec->pause;
+
+		if (!ps.timeout_ms && vm->d->settings)
+			ps.timeout_ms = vm->d->settings->pause_timeout_ms;
+		vm->pause = pause_new(&ps, vm->subject);
+		if (!vm->pause) {
+			ret = -errno;
+			snprintf(err, n, "pause backend: %s", strerror(-ret));
+			goto fail;
+		}
+		ret = vm->pause->ops->probe(vm->pause);
+		if (ret) {
+			snprintf(err, n, "pause backend %s at %s: %s", vm->pause->ops->name,
+				 ps.path, strerror(-ret));
+			goto fail;
+		}
+	}
+	cc = spec->has_policy ? &spec->policy :
+	     vm->d->settings ? &vm->d->settings->coord : NULL;
+	vm->coord = coord_new(cc, &ctl_coord_ops, vm, vm->subject);
+	if (!vm->coord) {
+		ret = -ENOMEM;
+		snprintf(err, n, "out of memory");
+		goto fail;
+	}
+	if (vm->link)
+		guest_link_vm_detach(vm);	/* ours must be the only owner */
+	ret = guest_link_vm_attach(vm, VMNAP_F_ALL, &ctl_link_ops, vm);
+	if (ret) {
+		snprintf(err, n, "guest link: %s", strerror(-ret));
+		goto fail;
+	}
+	if (spec->link_socket[0]) {
+		ret = link_listen(vm, spec->link_socket);
+		if (ret < 0) {
+			snprintf(err, n, "link socket %s: %s", spec->link_socket, strerror(-ret));
+			goto fail;
+		}
+		ctl->listen_fd = ret;
+		snprintf(ctl->link_socket, sizeof(ctl->link_socket), "%s", spec->link_socket);
+	}
+	coord_set_managed(vm->coord, spec->managed);
+	log_info(vm->subject, "coordinator attached (pause %s, link socket %s, %s)",
+		 vm->pause ? vm->pause->ops->name : "none",
+		 ctl->link_socket[0] ? ctl->link_socket : "none",
+		 spec->managed ? "managed" : "unmanaged");
+	return 0;
+fail:
+	vm_control_detach(vm);
+	return ret;
+}
+
+void vm_control_detach(struct vm *vm)
+{
+	struct vm_control *ctl = vm->control;
+
+	if (!ctl)
+		return;
+	if (vm->coord) {
+		enum coord_state s = coord_state(vm->coord);
+
+		/* Never leave a VM stopped behind us. */
+		if (vm->pause && vm->pause->paused &&
+		    (s == COORD_PAUSED || s == COORD_OFFLOADED || s == COORD_RESUMING ||
+		     s == COORD_HANDOFF)) {
+			log_warn(vm->subject, "detaching while %s: resuming the VM",
+				 coord_state_name(s));
+			pause_resume_vm(vm->pause);
+			if (vm->vsock)
+				vhost_vsock_set_paused(vm->vsock, false);
+		}
+	}
+	loop_timer_cancel(vm->d->loop, &ctl->timer);
+	if (ctl->listen_fd >= 0) {
+		loop_del_fd(vm->d->loop, ctl->listen_fd);
+		close(ctl->listen_fd);
+		unlink(ctl->link_socket);
+	}
+	guest_link_vm_detach(vm);	/* its callbacks point here */
+	coord_free(vm->coord);
+	vm->coord = NULL;
+	pause_free(vm->pause);
+	vm->pause = NULL;
+	free(ctl);
+	vm->control = NULL;
+}
+
+static json_t *stats_json(const struct coord_stats *st)
+{
+	json_t *busy = json_object(), *res = json_object(), *kinds = json_object();
+	static const char *const busy_names[COORD_BUSY_BITS] = {
+		"runnable", "cpu", "io", "writeback", "timer", "quiesce", "disabled", "state",
+	};
+
+	for (int b = 0; b < COORD_BUSY_BITS; b++)
+		json_object_set_new(busy, busy_names[b], json_integer((json_int_t)st->busy_by_reason[b]));
+	for (int r = 1; r < COORD_NR_RESUME_REASONS; r++)
+		json_object_set_new(res, coord_resume_reason_name((enum coord_resume_reason)r),
+				    json_integer((json_int_t)st->resumes_by_reason[r]));
+	for (int k = 0; k < COORD_NR_WAIT_KINDS; k++)
+		json_object_set_new(kinds, coord_wait_kind_name((enum coord_wait_kind)k),
+				    json_integer((json_int_t)st->waits_by_kind[k]));
+	return json_pack("{s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:I,"
+			 "s:o,s:I,s:I,s:I,s:I}",
+			 "waits_started", (json_int_t)st->waits_started,
+			 "waits_ready", (json_int_t)st->waits_ready,
+			 "waits_delivered", (json_int_t)st->waits_delivered,
+			 "waits_dropped", (json_int_t)st->waits_dropped,
+			 "waits_by_kind", kinds,
+			 "handoffs", (json_int_t)st->handoffs,
+			 "handoff_ready", (json_int_t)st->handoff_ready,
+			 "handoff_busy", (json_int_t)st->handoff_busy,
+			 "handoff_timeouts", (json_int_t)st->handoff_timeouts,
+			 "aborts", (json_int_t)st->aborts,
+			 "busy_by_reason", busy,
+			 "pauses", (json_int_t)st->pauses,
+			 "pause_errors", (json_int_t)st->pause_errors,
+			 "offloads", (json_int_t)st->offloads,
+			 "offload_errors", (json_int_t)st->offload_errors,
+			 "resume_errors", (json_int_t)st->resume_errors,
+			 "resumes_by_reason", res,
+			 "paused_ns_total", (json_int_t)st->paused_ns_total,
+			 "offloaded_ns_total", (json_int_t)st->offloaded_ns_total,
+			 "last_delivery_ns", (json_int_t)st->last_delivery_ns,
+			 "transitions", (json_int_t)st->transitions);
+}
+
+json_t *vm_control_json(struct vm *vm)
+{
+	json_t *o = json_pack("{s:s,s:I}", "name", vm->name, "id", (json_int_t)vm->id);
+	struct vm_control *ctl = vm->control;
+
+	if (vm->coord) {
+		struct coord_stats st;
+		const struct coord_evidence *ev = coord_last_evidence(vm->coord);
+
+		coord_get_stats(vm->coord, &st);
+		json_object_set_new(o, "state", json_string(coord_state_name(coord_state(vm->coord))));
+		json_object_set_new(o, "managed", json_boolean(coord_managed(vm->coord)));
+		json_object_set_new(o, "waits_outstanding", json_integer(coord_nr_waits(vm->coord)));
+		json_object_set_new(o, "counters", stats_json(&st));
+		json_object_set_new(o, "policy", config_coord_to_json(coord_config(vm->coord)));
+		json_object_set_new(o, "evidence", json_pack("{s:o,s:i,s:i,s:i,s:i}",
+			"next_timer_ns", ev->next_timer_ns == COORD_BUDGET_UNKNOWN ? json_null() :
+					 json_integer((json_int_t)ev->next_timer_ns),
+			"busy_reasons", (int)ev->busy_reasons,
+			"cpu_idle_permille", (int)ev->cpu_idle_permille,
+			"nr_runnable", (int)ev->nr_runnable,
+			"io_inflight", (int)ev->io_inflight));
+	} else {
+		json_object_set_new(o, "state", json_string("UNCONTROLLED"));
+		json_object_set_new(o, "managed", json_false());
+	}
+	if (vm->pause)
+		json_object_set_new(o, "pause", json_pack("{s:s,s:s,s:b,s:I,s:I,s:I}",
+			"backend", vm->pause->ops->name, "path", vm->pause->spec.path,
+			"paused", vm->pause->paused,
+			"pauses", (json_int_t)vm->pause->st.pauses,
+			"resumes", (json_int_t)vm->pause->st.resumes,
+			"errors", (json_int_t)vm->pause->st.errors));
+	if (vm->link)
+		json_object_set_new(o, "link", json_pack("{s:s}", "state",
+			guest_link_state_name(guest_link_state(vm->link))));
+	if (ctl && vm->link) {
+		json_t *l = json_object_get(o, "link");
+
+		json_object_set_new(l, "last_handoff_rtt_ns",
+				    json_integer((json_int_t)ctl->last_handoff_rtt_ns));
+		json_object_set_new(l, "last_unquiesce_ns",
+				    json_integer((json_int_t)ctl->last_unquiesce_ns));
+		json_object_set_new(l, "free_reports", json_integer((json_int_t)ctl->free_reports));
+		if (ctl->link_socket[0])
+			json_object_set_new(l, "socket", json_string(ctl->link_socket));
+	}
+	if (vm->pager)
+		json_object_set_new(o, "pager", pager_stats_json(vm->pager));
+	if (vm->vsock)
+		json_object_set_new(o, "vsock", json_pack("{s:b,s:i}",
+			"front_end_connected", vhost_vsock_front_end_connected(vm->vsock),
+			"connections", (int)vhost_vsock_nr_conns(vm->vsock)));
+	return o;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * vm_control.h - binds a VM's coordinator (coord.c) to the world: its
+ * pause backend, guest link, pager, vsock device, event log and timers.
+ *
+ * vm_control_attach() creates vm->pause (optional), vm->link and
+ * vm->coord.  The guest link reaches the guest through the VM's built-in
+ * vhost-user-vsock device (port 5151 goes to vm->link) and/or a unix socket
+ * vmnapd listens on (link_socket: Firecracker / Cloud Hypervisor hybrid
+ * vsock "<uds>_5151", or a test peer).  Coordinator actions map to:
+ *
+ *   handoff / abort / resumed   guest_link_handoff / _abort / _resumed
+ *   pause                       vhost_vsock_set_paused(true), pause_vm()
+ *   resume                      pause_resume_vm(), vhost_vsock_set_paused
+ *                               (false), pager_resumed()
+ *   offload                     pager_offload_start() (when vm->pager is
+ *                               attached and evictable)
+ *
+ * and guest link callbacks to coord_link_up/down, coord_handoff_ack,
+ * coord_resume_ack; FREE_REPORT ranges go to pager_drop_free().
+ */
+#ifndef VMNAP_VM_CONTROL_H
+#define VMNAP_VM_CONTROL_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+
+#include "coord.h"
+#include "pause.h"
+#include "vmnapd.h"
+
+struct vm_control_spec {
+	bool has_pause;
+	struct pause_spec pause;
+	bool managed;
+	char link_socket[108];		/* "" : none; unix socket vmnapd listens on */
+	bool has_policy;
+	struct coord_config policy;	/* else the daemon's defaults */
+};
+
+/* -errno; @err (may be NULL) gets a reason for the API. */
+int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec,
+		      char *err, size_t errlen);
+/* Undo vm_control_attach (resumes a paused VM first).  NULL-safe. */
+void vm_control_detach(struct vm *vm);
+/* Everything the API shows for a VM. */
+json_t *vm_control_json(struct vm *vm);
+
+#endif
