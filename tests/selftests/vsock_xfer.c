@@ -7,7 +7,8 @@
  *   vsock_xfer serve ADDR MODE [-n CONNS]      MODE: echo | sink | source:BYTES
  *   vsock_xfer client ADDR MODE [-p PARALLEL]  MODE: echo:BYTES | send:BYTES |
  *                                                    recv:BYTES
- *   ADDR: vsock:CID:PORT | unix:PATH | hybrid:PATH:PORT (CONNECT PORT on PATH)
+ *   ADDR: vsock:CID:PORT | unix:PATH | hybrid:PATH:PORT (CONNECT PORT on PATH) |
+ *         tcp:IPV4:PORT (the benchmark's peer path over QEMU user networking)
  *
  * Data is a deterministic pseudo-random stream (xorshift64*, fixed seed),
  * so a receiver checks every byte, not only a sum; the FNV-1a 64 checksum
@@ -15,7 +16,8 @@
  * "BAD <n>\n" after the sender's EOF; send expects GOOD with its count.
  * serve prints "LISTENING" once it accepts, forks per connection and
  * exits 0 only if every connection passed.  -t SEC bounds the run
- * (default 600).  Exit: 0 pass, 1 fail, 2 usage.
+ * (default 600).  client prints the elapsed time and MiB/s of the whole run.
+ * Exit: 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +31,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
@@ -92,7 +97,7 @@ static bool stream_check(struct stream *s, const uint8_t *buf, size_t n)
 	return true;
 }
 
-enum addr_kind { ADDR_VSOCK, ADDR_UNIX, ADDR_HYBRID };
+enum addr_kind { ADDR_VSOCK, ADDR_UNIX, ADDR_HYBRID, ADDR_TCP };
 
 struct addr {
 	enum addr_kind kind;
@@ -114,9 +119,9 @@ static int parse_addr(const char *s, struct addr *a)
 		snprintf(a->path, sizeof(a->path), "%s", s + 5);
 		return 0;
 	}
-	if (!strncmp(s, "hybrid:", 7)) {
-		a->kind = ADDR_HYBRID;
-		s += 7;
+	if (!strncmp(s, "hybrid:", 7) || !strncmp(s, "tcp:", 4)) {
+		a->kind = s[0] == 'h' ? ADDR_HYBRID : ADDR_TCP;
+		s += a->kind == ADDR_HYBRID ? 7 : 4;
 		colon = strrchr(s, ':');
 		if (!colon || (size_t)(colon - s) >= sizeof(a->path))
 			return -1;
@@ -137,6 +142,16 @@ static int sock_for(const struct addr *a, struct sockaddr_storage *ss, socklen_t
 		vm->svm_port = a->port;
 		*len = sizeof(*vm);
 		return socket(AF_VSOCK, SOCK_STREAM, 0);
+	}
+	if (a->kind == ADDR_TCP) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)a->port);
+		if (inet_pton(AF_INET, a->path, &in->sin_addr) != 1)
+			return -1;
+		*len = sizeof(*in);
+		return socket(AF_INET, SOCK_STREAM, 0);
 	}
 	struct sockaddr_un *un = (struct sockaddr_un *)ss;
 
@@ -401,8 +416,19 @@ static int serve(const struct addr *a, const char *mode, unsigned int conns)
 	return wait_children(started) ? 1 : 0;
 }
 
+static double now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static int client(const struct addr *a, const char *mode, unsigned int parallel)
 {
+	const char *colon = strchr(mode, ':');
+	double bytes = colon ? (double)strtoull(colon + 1, NULL, 0) * parallel : 0;
+	double t0 = now_sec(), dt;
 	int failed;
 
 	for (unsigned int i = 0; i < parallel; i++) {
@@ -420,7 +446,9 @@ static int client(const struct addr *a, const char *mode, unsigned int parallel)
 			return 1;
 	}
 	failed = wait_children(parallel);
-	printf("vsock_xfer: client %s x%u: %s\n", mode, parallel, failed ? "FAIL" : "ok");
+	dt = now_sec() - t0;
+	printf("vsock_xfer: client %s x%u: %s (elapsed %.3f s, %.1f MiB/s)\n", mode, parallel,
+	       failed ? "FAIL" : "ok", dt, dt > 0 ? bytes / dt / (1 << 20) : 0.0);
 	return failed ? 1 : 0;
 }
 
