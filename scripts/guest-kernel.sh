@@ -39,9 +39,14 @@ cache=${VMNAP_CACHE:-/var/cache/vmnap}
 ver=$("$here/guest-kver.sh") || die "cannot tell the guest kernel version (see above)"
 hdr_pkg=linux-headers-$ver
 img_pkg=linux-image-$ver
-hdr_version=$(dpkg-query -W -f='${Version}' "$hdr_pkg" 2>/dev/null) ||
+hdr_version=$(dpkg-query -W -f='${db:Status-Status} ${Version}' "$hdr_pkg" 2>/dev/null |
+	sed -n 's/^installed //p' || true)
+if [ -z "$hdr_version" ]; then
+	if [ -n "${VMNAP_KVER:-}" ]; then
+		die "$hdr_pkg is not installed (VMNAP_KVER=$VMNAP_KVER); install it: apt-get install $hdr_pkg"
+	fi
 	die "$hdr_pkg is not installed; run 'make deps' (installs linux-headers-amd64)"
-[ -n "$hdr_version" ] || die "$hdr_pkg is not installed; run 'make deps'"
+fi
 
 dir=$cache/kernel/$ver
 stamp=$dir/.complete

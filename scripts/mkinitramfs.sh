@@ -40,8 +40,10 @@ vermagic=$(modinfo -F vermagic "$module")
 [ "${vermagic%% *}" = "$ver" ] ||
 	die "vmnap.ko was built for ${vermagic%% *}, the guest kernel is $ver; run 'make clean module'"
 
-programs=$(make -s --no-print-directory print-guest-programs)
-for p in $programs; do
+program_list=$(make -s --no-print-directory print-guest-programs) ||
+	die "cannot list GUEST_PROGRAMS ('make print-guest-programs' failed)"
+read -r -a programs <<<"$program_list"
+for p in ${programs[@]+"${programs[@]}"}; do
 	[ -x "$p" ] || die "guest program $p not built; run 'make all'"
 done
 
@@ -50,19 +52,27 @@ done
 shared_libs() {
 	{ ldd "$1" 2>/dev/null || true; } | awk '/=> \//{print $3} /^\t\//{print $1}'
 }
-libs=$(for p in $programs; do shared_libs "$p"; done | sort -u)
+mapfile -t libs < <(for p in ${programs[@]+"${programs[@]}"}; do shared_libs "$p"; done | sort -u)
 
 # Content hash of every input decides whether to rebuild.
 mapfile -t boot_modules <"$kdir/guest-modules.order"
 inputs=("$0" "$init" "$busybox" "$module" "$kdir/.complete"
-	"${boot_modules[@]/#/$moddir/}" $programs $libs)
-digest=$( { printf '%s\n' "$ver" "$programs"; sha256sum "${inputs[@]}"; } | sha256sum | cut -d' ' -f1)
-if [ -f "$out" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
+	"${boot_modules[@]/#/$moddir/}" ${programs[@]+"${programs[@]}"} ${libs[@]+"${libs[@]}"})
+digest=$( { printf '%s\n' "$ver" ${programs[@]+"${programs[@]}"}; sha256sum "${inputs[@]}"; } | sha256sum | cut -d' ' -f1)
+up_to_date() { [ -f "$out" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; }
+if up_to_date; then
 	echo "$out"
 	exit 0
 fi
 
 mkdir -p "$out_dir"
+# One builder at a time (tests and people run this concurrently).
+exec 8>"$out_dir/.initramfs.lock"
+flock 8
+if up_to_date; then
+	echo "$out"
+	exit 0
+fi
 stage=$(mktemp -d "$out_dir/.initramfs.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 
@@ -90,11 +100,11 @@ depmod -b "$stage" "$ver"
 install -m 0644 "$module" "$stage/lib/modules/vmnap.ko"
 
 mkdir -p "$stage/etc/vmnap"
-for p in $programs; do
+for p in ${programs[@]+"${programs[@]}"}; do
 	install -m 0755 "$p" "$stage/usr/bin/$(basename "$p")"
 	echo "/usr/bin/$(basename "$p")" >>"$stage/etc/vmnap/guest-programs"
 done
-for l in $libs; do
+for l in ${libs[@]+"${libs[@]}"}; do
 	install -D -m 0755 "$l" "$stage$l"
 done
 
@@ -103,5 +113,5 @@ done
 mv "$out.tmp" "$out"
 echo "$digest" >"$stamp"
 echo "mkinitramfs: $out ($(du -h "$out" | cut -f1), ${#boot_modules[@]} modules," \
-	"$(echo $programs | wc -w) programs)" >&2
+	"${#programs[@]} programs)" >&2
 echo "$out"

@@ -4,6 +4,8 @@
 # run-guest.sh - boot the vmnap guest (Debian's kernel + busybox initramfs)
 # in QEMU, run one shell command in it and exit with that command's status.
 # See usage() or --help.
+# QEMU options are comma-separated key=value lists, not array mistakes:
+# shellcheck disable=SC2054
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,7 +39,8 @@ options:
   --mem MIB           guest RAM (default 512)
   --cpus N            vCPUs (default 1)
   --timeout SEC       hard limit; QEMU is killed, exit 124 (default 120)
-  --name NAME         guest name, used for default paths (default guest)
+  --name NAME         guest name, used for default paths (default guest);
+                      guests running at the same time need different names
   --log FILE          serial console log (default $BUILD/guest/NAME.log)
   --qmp PATH          QMP unix socket (default $BUILD/guest/NAME.qmp)
   --ctl PATH          unix socket (QEMU listens) wired to the guest's /dev/ttyS1;
@@ -68,8 +71,8 @@ EOF
 die() { echo "run-guest: $*" >&2; exit "$EXIT_NO_STATUS"; }
 usage_error() { echo "run-guest: $*" >&2; echo "try --help" >&2; exit "$EXIT_USAGE"; }
 
-mem=512 cpus=1 timeout=120 name=guest log= qmp= ctl= disk= vsock_user= initrd=
-net=0 rootfs= append= verbose=0
+mem=512 cpus=1 timeout=120 name=guest log='' qmp='' ctl='' disk='' vsock_user='' initrd=''
+net=0 rootfs='' append='' verbose=0
 envs=() qemu_extra=()
 need_arg() { [ $# -ge 2 ] || usage_error "$1 needs an argument"; }
 while [ $# -gt 0 ]; do
@@ -108,6 +111,11 @@ done
 [ -z "$disk" ] || [ -f "$disk" ] || [ -b "$disk" ] || usage_error "--disk $disk: no such file"
 [ -z "$rootfs" ] || [ -f "$rootfs" ] || usage_error "--rootfs $rootfs: no such file"
 [ -z "$initrd" ] || [ -f "$initrd" ] || usage_error "--initrd $initrd: no such file"
+
+# Paths the caller gave are relative to the caller's directory.
+abspath() { case $1 in ''|/*) printf '%s' "$1" ;; *) printf '%s' "$PWD/$1" ;; esac; }
+log=$(abspath "$log") qmp=$(abspath "$qmp") ctl=$(abspath "$ctl") disk=$(abspath "$disk")
+vsock_user=$(abspath "$vsock_user") initrd=$(abspath "$initrd") rootfs=$(abspath "$rootfs")
 
 cd "$root"
 out_dir=$BUILD/guest
@@ -191,7 +199,7 @@ rm -f "$log" "$qmp"
 : >"$log"
 echo "run-guest: $name: $accel, $cpus vCPU, ${mem} MiB, timeout ${timeout}s, console $log" >&2
 
-qemu_pid= tail_pid=
+qemu_pid='' tail_pid=''
 cleanup() {
 	[ -n "$qemu_pid" ] && kill -TERM "$qemu_pid" 2>/dev/null && wait "$qemu_pid" 2>/dev/null
 	[ -n "$tail_pid" ] && kill "$tail_pid" 2>/dev/null

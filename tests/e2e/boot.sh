@@ -14,7 +14,7 @@
 # unchanged); needs vmnap.ko built (make all).
 set -uo pipefail
 
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 RUN=scripts/run-guest.sh
 WORK=$BUILD/e2e-boot
