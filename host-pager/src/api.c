@@ -347,7 +347,9 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 	}
 	ret = vm_control_attach(vm, &spec, err, sizeof(err));
 	if (ret) {
-		reply_error(r, errno_status(ret), "%s", err[0] ? err : strerror(-ret));
+		/* a missing socket or cgroup is the caller's mistake, not a 404 */
+		reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST : errno_status(ret), "%s",
+			    err[0] ? err : strerror(-ret));
 		if (created)
 			vm_free(vm);
 		goto out;

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# api.sh - the control API through `curl --unix-socket` and vmnapctl, against
+# a real vmnapd.  The VM is not a real VM: its pause backend is the cgroup
+# v1 freezer on a FAKE cgroupfs directory (a plain freezer.state file that
+# reads back what was written) and its guest link peer is fake_guest.py
+# (the wire protocol, not the module).  What is real: vmnapd, its event
+# loop, libmicrohttpd, the coordinator, the guest link code, the event log.
+# TAP output.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+VMNAPD=$BUILD/vmnapd
+CTL=$BUILD/vmnapctl
+for p in "$VMNAPD" "$CTL"; do
+	[ -x "$p" ] || { echo "1..0 # SKIP $p not built"; exit 0; }
+done
+command -v curl >/dev/null || { echo "1..0 # SKIP curl not installed"; exit 0; }
+
+T=$(mktemp -d /tmp/vmnap-api.XXXXXX)
+RUN=$T/run
+SOCK=$RUN/api.sock
+EV=$T/events.jsonl
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+nok() { n=$((n + 1)); echo "not ok $n - $*"; }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
+# curl: print "STATUS BODY"
+req() { local m=$1 u=$2; shift 2; curl -s -m 10 --unix-socket "$SOCK" -X "$m" -w ' %{http_code}' "$@" "http://localhost$u"; }
+status_of() { local m=$1 u=$2; shift 2; curl -s -m 10 -o /dev/null --unix-socket "$SOCK" -X "$m" -w '%{http_code}' "$@" "http://localhost$u"; }
+jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
+vm_state() { curl -s --unix-socket "$SOCK" "http://localhost/vms/$1" | jget '["state"]'; }
+wait_state() { # VM STATE TIMEOUT_S
+	local i
+	for ((i = 0; i < $3 * 20; i++)); do
+		[ "$(vm_state "$1")" = "$2" ] && return 0
+		sleep 0.05
+	done
+	echo "# $1 is $(vm_state "$1"), wanted $2"; return 1
+}
+
+"$VMNAPD" -r "$RUN" -s "$T/store" -e "$EV" -l debug >"$T/vmnapd.log" 2>&1 &
+PIDS+=($!)
+VMNAPD_PID=$!
+for ((i = 0; i < 100; i++)); do [ -S "$SOCK" ] && break; sleep 0.05; done
+
+check "api socket exists with mode 0600" test "$(stat -c %a "$SOCK")" = 600
+check "GET / is 200" test "$(status_of GET /)" = 200
+check "GET /metrics is Prometheus text" sh -c "curl -s --unix-socket '$SOCK' http://localhost/metrics | grep -q '^# TYPE vmnap_vms gauge'"
+
+# ---- hostile input: 4xx with a JSON error, never a crash ----
+r=$(req PUT /vms/a -d '{"managed": tru')
+check "malformed JSON -> 400 + JSON error" sh -c "echo '$r' | tr -d '\n' | grep -q '\"error\".* 400\$'"
+check "unknown key -> 400" test "$(status_of PUT /vms/a -d '{"bogus": 1}')" = 400
+check "wrong type -> 400" test "$(status_of PUT /vms/a -d '{"managed": "yes"}')" = 400
+check "bad pause backend -> 400" test "$(status_of PUT /vms/a -d '{"pause": {"backend": "xen", "path": "/x"}}')" = 400
+check "missing pause target -> 400" test "$(status_of PUT /vms/a -d '{"pause": {"backend": "qmp", "path": "/nonexistent/qmp.sock"}}')" = 400
+check "bad VM name -> 400" test "$(status_of PUT '/vms/a%20b' -d '{}')" = 400
+check "body not an object -> 400" test "$(status_of PUT /vms/a -d '[1,2]')" = 400
+check "unknown VM -> 404" test "$(status_of GET /vms/nope)" = 404
+check "unknown route -> 404" test "$(status_of GET /nope)" = 404
+check "wrong method -> 405" test "$(status_of DELETE /metrics)" = 405
+head -c 200000 /dev/zero | tr '\0' 'x' >"$T/big"
+check "oversized body -> 413" test "$(status_of PUT /vms/a --data-binary @"$T/big")" = 413
+check "oversized header -> 4xx" sh -c "s=\$(curl -s -o /dev/null -w '%{http_code}' --unix-socket '$SOCK' -H 'X-Big: $(head -c 40000 /dev/zero | tr '\0' y)' http://localhost/); [ \"\$s\" -ge 400 ] && [ \"\$s\" -lt 500 ]"
+python3 - "$SOCK" <<'PY'
+import os, socket, sys
+for junk in (os.urandom(4096), b"GET /" + b"A" * 100000 + b" HTTP/1.1\r\n\r\n", b"\r\n\r\n\r\n"):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+    try:
+        s.sendall(junk); s.settimeout(2); s.recv(100)
+    except OSError:
+        pass
+    s.close()
+PY
+check "garbage on the socket: daemon alive" test "$(status_of GET /)" = 200
+check "nothing registered by the bad requests" test "$(curl -s --unix-socket "$SOCK" http://localhost/ | jget '["vms"]')" = 0
+
+# ---- a VM: fake freezer directory + fake guest peer ----
+CG=$T/fake-cgroup
+mkdir -p "$CG" && echo THAWED >"$CG/freezer.state"
+POLICY='{"handoff_delay_ms": 20, "max_pause_ms": 20000}'
+r=$(req PUT /vms/vm1 -d "{\"pause\": {\"backend\": \"freezer\", \"path\": \"$CG\"}, \"link_socket\": \"$T/vm1.link\", \"policy\": $POLICY}")
+check "register -> 201" sh -c "echo '$r' | grep -q ' 201\$'"
+check "registered VM is unmanaged" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm1 | jget '["managed"]')" = False
+check "register twice -> 409" test "$(status_of PUT /vms/vm1 -d '{}')" = 409
+python3 tests/api/fake_guest.py "$T/vm1.link" --budget-ms 10000 --busy 1 >"$T/guest.log" 2>&1 &
+PIDS+=($!)
+for ((i = 0; i < 100; i++)); do grep -q HELLO_ACK "$T/guest.log" && break; sleep 0.05; done
+check "guest link up after HELLO" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm1 | jget '["link"]["state"]')" = up
+
+"$CTL" -s "$SOCK" wait-start vm1 r0 >/dev/null
+sleep 0.3
+check "unmanaged: a wait does not pause" test "$(vm_state vm1)" = RUNNING
+"$CTL" -s "$SOCK" wait-ready vm1 r0 >/dev/null
+check "vmnapctl enable" sh -c "'$CTL' -s '$SOCK' enable vm1 >/dev/null"
+"$CTL" -s "$SOCK" wait-start vm1 r1 >/dev/null
+check "wait: BUSY then READY -> PAUSED" wait_state vm1 PAUSED 5
+check "freezer.state is FROZEN" test "$(cat "$CG/freezer.state")" = FROZEN
+check "guest saw a BUSY then a READY handoff" sh -c "grep -q 'BUSY' '$T/guest.log' && grep -q 'READY' '$T/guest.log'"
+check "wait-ready -> RUNNING" sh -c "'$CTL' -s '$SOCK' wait-ready vm1 r1 >/dev/null && true"
+check "resumed after data ready" wait_state vm1 RUNNING 5
+check "freezer.state is THAWED" test "$(cat "$CG/freezer.state")" = THAWED
+check "guest got RESUMED reason data_ready" sh -c "grep -q 'RESUMED .* reason 1' '$T/guest.log'"
+check "delivery latency histogram counted" sh -c "curl -s --unix-socket '$SOCK' http://localhost/metrics | grep -q '^vmnap_delivery_latency_seconds_count{vm=\"vm1\"} 2'"
+check "wait-ready twice -> 404 (exit 5)" sh -c "'$CTL' -s '$SOCK' wait-ready vm1 r1 2>/dev/null; [ \$? -eq 5 ]"
+
+# manual actions and vmnapctl exit codes
+check "vmnapctl resume while running -> exit 4" sh -c "'$CTL' -s '$SOCK' resume vm1 2>/dev/null; [ \$? -eq 4 ]"
+check "vmnapctl pause" sh -c "'$CTL' -s '$SOCK' pause vm1 >/dev/null"
+check "manual pause -> PAUSED" wait_state vm1 PAUSED 5
+check "manual offload without pager -> exit 4" sh -c "'$CTL' -s '$SOCK' offload vm1 2>/dev/null; [ \$? -eq 4 ]"
+check "vmnapctl resume" sh -c "'$CTL' -s '$SOCK' resume vm1 >/dev/null"
+check "manual resume -> RUNNING" wait_state vm1 RUNNING 5
+
+# a guest timer: budget 300 ms, resumed before it (margin 50 ms), and a
+# second handoff follows while the request is still pending
+check "policy change via vmnapctl" sh -c "'$CTL' -s '$SOCK' policy vm1 '{\"max_pause_ms\": 20000}' >/dev/null"
+kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null
+python3 tests/api/fake_guest.py "$T/vm1.link" --budget-ms 300 >"$T/guest2.log" 2>&1 &
+PIDS+=($!)
+for ((i = 0; i < 100; i++)); do grep -q HELLO_ACK "$T/guest2.log" && break; sleep 0.05; done
+"$CTL" -s "$SOCK" wait-start vm1 r2 --kind network >/dev/null
+sleep 1.5
+"$CTL" -s "$SOCK" wait-ready vm1 r2 >/dev/null
+wait_state vm1 RUNNING 5 >/dev/null
+check "timer resumes: RESUMED reason timer" grep -q 'RESUMED .* reason 2' "$T/guest2.log"
+check "several handoffs for one request" test "$(grep -c 'HANDOFF_REQ' "$T/guest2.log")" -ge 2
+check "network wait: no offload intended (flags 0)" sh -c "! grep -q 'flags 1' '$T/guest2.log'"
+
+# external event resumes, link loss resumes (fail-safe)
+"$CTL" -s "$SOCK" wait-start vm1 r3 >/dev/null
+"$CTL" -s "$SOCK" policy vm1 '{"max_pause_ms": 20000}' >/dev/null
+kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null
+python3 tests/api/fake_guest.py "$T/vm1.link" --budget-ms 10000 >"$T/guest3.log" 2>&1 &
+PIDS+=($!)
+GUEST3=$!
+wait_state vm1 PAUSED 5 >/dev/null
+check "external event resumes" sh -c "'$CTL' -s '$SOCK' event vm1 webhook >/dev/null && grep -q 'reason 3' '$T/guest3.log' || { sleep 0.5; grep -q 'reason 3' '$T/guest3.log'; }"
+wait_state vm1 PAUSED 5 >/dev/null
+kill "$GUEST3"; wait "$GUEST3" 2>/dev/null
+check "guest link lost while paused -> resumed (fail-safe)" wait_state vm1 WAITING 5
+check "freezer thawed after link loss" test "$(cat "$CG/freezer.state")" = THAWED
+"$CTL" -s "$SOCK" wait-ready vm1 r3 >/dev/null
+
+# vmnapctl odds and ends
+check "vmnapctl list" sh -c "'$CTL' -s '$SOCK' list | grep -q '^vm1 '"
+check "vmnapctl --json show is JSON" sh -c "'$CTL' -s '$SOCK' --json show vm1 | python3 -c 'import json,sys; json.load(sys.stdin)'"
+check "vmnapctl --help exit 0" sh -c "'$CTL' --help >/dev/null"
+check "vmnapctl usage error -> exit 2" sh -c "'$CTL' bogus-cmd 2>/dev/null; [ \$? -eq 2 ]"
+check "vmnapctl show unknown VM -> exit 5" sh -c "'$CTL' -s '$SOCK' show nope 2>/dev/null; [ \$? -eq 5 ]"
+check "vmnapctl no daemon -> exit 3" sh -c "'$CTL' -s '$T/none.sock' status 2>/dev/null; [ \$? -eq 3 ]"
+
+check "DELETE -> 204" test "$(status_of DELETE /vms/vm1)" = 204
+check "deleted VM is gone (404)" test "$(status_of GET /vms/vm1)" = 404
+
+# ---- the event log ----
+check "events: JSONL, seq 1..N without gaps, monotonic t_ns" python3 - "$EV" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert lines, "no events"
+assert [e["seq"] for e in lines] == list(range(1, len(lines) + 1))
+t = [e["t_ns"] for e in lines]
+assert t == sorted(t)
+states = {(e["from"], e["to"]) for e in lines if e["type"] == "transition"}
+for want in [("RUNNING", "WAITING"), ("WAITING", "HANDOFF"), ("HANDOFF", "PAUSED"),
+             ("PAUSED", "RESUMING"), ("RESUMING", "RUNNING"), ("HANDOFF", "WAITING")]:
+    assert want in states, want
+PY
+check "vmnapd still alive" kill -0 "$VMNAPD_PID"
+kill "$VMNAPD_PID"; wait "$VMNAPD_PID"
+check "vmnapd exits 0 on SIGTERM" test $? -eq 0
+check "api socket removed on exit" test ! -e "$SOCK"
+echo "1..$n"
