@@ -138,7 +138,10 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	uint64_t around = p->cfg.fault_around_pages, start, n, host;
 	int err;
 
-	if (pg == m->seq_next && m->seq_window) {
+	/* Sequential: the fault lands after the last run, at most a window
+	 * beyond where it (and its readahead) ended; resident pages in
+	 * between are skipped by the mapper without faults. */
+	if (m->seq_window && pg > m->seq_start && pg < m->seq_next + m->seq_window) {
 		/* A sequential stream: bring in a window twice the last one
 		 * (like readahead), up to PAGER_MAX_FAULT_AROUND. */
 		uint64_t window = (uint64_t)m->seq_window * 2;
@@ -162,7 +165,13 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		n = pager_claim_run_locked(p, start, wend - start, 0);
 		m->seq_window = (uint32_t)around;
 	}
+	m->seq_start = start;
 	m->seq_next = start + n;
+	if (m->seq_window > around && n) {
+		/* sequential: have the next window read while this one is used */
+		pager_readahead_locked(p, start + n, m->seq_window);
+		m->seq_next = start + n + m->seq_window;
+	}
 	pthread_mutex_unlock(&p->lock);
 	host = m->host_addr[ri] + (start - r->first_page) * PAGER_PAGE_SIZE;
 	err = store_read(&p->store, fc->buf, n * PAGER_PAGE_SIZE, pg_store_off(start));

@@ -44,7 +44,8 @@ struct pager_mapper {
 	bool dead;		/* process gone or removed: not served */
 	bool removed;		/* its owner let go: the fault thread frees it */
 	/* sequential fault detection (fault thread only) */
-	uint64_t seq_next;	/* page after the last fault's run */
+	uint64_t seq_start;	/* first page of the last fault's run */
+	uint64_t seq_next;	/* page after it (and its readahead) */
 	uint32_t seq_window;	/* its window; doubles while sequential */
 };
 
@@ -85,6 +86,8 @@ struct pager {
 	bool prefetch_requested;
 	bool prefetch_running;
 	bool prefetch_exit;
+	/* readahead for a sequential fault stream (fault thread -> prefetcher) */
+	uint64_t ra_start, ra_len;	/* pages; ra_len 0: none asked */
 	atomic_bool prefetch_abort;
 
 	/* offload */
@@ -159,6 +162,9 @@ void pager_fault_thread_stop(struct pager *p);
 void pager_fault_kick(struct pager *p);
 
 /* pager_prefetch.c */
+/* Ask the prefetcher to read [pg, pg+n) ahead of a sequential fault
+ * stream; call with p->lock held. */
+void pager_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
 int pager_prefetch_thread_start(struct pager *p);
 void pager_prefetch_thread_stop(struct pager *p);
 /* Abort a running prefetch and wait until it is idle. */

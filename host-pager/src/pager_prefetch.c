@@ -9,6 +9,11 @@
  * batch the prefetcher waits; the transfer size starts at
  * prefetch_min_bytes, doubles after every chunk during which no fault came,
  * and falls back to the minimum on every fault.
+ *
+ * The same thread does readahead for the fault path: when a mapper faults
+ * sequentially, the fault thread asks for the next window, which is read
+ * here while the mapper consumes the window just served.  Readahead goes
+ * before the working set: a mapper is about to wait for it.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -84,28 +89,88 @@ static void pf_reap(struct pf *f, bool wait)
  * flight, write each into the memfd as it completes.  No new read while a
  * fault batch is being served.
  */
-static void prefetch_run(struct pf *f)
+void pager_readahead_locked(struct pager *p, uint64_t pg, uint64_t n)
+{
+	p->ra_start = pg;
+	p->ra_len = n;
+	pthread_cond_broadcast(&p->prefetch_cv);
+}
+
+/* Claim the next run to read: readahead first, then the working set from
+ * *@ws_pg (0 when the working set is done or not asked for). */
+static uint64_t next_run(struct pager *p, bool ws, uint64_t *ws_pg, uint64_t chunk,
+			 uint64_t *pg_out, bool *ws_done)
+{
+	uint64_t n = 0, pg;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->ra_len) {
+		uint64_t end = p->ra_start + p->ra_len;
+
+		/* the first offloaded run in the window */
+		for (pg = p->ra_start; pg < end && pg < p->npages &&
+		     pg_state(p, pg) != PAGE_OFFLOADED; pg++)
+			;
+		n = pg < end && pg < p->npages ?
+		    pager_claim_run_locked(p, pg, end - pg, 0) : 0;
+		p->ra_len = 0;
+		if (n) {
+			*pg_out = pg;
+			pthread_mutex_unlock(&p->lock);
+			return n;
+		}
+	}
+	if (ws && !*ws_done && !atomic_load(&p->faults_active)) {
+		pg = *ws_pg;
+		while (pg < p->npages &&
+		       !(pg_state(p, pg) == PAGE_OFFLOADED && (p->state[pg] & PG_WS_PREV)))
+			pg++;
+		n = pg < p->npages ? pager_claim_run_locked(p, pg, chunk, PG_WS_PREV) : 0;
+		if (!n)
+			*ws_done = true;
+		*ws_pg = pg + n;
+		*pg_out = pg;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+/*
+ * Readahead and the previous cycle's working set: claim runs (the working
+ * set in guest-RAM order), read them from the store with up to
+ * PREFETCH_QUEUE_DEPTH reads in flight, write each into the memfd as it
+ * completes.  No new working-set read while a fault batch is served.
+ */
+static void prefetch_run(struct pf *f, bool ws)
 {
 	struct pager *p = f->p;
 	uint64_t min_pages = p->cfg.prefetch_min_bytes / PAGER_PAGE_SIZE;
 	uint64_t max_pages = p->cfg.prefetch_max_bytes / PAGER_PAGE_SIZE;
-	uint64_t chunk = min_pages, pg = 0, t0 = now_ns();
+	uint64_t chunk = min_pages, ws_pg = 0, t0 = now_ns(), ws_pages = 0;
 	uint_fast64_t seq = atomic_load(&p->fault_seq);
-	bool scanned = false;
+	bool ws_done = !ws;
 
 	f->done = 0;
-	while (!scanned || f->inflight) {
+	for (;;) {
 		struct io_uring_sqe *sqe;
 		struct pf_slot *s = NULL;
-		uint64_t n;
+		uint64_t n, pg = 0;
+		bool ra_pending;
 
 		if (should_stop(p))
-			scanned = true;
-		if (scanned || f->inflight == PREFETCH_QUEUE_DEPTH ||
-		    atomic_load(&p->faults_active)) {
+			ws_done = true;
+		pthread_mutex_lock(&p->lock);
+		ra_pending = p->ra_len && !should_stop(p);
+		if (should_stop(p))
+			p->ra_len = 0;
+		pthread_mutex_unlock(&p->lock);
+		if (f->inflight == PREFETCH_QUEUE_DEPTH ||
+		    (!ra_pending && (ws_done || atomic_load(&p->faults_active)))) {
 			if (f->inflight)
 				pf_reap(f, true);
-			else if (!scanned)
+			else if (ws_done)
+				break;
+			else
 				backoff();
 			continue;
 		}
@@ -116,16 +181,11 @@ static void prefetch_run(struct pf *f)
 		for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !s; i++)
 			if (!f->slot[i].busy)
 				s = &f->slot[i];
-		pthread_mutex_lock(&p->lock);
-		while (pg < p->npages &&
-		       !(pg_state(p, pg) == PAGE_OFFLOADED && (p->state[pg] & PG_WS_PREV)))
-			pg++;
-		n = pg < p->npages ? pager_claim_run_locked(p, pg, chunk, PG_WS_PREV) : 0;
-		pthread_mutex_unlock(&p->lock);
-		if (!n) {
-			scanned = true;
+		n = next_run(p, ws, &ws_pg, chunk, &pg, &ws_done);
+		if (!n)
 			continue;
-		}
+		if (!ra_pending)
+			ws_pages += n;
 		s->pg = pg;
 		s->n = n;
 		s->busy = true;
@@ -136,13 +196,12 @@ static void prefetch_run(struct pf *f)
 		io_uring_submit(&f->ring);
 		f->inflight++;
 		pf_reap(f, false);
-		pg += n;
-		if (atomic_load(&p->fault_seq) == seq && chunk < max_pages)
+		if (!ra_pending && atomic_load(&p->fault_seq) == seq && chunk < max_pages)
 			chunk = chunk * 2 < max_pages ? chunk * 2 : max_pages;
 	}
-	if (f->done)
-		log_info(p->subject, "prefetch: %llu page(s) in %llu ms",
-			 (unsigned long long)f->done,
+	if (ws_pages)
+		log_info(p->subject, "prefetch: %llu working-set page(s) in %llu ms",
+			 (unsigned long long)ws_pages,
 			 (unsigned long long)((now_ns() - t0) / 1000000));
 }
 
@@ -163,14 +222,17 @@ static void *prefetch_main(void *arg)
 	}
 	pthread_mutex_lock(&p->lock);
 	while (!p->prefetch_exit) {
-		if (!p->prefetch_requested) {
+		bool ws;
+
+		if (!p->prefetch_requested && !p->ra_len) {
 			pthread_cond_wait(&p->prefetch_cv, &p->lock);
 			continue;
 		}
+		ws = p->prefetch_requested;
 		p->prefetch_requested = false;
 		p->prefetch_running = true;
 		pthread_mutex_unlock(&p->lock);
-		prefetch_run(&f);
+		prefetch_run(&f, ws);
 		pthread_mutex_lock(&p->lock);
 		p->prefetch_running = false;
 		pager_maybe_unregister_locked(p);
@@ -198,9 +260,11 @@ void pager_prefetch_quiesce(struct pager *p)
 {
 	pthread_mutex_lock(&p->lock);
 	p->prefetch_requested = false;
+	p->ra_len = 0;
 	atomic_store(&p->prefetch_abort, true);
 	while (p->prefetch_running)
 		pthread_cond_wait(&p->prefetch_cv, &p->lock);
+	atomic_store(&p->prefetch_abort, false);	/* idle now: later requests run */
 	pthread_mutex_unlock(&p->lock);
 }
 
