@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# vsock_hello.sh - the guest module vmnap.ko reaches vmnapd's guest link
+# through the vhost-user-vsock device (port 5151), under real QEMU (TAP).
+#
+# vmnapd gets the VM through its control API (PUT /vms/NAME with a vsock
+# device: coordinator + guest link + device), the guest loads vmnap.ko,
+# the module says HELLO over virtio-vsock; both ends must report the link
+# up.  Then the guest unloads the module: the link closes on both sides,
+# and a reload says HELLO again.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+export BUILD
+. tests/lib/guest.sh
+
+VMNAPD=$BUILD/vmnapd
+CID=3
+BOOT_WAIT=300
+LINK_WAIT=60
+GUEST_TIMEOUT=400
+
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+expect() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
+skip() { echo "vsock hello skipped: $*"; exit 77; }
+
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+command -v curl >/dev/null || skip "curl not installed"
+[ -x "$VMNAPD" ] || skip "build first: $VMNAPD missing (make all)"
+[ -f vmnap.ko ] || skip "vmnap.ko not built (make module)"
+
+W=$(mktemp -d /tmp/vmnap-vsock-hello.XXXXXX)
+cleanup() {
+	guest_cleanup
+	[ -n "${vmnapd_pid:-}" ] && kill "$vmnapd_pid" 2>/dev/null
+	wait 2>/dev/null
+	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then echo "# logs kept in $W"; else rm -rf "$W"; fi
+}
+trap cleanup EXIT
+
+"$VMNAPD" -r "$W/run" -s "$W/store" -l debug >"$W/vmnapd.log" 2>&1 &
+vmnapd_pid=$!
+for _ in $(seq 50); do [ -S "$W/run/api.sock" ] && break; sleep 0.1; done
+api() { curl -s --max-time 10 --unix-socket "$W/run/api.sock" "$@"; }
+link_state() { api http://vmnapd/vms/hello | python3 -c 'import json,sys; print(json.load(sys.stdin).get("link",{}).get("state",""))'; }
+
+expect "VM with a vsock device registered through the API" \
+	eval 'api -X PUT http://vmnapd/vms/hello -d "{\"vsock\":{\"vhost_user\":\"$W/vu.sock\",\"cid\":$CID,\"uds\":\"$W/v.sock\"}}" | grep -q "\"name\""'
+
+guest_start hello --vsock-user "$W/vu.sock" --timeout $GUEST_TIMEOUT -- "
+up() { for i in \$(seq $LINK_WAIT); do vmnap-guest status 2>/dev/null | grep -q '^link=up' && return 0; sleep 1; done; return 1; }
+insmod /lib/modules/vmnap.ko && up && echo LINK-UP-1
+read line </dev/ttyS1
+rmmod vmnap && echo MODULE-GONE
+read line </dev/ttyS1
+insmod /lib/modules/vmnap.ko && up && echo LINK-UP-2
+read line </dev/ttyS1
+"
+if guest_wait_console hello '^LINK-UP-1' $BOOT_WAIT; then
+	ok "module HELLO through the device: the guest sees the link up"
+else
+	not_ok "module HELLO through the device: the guest sees the link up"
+fi
+expect "vmnapd sees the link up (API link.state)" [ "$(link_state)" = up ]
+expect "vmnapd logged the module's HELLO" grep -q "guest HELLO: vmnap.ko" "$W/vmnapd.log"
+
+guest_send hello go
+guest_wait_console hello '^MODULE-GONE' $LINK_WAIT || true
+for _ in $(seq 20); do [ "$(link_state)" = closed ] && break; sleep 0.5; done
+expect "module unloaded: vmnapd sees the link closed" [ "$(link_state)" = closed ]
+
+guest_send hello go
+if guest_wait_console hello '^LINK-UP-2' $BOOT_WAIT; then
+	ok "module reloaded: HELLO again over the device"
+else
+	not_ok "module reloaded: HELLO again over the device"
+fi
+expect "vmnapd sees the link up again" [ "$(link_state)" = up ]
+guest_send hello go
+guest_wait hello
+expect "guest exits cleanly (no kernel complaints)" [ $? -eq 0 ]
+echo "1..$n"
+[ "$failed" -eq 0 ]
