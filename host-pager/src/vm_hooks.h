@@ -13,6 +13,7 @@
 
 #include "vmnapd.h"
 #include "guest_link.h"
+#include "guest_link_listen.h"
 #include "pager.h"
 #include "vhost_vsock.h"
 #include "vm_control.h"
@@ -20,6 +21,7 @@
 static inline void vm_detach_all(struct vm *vm)
 {
 	vm_control_detach(vm);	/* coordinator first: it drives the others */
+	guest_link_listen_vm_detach(vm);	/* no new guest connections */
 	guest_link_vm_detach(vm);	/* closes its transport session first */
 	vhost_vsock_vm_detach(vm);	/* before the pager: it maps guest RAM */
 	pager_vm_detach(vm);	/* last: serves pages until nothing maps RAM */

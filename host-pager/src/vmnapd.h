@@ -8,6 +8,7 @@
  *
  *   pager        guest RAM: page states, store, userfaultfd service  (pager.h)
  *   link         guest link: vmnap protocol with vmnap.ko       (guest_link.h)
+ *   link_listener  guest link listeners: hybrid socket, vsock CID (guest_link_listen.h)
  *   vsock        built-in vhost-user-vsock device for QEMU     (vhost_vsock.h)
  *   pause        pause backend: QMP, freezer, Firecracker, CH        (pause.h)
  *   coord        the wait coordinator state machine                (coord.h)
@@ -29,6 +30,8 @@
 struct pager;
 struct guest_link;
 struct vhost_vsock;
+struct guest_link_listener;
+struct guest_link_vsock_listener;
 struct pause_backend;
 struct coord;
 struct vm_control;
@@ -50,6 +53,7 @@ struct vm {
 
 	struct pager *pager;
 	struct guest_link *link;
+	struct guest_link_listener *link_listener;	/* guest_link_listen.h */
 	struct vhost_vsock *vsock;
 	struct pause_backend *pause;
 	struct coord *coord;
@@ -67,6 +71,7 @@ struct vmnapd {
 	struct vmnapd_settings *settings;	/* config file + defaults (config.c) */
 	void *mem_handshake;	/* memory handshake server (mem_handshake.c) */
 	void *pager_debug;	/* pager debug endpoint (pager_debug.c) */
+	struct guest_link_vsock_listener *link_vsock;	/* AF_VSOCK guest links */
 };
 
 /* A name is 1..VM_NAME_MAX-1 of [A-Za-z0-9_.-] and not "." or "..". */
