@@ -225,6 +225,38 @@ static bool parse_policy(json_t *v, struct coord_config *cfg, struct api_reply *
 	return true;
 }
 
+static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
+{
+	static const char *const pkeys[] = { "backend", "path", "timeout_ms", NULL };
+	json_t *b, *t;
+	int kind;
+
+	if (!json_is_object(v)) {
+		reply_error(r, HTTP_BAD_REQUEST, "pause: want an object");
+		return false;
+	}
+	if (!keys_known(v, pkeys, "pause", r))
+		return false;
+	b = json_object_get(v, "backend");
+	kind = json_is_string(b) ? pause_kind_parse(json_string_value(b)) : -1;
+	if (kind < 0) {
+		reply_error(r, HTTP_BAD_REQUEST,
+			    "pause.backend: want \"qmp\", \"freezer\", \"firecracker\" or \"chv\"");
+		return false;
+	}
+	ps->kind = (enum pause_kind)kind;
+	if (!get_path(v, "path", ps->path, sizeof(ps->path), true, "pause", r))
+		return false;
+	t = json_object_get(v, "timeout_ms");
+	if (t && (!json_is_integer(t) || json_integer_value(t) < 1 ||
+		  json_integer_value(t) > 600000)) {
+		reply_error(r, HTTP_BAD_REQUEST, "pause.timeout_ms: want 1..600000");
+		return false;
+	}
+	ps->timeout_ms = t ? (uint32_t)json_integer_value(t) : 0;
+	return true;
+}
+
 static bool parse_vsock(json_t *v, struct vhost_vsock_config *cfg, char *vu, char *uds,
 			size_t max, struct api_reply *r)
 {
@@ -254,7 +286,6 @@ static bool parse_vsock(json_t *v, struct vhost_vsock_config *cfg, char *vu, cha
 static void h_register(struct api *a, const char *name, struct api_req *rq, struct api_reply *r)
 {
 	static const char *const keys[] = { "pause", "link_socket", "vsock", "managed", "policy", NULL };
-	static const char *const pkeys[] = { "backend", "path", "timeout_ms", NULL };
 	struct vm_control_spec spec = { 0 };
 	struct vhost_vsock_config vcfg = { 0 };
 	char vu[108], uds[108], err[256] = "";
@@ -270,31 +301,8 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 		goto out;
 	v = json_object_get(body, "pause");
 	if (v) {
-		json_t *b, *t;
-		int kind;
-
-		if (!json_is_object(v) || !keys_known(v, pkeys, "pause", r)) {
-			if (!json_is_object(v))
-				reply_error(r, HTTP_BAD_REQUEST, "pause: want an object");
+		if (!parse_pause(v, &spec.pause, r))
 			goto out;
-		}
-		b = json_object_get(v, "backend");
-		kind = json_is_string(b) ? pause_kind_parse(json_string_value(b)) : -1;
-		if (kind < 0) {
-			reply_error(r, HTTP_BAD_REQUEST,
-				    "pause.backend: want \"qmp\", \"freezer\", \"firecracker\" or \"chv\"");
-			goto out;
-		}
-		spec.pause.kind = (enum pause_kind)kind;
-		if (!get_path(v, "path", spec.pause.path, sizeof(spec.pause.path), true, "pause", r))
-			goto out;
-		t = json_object_get(v, "timeout_ms");
-		if (t && (!json_is_integer(t) || json_integer_value(t) < 1 ||
-			  json_integer_value(t) > 600000)) {
-			reply_error(r, HTTP_BAD_REQUEST, "pause.timeout_ms: want 1..600000");
-			goto out;
-		}
-		spec.pause.timeout_ms = t ? (uint32_t)json_integer_value(t) : 0;
 		spec.has_pause = true;
 	}
 	if (!get_path(body, "link_socket", spec.link_socket, sizeof(spec.link_socket), false,
@@ -364,14 +372,30 @@ out:
 
 static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api_reply *r)
 {
-	static const char *const keys[] = { "managed", "policy", NULL };
+	static const char *const keys[] = { "managed", "policy", "pause", NULL };
 	json_t *body = body_object(rq, r), *v;
 
-	(void)a;
 	if (!body)
 		return;
 	if (!keys_known(body, keys, "body", r))
 		goto out;
+	v = json_object_get(body, "pause");
+	if (v) {
+		struct pause_spec ps = { 0 };
+		char err[256] = "";
+		int ret;
+
+		if (!parse_pause(v, &ps, r))
+			goto out;
+		if (!ps.timeout_ms && a->d->settings)
+			ps.timeout_ms = a->d->settings->pause_timeout_ms;
+		ret = vm_control_set_pause(vm, &ps, err, sizeof(err));
+		if (ret) {
+			reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST : errno_status(ret), "%s",
+				    err[0] ? err : strerror(-ret));
+			goto out;
+		}
+	}
 	v = json_object_get(body, "policy");
 	if (v) {
 		struct coord_config cfg = *coord_config(vm->coord);

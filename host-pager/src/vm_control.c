@@ -404,6 +404,34 @@ fail:
 	return ret;
 }
 
+int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, size_t n)
+{
+	struct pause_backend *pb;
+	enum coord_state s = vm->coord ? coord_state(vm->coord) : COORD_RUNNING;
+	int ret;
+
+	if (s != COORD_RUNNING && s != COORD_WAITING) {
+		snprintf(err, n, "cannot change the pause backend in state %s", coord_state_name(s));
+		return -EBUSY;
+	}
+	pb = pause_new(ps, vm->subject);
+	if (!pb) {
+		ret = -errno;
+		snprintf(err, n, "pause backend: %s", strerror(-ret));
+		return ret;
+	}
+	ret = pb->ops->probe(pb);
+	if (ret) {
+		snprintf(err, n, "pause backend %s at %s: %s", pb->ops->name, ps->path, strerror(-ret));
+		pause_free(pb);
+		return ret;
+	}
+	pause_free(vm->pause);
+	vm->pause = pb;
+	log_info(vm->subject, "pause backend %s at %s", pb->ops->name, ps->path);
+	return 0;
+}
+
 void vm_control_detach(struct vm *vm)
 {
 	struct vm_control *ctl = vm->control;

@@ -42,6 +42,9 @@ struct vm_control_spec {
 /* -errno; @err (may be NULL) gets a reason for the API. */
 int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec,
 		      char *err, size_t errlen);
+/* Set or replace the pause backend (only while the VM runs).  -errno
+ * (-EBUSY while paused or pausing); @err says why. */
+int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, size_t errlen);
 /* Undo vm_control_attach (resumes a paused VM first).  NULL-safe. */
 void vm_control_detach(struct vm *vm);
 /* Everything the API shows for a VM. */

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# coord_qemu.sh - the coordinator end to end (TAP): real QEMU (TCG), the
+# Debian guest kernel with vmnap.ko, vmnapd with its vhost-user-vsock
+# device, the preload shim (pager) and the QMP pause backend, all
+# registered through the control API.
+#
+#   1. a long model wait: WAITING -> HANDOFF -> PAUSED -> OFFLOADING ->
+#      OFFLOADED (guest RAM resident bytes fall), data ready resumes it,
+#      the guest's RESUME_ACK delivers the wait, the guest still works.
+#   2. a guest timer: `sleep 3` started in the guest before the wait; the
+#      module reports the budget, vmnapd resumes the VM before the timer
+#      (reason timer) and the timer fires in the guest while the request is
+#      still pending; a new handoff follows.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+export BUILD
+
+VM=co
+CID=3
+GUEST_MIB=384
+GUEST_TIMEOUT=600
+BOOT_WAIT=400
+STATE_WAIT=60
+FILL_MIB=64
+
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
+skip() { echo "coord e2e skipped: $*"; exit 77; }
+
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+for f in "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" vmnap.ko; do
+	[ -e "$f" ] || skip "$f not built (make all)"
+done
+scripts/guest-kernel.sh >/dev/null 2>&1 || skip "guest kernel unavailable (scripts/guest-kernel.sh)"
+
+W=$(mktemp -d /tmp/vmnap-coord-e2e.XXXXXX)
+RUN=$W/run
+. tests/lib/guest.sh
+cleanup() {
+	guest_cleanup
+	[ -n "${vmnapd_pid:-}" ] && kill "$vmnapd_pid" 2>/dev/null
+	wait 2>/dev/null
+	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then echo "# logs kept in $W"; else rm -rf "$W"; fi
+}
+trap cleanup EXIT
+
+api() { curl -s --max-time 30 --unix-socket "$RUN/api.sock" "$@"; }
+jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
+vm_json() { api "http://vmnapd/vms/$VM"; }
+state() { vm_json | jget '["state"]'; }
+resident() { vm_json | jget '.get("pager", {}).get("resident_bytes", -1)'; }
+wait_state() { # STATE TIMEOUT
+	local deadline=$((SECONDS + $2))
+	while [ "$SECONDS" -lt "$deadline" ]; do
+		[ "$(state)" = "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "# state $(state), wanted $1"
+	return 1
+}
+
+"$BUILD/vmnapd" -r "$RUN" -s "$W/store" -e "$W/events.jsonl" -l debug >"$W/vmnapd.log" 2>&1 &
+vmnapd_pid=$!
+for _ in $(seq 50); do [ -S "$RUN/api.sock" ] && break; sleep 0.1; done
+
+QMP=$W/$VM.qmp
+# QEMU connects to the vsock device at start: register it first; the QMP
+# socket exists only once QEMU runs, so the pause backend comes by PATCH.
+reg=$(api -X PUT "http://vmnapd/vms/$VM" -w ' %{http_code}' \
+	-d "{\"vsock\": {\"vhost_user\": \"$W/vu.sock\", \"cid\": $CID, \"uds\": \"$W/v.sock\"}}")
+check "VM registered with a vsock device" sh -c "echo '$reg' | grep -q ' 20[01]\$'"
+
+guest_start "$VM" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" --qmp "$QMP" \
+	--vsock-user "$W/vu.sock" \
+	--env "LD_PRELOAD=$PWD/$BUILD/libvmnap-preload.so" \
+	--env "VMNAP_SOCKET=$RUN/mem.sock" --env "VMNAP_VM=$VM" -- "
+dd if=/dev/urandom of=/tmp/fill bs=1M count=$FILL_MIB 2>/dev/null
+insmod /lib/modules/vmnap.ko || echo INSMOD-FAILED
+for i in \$(seq 60); do vmnap-guest status 2>/dev/null | grep -q '^link=up' && break; sleep 1; done
+echo GUEST-UP
+exec 3</dev/ttyS1
+while read -r cmd <&3; do eval \"\$cmd\"; done
+"
+if guest_wait_console "$VM" '^GUEST-UP' "$BOOT_WAIT"; then
+	ok "guest booted, module loaded"
+else
+	not_ok "guest booted, module loaded"
+	tail -n 20 "$GUEST_DIR/$VM.log" "$W/vmnapd.log" | sed 's/^/# /'
+	echo "1..$n"; exit 1
+fi
+for _ in $(seq 50); do [ -S "$QMP" ] && break; sleep 0.1; done
+check "QMP pause backend set (PATCH)" sh -c "curl -s --unix-socket '$RUN/api.sock' -X PATCH http://x/vms/$VM -d '{\"pause\": {\"backend\": \"qmp\", \"path\": \"$QMP\"}}' | grep -q '\"backend\":\"qmp\"'"
+check "guest link up (module HELLO over vhost-user-vsock)" \
+	sh -c "for i in \$(seq 50); do [ \"\$(curl -s --unix-socket '$RUN/api.sock' http://x/vms/$VM | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"link\"][\"state\"])')\" = up ] && exit 0; sleep 0.2; done; exit 1"
+check "pager attached through the preload shim" test "$(resident)" -gt 0
+check "enable the coordinator" sh -c "curl -s --unix-socket '$RUN/api.sock' -X PATCH http://x/vms/$VM -d '{\"managed\": true}' | grep -q '\"managed\":true'"
+
+# ---- 1. long model wait: offloaded, resumed by data ready ----
+before=$(resident)
+api -X POST "http://vmnapd/vms/$VM/waits" -d '{"id": "w1", "kind": "model"}' >/dev/null
+if wait_state OFFLOADED "$STATE_WAIT"; then
+	ok "long wait: offloaded"
+else
+	not_ok "long wait: offloaded"
+	vm_json | sed 's/^/# /'
+fi
+during=$(resident)
+check "resident bytes fell while offloaded ($before -> $during)" test "$during" -lt $((before / 2))
+api -X POST "http://vmnapd/vms/$VM/waits/w1/ready" >/dev/null
+check "data ready resumes: RUNNING" wait_state RUNNING "$STATE_WAIT"
+check "wait delivered (guest RESUME_ACK)" sh -c "for i in \$(seq 50); do grep -q '\"type\":\"delivered\"' '$W/events.jsonl' && exit 0; sleep 0.2; done; exit 1"
+guest_send "$VM" "echo ALIVE-1"
+check "guest runs after resume (faults served)" guest_wait_console "$VM" '^ALIVE-1' 120
+check "transitions passed: WAITING HANDOFF PAUSED OFFLOADING OFFLOADED RESUMING RUNNING" python3 - "$W/events.jsonl" <<'PY'
+import json, sys
+seq = [e["to"] for e in map(json.loads, open(sys.argv[1])) if e["type"] == "transition"]
+want = ["WAITING", "HANDOFF", "PAUSED", "OFFLOADING", "OFFLOADED", "RESUMING", "RUNNING"]
+sys.exit(0 if seq[:len(want)] == want else 1)
+PY
+
+# ---- 2. a guest timer resumes the VM on time ----
+guest_send "$VM" "(sleep 3; echo TIMER-FIRED) &"
+sleep 0.5
+t0=$(date +%s.%N)
+api -X POST "http://vmnapd/vms/$VM/waits" -d '{"id": "w2", "kind": "model"}' >/dev/null
+if guest_wait_console "$VM" '^TIMER-FIRED' 60; then
+	t1=$(date +%s.%N)
+	ok "guest timer fired while the wait was pending ($(python3 -c "print(round($t1-$t0,2))") s after the wait started)"
+else
+	not_ok "guest timer fired while the wait was pending"
+fi
+check "resumed with reason timer before it" python3 - "$W/events.jsonl" <<'PY'
+import json, sys
+ev = list(map(json.loads, open(sys.argv[1])))
+sys.exit(0 if any(e["type"] == "transition" and e.get("why") == "guest_timer" for e in ev) else 1)
+PY
+check "timer fired no later than 1.5 s after its deadline" python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 3.0 + 1.5 else 1)"
+sleep 1
+check "request still pending: a new handoff followed" python3 - "$W/events.jsonl" <<'PY'
+import json, sys
+ev = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "transition"]
+i = max(k for k, e in enumerate(ev) if e.get("why") == "guest_timer")
+sys.exit(0 if any(e["to"] == "HANDOFF" for e in ev[i:]) else 1)
+PY
+api -X POST "http://vmnapd/vms/$VM/waits/w2/ready" >/dev/null
+check "data ready: RUNNING" wait_state RUNNING "$STATE_WAIT"
+guest_send "$VM" "echo ALIVE-2"
+check "guest runs after the second cycle" guest_wait_console "$VM" '^ALIVE-2' 120
+echo "# $(vm_json | jget '["counters"]')"
+
+guest_send "$VM" "poweroff -f"
+rc=0
+guest_wait "$VM" || rc=$?
+check "no BUG/WARNING/Oops on the guest console" sh -c "! tr -d '\r' <'$GUEST_DIR/$VM.log' | grep -Eq 'BUG:|WARNING:|Oops|Call Trace'"
+check "vmnapd logged no error for the VM" sh -c "! grep -E ' E vm $VM' '$W/vmnapd.log'"
+grep -E ' E ' "$W/vmnapd.log" | head -n 5 | sed 's/^/# /'
+echo "1..$n"
+[ "$failed" = 0 ]
