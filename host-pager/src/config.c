@@ -135,6 +135,8 @@ int config_coord_from_json(const json_t *obj, struct coord_config *cfg, char *er
 	json_object_foreach((json_t *)obj, key, v) {
 		size_t i;
 
+		if (key[0] == '_')
+			continue;	/* "_comment" */
 		if (!strcmp(key, "kinds")) {
 			ret = kinds_from_json(v, &c, err, n);
 			if (ret)
@@ -191,7 +193,9 @@ static int api_from_json(const json_t *obj, struct vmnapd_settings *s, char *err
 		return -EINVAL;
 	}
 	json_object_foreach((json_t *)obj, key, v) {
-		if (!strcmp(key, "max_body_bytes"))
+		if (key[0] == '_')
+			ret = 0;	/* "_comment" */
+		else if (!strcmp(key, "max_body_bytes"))
 			ret = get_u32("api", key, v, 1024, &s->api_max_body, err, n);
 		else if (!strcmp(key, "max_connections"))
 			ret = get_u32("api", key, v, 1, &s->api_max_conns, err, n);

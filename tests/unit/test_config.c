@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* test_config.c - the settings file (config.c): example, defaults, errors. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config.h"
+
+#define MS 1000000ull
+
+static char path[] = "/tmp/vmnap-config-XXXXXX";
+
+static int load_text(const char *text, struct vmnapd_settings *s, char *err)
+{
+	FILE *f = fopen(path, "w");
+
+	fputs(text, f);
+	fclose(f);
+	return config_load(path, s, err, CONFIG_ERR_LEN);
+}
+
+static void test_example_is_the_defaults(void **st)
+{
+	struct vmnapd_settings s, d;
+	char err[CONFIG_ERR_LEN] = "";
+
+	(void)st;
+	config_default(&d);
+	assert_int_equal(config_load("host-pager/vmnapd.conf.example", &s, err, sizeof(err)), 0);
+	assert_memory_equal(&s.coord, &d.coord, sizeof(d.coord));
+	assert_int_equal(s.pause_timeout_ms, d.pause_timeout_ms);
+	assert_int_equal(s.api_max_body, d.api_max_body);
+	assert_string_equal(s.run_dir, "/run/vmnap");
+	config_free(&s);
+}
+
+static void test_overrides(void **st)
+{
+	struct vmnapd_settings s;
+	char err[CONFIG_ERR_LEN] = "";
+
+	(void)st;
+	assert_int_equal(load_text("{\"coordinator\": {\"handoff_delay_ms\": 5, \"kinds\": "
+				   "{\"network\": {\"offload\": true}}}}", &s, err), 0);
+	assert_int_equal(s.coord.handoff_delay_ns, 5 * MS);
+	assert_int_equal(s.coord.offload_after_ns, 50 * MS);
+	assert_true(s.coord.kind[COORD_WAIT_NETWORK].may_offload);
+	assert_false(s.coord.kind[COORD_WAIT_FILE].may_offload);
+	config_free(&s);
+}
+
+static void test_errors(void **st)
+{
+	static const char *const bad[] = {
+		"{\"coordinator\": {\"handoff_delay\": 5}}",		/* unknown key */
+		"{\"coordinator\": {\"handoff_delay_ms\": \"5\"}}",	/* type */
+		"{\"coordinator\": {\"handoff_delay_ms\": -1}}",		/* range */
+		"{\"coordinator\": {\"kinds\": {\"disk\": {}}}}",	/* kind */
+		"{\"coordinator\": {\"kinds\": {\"model\": {\"offload\": 1}}}}",
+		"{\"coordinator\": {\"busy_backoff_ms\": 10, \"busy_backoff_max_ms\": 5}}",
+		"{\"api\": {\"max_body_bytes\": 10}}",
+		"{\"run_dir\": 7}",
+		"{\"bogus\": true}",
+		"[1]",
+		"{\"a\": 1, \"a\": 2}",
+		"{",
+	};
+	struct vmnapd_settings s;
+
+	(void)st;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char err[CONFIG_ERR_LEN] = "";
+
+		assert_int_equal(load_text(bad[i], &s, err), -EINVAL);
+		assert_true(strlen(err) > 0);
+	}
+	assert_int_not_equal(config_load("/nonexistent/vmnapd.conf", &s, (char[CONFIG_ERR_LEN]){0},
+					 CONFIG_ERR_LEN), 0);
+}
+
+static void test_roundtrip(void **st)
+{
+	struct coord_config a, b;
+	char err[CONFIG_ERR_LEN];
+	json_t *j;
+
+	(void)st;
+	coord_config_default(&a);
+	a.max_pause_ns = 1234 * MS;
+	a.kind[COORD_WAIT_FILE].may_pause = false;
+	j = config_coord_to_json(&a);
+	coord_config_default(&b);
+	assert_int_equal(config_coord_from_json(j, &b, err, sizeof(err)), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	json_decref(j);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_example_is_the_defaults),
+		cmocka_unit_test(test_overrides),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_roundtrip),
+	};
+	int fd = mkstemp(path), ret;
+
+	if (fd < 0)
+		return 1;
+	close(fd);
+	cmocka_set_message_output(CM_OUTPUT_TAP);
+	ret = cmocka_run_group_tests(tests, NULL, NULL);
+	unlink(path);
+	return ret;
+}
