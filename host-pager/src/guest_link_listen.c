@@ -43,6 +43,8 @@
 /* Connection log lines at info level per listener, then debug level. */
 #define LISTEN_LOG_NOISY_MAX	16U
 #define VSOCK_SUBJECT		"vsock listener"
+/* The host-to-guest vsock transport; without it no guest can connect. */
+#define VHOST_VSOCK_DEV		"/dev/vhost-vsock"
 
 struct acceptor;
 typedef void (*acceptor_conn_cb)(struct acceptor *a, int cfd,
@@ -504,6 +506,10 @@ static int vsock_listen(struct guest_link_vsock_listener *vl, uint32_t port)
 	}
 	vl->port = port;
 	log_info(VSOCK_SUBJECT, "guest links listen on %s", vl->what);
+	if (access(VHOST_VSOCK_DEV, F_OK) < 0)
+		log_warn(VSOCK_SUBJECT, "%s: %s: guests reach %s only through a vsock "
+			 "transport this host lacks", VHOST_VSOCK_DEV, strerror(errno),
+			 vl->what);
 	return 0;
 }
 

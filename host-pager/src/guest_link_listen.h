@@ -87,8 +87,9 @@ int guest_link_listen_unix(struct vm *vm, const char *path);
  * when the last registered VM detaches, unless guest_link_listen_vsock_start
  * opened it).  -EINVAL (bad CID), -EEXIST (CID taken, or @vm has one),
  * -EBUSY (listener up on another port), -EAFNOSUPPORT (no AF_VSOCK),
- * -EADDRNOTAVAIL (AF_VSOCK but no vsock transport: no /dev/vhost-vsock).
- * On error nothing is registered.  Logged.
+ * -EADDRINUSE (port taken), other -errno from socket/bind/listen.  A host
+ * without /dev/vhost-vsock gets a listener and a warning: no guest can
+ * reach it there.  On error nothing is registered.  Logged.
  */
 int guest_link_listen_vsock(struct vm *vm, uint32_t cid, uint32_t port);
 
