@@ -259,6 +259,54 @@ static void test_long_chain_limit(void **state)
 	assert_int_equal(f->vq.stats.loops, 0);
 }
 
+/* Random rings: whatever the guest writes, every segment stays in RAM. */
+static void test_random_rings(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_mem mem = { .map = ram_map, .ctx = f };
+	uint64_t x = 0x243f6a8885a308d3ULL;
+	struct virtq_chain ch;
+	unsigned long popped = 0;
+
+	for (int round = 0; round < 20000; round++) {
+#define RND() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
+		for (unsigned int i = 0; i < QSZ; i++) {
+			/* mostly plausible fields, so that chains form; sometimes wild */
+			f->desc[i].addr = RND() & 7 ? RND() % (RAM_SIZE + 0x100) : RND();
+			f->desc[i].len = (uint32_t)(RND() & 7 ? RND() % 0x2000 : RND());
+			f->desc[i].flags = (uint16_t)(RND() & 0xf ? RND() & 3 : RND());
+			f->desc[i].next = (uint16_t)(RND() & 7 ? RND() % (QSZ + 1) : RND());
+			f->avail.ring[i] = (uint16_t)(RND() & 7 ? RND() % (QSZ + 1) : RND());
+		}
+		f->avail.flags = (uint16_t)RND();
+		f->avail.idx = (uint16_t)RND();
+#undef RND
+		if (x & 0xf000)		/* mostly a plausible avail index */
+			f->avail.idx = (uint16_t)(x % (QSZ + 1));
+		f->used.idx = 0;
+		assert_int_equal(virtq_setup(&f->vq, QSZ, f->desc, &f->avail, &f->used, 0, &mem), 0);
+		for (int k = 0; k < 2 * QSZ; k++) {
+			int r = virtq_pop(&f->vq, &ch);
+
+			if (r == 0 || r == -EIO)
+				break;
+			if (r < 0)
+				continue;
+			popped++;
+			assert_true(ch.nout + ch.nin <= VIRTQ_CHAIN_MAX);
+			for (unsigned int i = 0; i < ch.nout + ch.nin; i++) {
+				const struct virtq_seg *sg = &ch.segs[i];
+
+				assert_true((uint8_t *)sg->addr >= f->ram);
+				assert_true((uint8_t *)sg->addr + sg->len <= f->ram + RAM_SIZE);
+			}
+			virtq_push(&f->vq, ch.head, 0);
+		}
+	}
+	assert_true(popped > 1000);	/* valid chains did form */
+	assert_true(f->vq.stats.loops + f->vq.stats.bad_addr + f->vq.stats.bad_next > 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -273,6 +321,7 @@ int main(void)
 		cmocka_unit_test_setup(test_index_wraps, setup),
 		cmocka_unit_test_setup(test_unpop_and_notify, setup),
 		cmocka_unit_test_setup(test_long_chain_limit, setup),
+		cmocka_unit_test_setup(test_random_rings, setup),
 	};
 
 	cmocka_set_message_output(CM_OUTPUT_TAP);
