@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -54,6 +56,7 @@ struct pause_backend *pause_new(const struct pause_spec *spec, const char *subje
 		return NULL;
 	}
 	pb->ops = kinds[spec->kind].ops;
+	pb->efd = -1;
 	pb->spec = *spec;
 	snprintf(pb->subject, sizeof(pb->subject), "%s", subject ? subject : "pause");
 	return pb;
@@ -61,7 +64,71 @@ struct pause_backend *pause_new(const struct pause_spec *spec, const char *subje
 
 void pause_free(struct pause_backend *pb)
 {
+	if (!pb)
+		return;
+	if (pb->busy)	/* bounded by the backend's timeout */
+		pthread_join(pb->thread, NULL);
+	if (pb->efd >= 0) {
+		loop_del_fd(pb->loop, pb->efd);
+		close(pb->efd);
+	}
 	free(pb);
+}
+
+static void *pause_thread(void *arg)
+{
+	struct pause_backend *pb = arg;
+	uint64_t one = 1;
+
+	pb->result = pb->op_pause ? pause_vm(pb) : pause_resume_vm(pb);
+	if (write(pb->efd, &one, sizeof(one)) != sizeof(one))
+		log_err(pb->subject, "pause: cannot signal completion: %s", strerror(errno));
+	return NULL;
+}
+
+static void on_pause_done(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct pause_backend *pb = arg;
+	uint64_t v;
+
+	(void)l;
+	(void)events;
+	if (read(fd, &v, sizeof(v)) != sizeof(v) || !pb->busy)
+		return;
+	pthread_join(pb->thread, NULL);
+	pb->busy = false;
+	pb->done(pb, pb->result, pb->done_arg);
+}
+
+int pause_start(struct pause_backend *pb, struct loop *l, bool pause, pause_done_fn done,
+		void *arg)
+{
+	int err;
+
+	if (pb->busy)
+		return -EBUSY;
+	if (pb->efd < 0) {
+		pb->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (pb->efd < 0)
+			return -errno;
+		err = loop_add_fd(l, pb->efd, EPOLLIN, on_pause_done, pb);
+		if (err) {
+			close(pb->efd);
+			pb->efd = -1;
+			return err;
+		}
+		pb->loop = l;
+	}
+	pb->op_pause = pause;
+	pb->done = done;
+	pb->done_arg = arg;
+	pb->busy = true;
+	err = pthread_create(&pb->thread, NULL, pause_thread, pb);
+	if (err) {
+		pb->busy = false;
+		return -err;
+	}
+	return 0;
 }
 
 int pause_vm(struct pause_backend *pb)

@@ -9,11 +9,15 @@
  *   firecracker  Firecracker API socket: PATCH /vm {"state":"Paused"|"Resumed"}
  *   chv          Cloud Hypervisor API socket: PUT /api/v1/vm.pause|vm.resume
  *
- * Calls are synchronous and bounded by the backend's timeout (default
- * PAUSE_DEFAULT_TIMEOUT_MS): they run on the loop thread, a QMP or REST
- * round trip on a local socket takes a few ms.  A VMM that does not answer
- * in time is an error (-ETIMEDOUT), reported once with context here.
- * Everything the VMM answers is parsed with jansson and checked.
+ * The backends' calls are blocking and bounded by the backend's timeout
+ * (default PAUSE_DEFAULT_TIMEOUT_MS).  vmnapd uses them through
+ * pause_start(), which runs the call on a short-lived thread and reports
+ * back on the loop: the loop must keep running while QEMU stops, because
+ * QEMU's "stop" waits for vmnapd's own vhost-user device to answer
+ * GET_VRING_BASE (a synchronous call would deadlock until the timeout).
+ * A VMM that does not answer in time is an error (-ETIMEDOUT), reported
+ * once with context here.  Everything the VMM answers is parsed with
+ * jansson and checked.
  */
 #ifndef VMNAP_PAUSE_H
 #define VMNAP_PAUSE_H
@@ -22,6 +26,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
+#include "loop.h"
 #include "vmnapd.h"
 
 #define PAUSE_DEFAULT_TIMEOUT_MS	5000
@@ -56,12 +63,23 @@ struct pause_backend_ops {
 	int (*resume)(struct pause_backend *pb);
 };
 
+typedef void (*pause_done_fn)(struct pause_backend *pb, int err, void *arg);
+
 struct pause_backend {
 	const struct pause_backend_ops *ops;
 	struct pause_spec spec;
 	char subject[VM_NAME_MAX + 16];
 	bool paused;
-	struct pause_stats st;
+	struct pause_stats st;	/* written by the call's thread while busy */
+	/* pause_start(): one call in flight at a time */
+	struct loop *loop;
+	int efd;		/* eventfd: the thread is done; -1 until first use */
+	pthread_t thread;
+	bool busy;
+	bool op_pause;
+	int result;
+	pause_done_fn done;
+	void *done_arg;
 };
 
 extern const struct pause_backend_ops pause_qmp_ops;
@@ -76,9 +94,16 @@ const char *pause_kind_name(enum pause_kind k);
 /* A backend for @spec; NULL with errno (EINVAL, ENOMEM). */
 struct pause_backend *pause_new(const struct pause_spec *spec, const char *subject);
 void pause_free(struct pause_backend *pb);
-/* Stop / continue the vCPUs; -errno, reported once with context. */
+/* Stop / continue the vCPUs, blocking; -errno, reported once with context. */
 int pause_vm(struct pause_backend *pb);
 int pause_resume_vm(struct pause_backend *pb);
+/*
+ * The same without blocking @l: @done(pb, err, arg) runs on the loop when
+ * the call finished.  -EBUSY while a call is in flight, -errno if the
+ * thread cannot start (then @done is not called).
+ */
+int pause_start(struct pause_backend *pb, struct loop *l, bool pause, pause_done_fn done,
+		void *arg);
 
 /* ---- helpers shared by the backends (pause.c) ---- */
 

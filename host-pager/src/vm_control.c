@@ -88,29 +88,37 @@ static void ctl_resumed(void *arg, uint64_t req, uint64_t paused_ns,
 			 (unsigned long long)req, strerror(-err));
 }
 
+static void pause_done(struct pause_backend *pb, int err, void *arg)
+{
+	struct vm *vm = arg;
+
+	(void)pb;
+	if (err && vm->vsock)
+		vhost_vsock_set_paused(vm->vsock, false);
+	coord_pause_done(vm->coord, err);
+}
+
 static int ctl_pause(void *arg)
 {
 	struct vm *vm = arg;
 	int err;
 
-	if (!vm->pause) {
-		coord_pause_done(vm->coord, -EOPNOTSUPP);
-		return 0;
-	}
+	if (!vm->pause)
+		return -EOPNOTSUPP;
 	if (vm->vsock)	/* no guest RAM access from here on */
 		vhost_vsock_set_paused(vm->vsock, true);
-	err = pause_vm(vm->pause);
+	/* the loop keeps running: QEMU's stop talks to our vsock device */
+	err = pause_start(vm->pause, vm->d->loop, true, pause_done, vm);
 	if (err && vm->vsock)
 		vhost_vsock_set_paused(vm->vsock, false);
-	coord_pause_done(vm->coord, err);
-	return 0;
+	return err;
 }
 
-static int ctl_resume(void *arg)
+static void resume_done(struct pause_backend *pb, int err, void *arg)
 {
 	struct vm *vm = arg;
-	int err = vm->pause ? pause_resume_vm(vm->pause) : -EOPNOTSUPP;
 
+	(void)pb;
 	if (!err) {
 		if (vm->vsock)
 			vhost_vsock_set_paused(vm->vsock, false);
@@ -118,7 +126,15 @@ static int ctl_resume(void *arg)
 			pager_resumed(vm->pager);
 	}
 	coord_resume_done(vm->coord, err);
-	return 0;
+}
+
+static int ctl_resume(void *arg)
+{
+	struct vm *vm = arg;
+
+	if (!vm->pause)
+		return -EOPNOTSUPP;
+	return pause_start(vm->pause, vm->d->loop, false, resume_done, vm);
 }
 
 static void offload_done(struct pager *p, int err, void *arg)
@@ -441,7 +457,12 @@ void vm_control_detach(struct vm *vm)
 	if (vm->coord) {
 		enum coord_state s = coord_state(vm->coord);
 
-		/* Never leave a VM stopped behind us. */
+		/* Never leave a VM stopped behind us (a call in flight is
+		 * waited for by pause_free). */
+		if (vm->pause && vm->pause->busy) {
+			pthread_join(vm->pause->thread, NULL);
+			vm->pause->busy = false;
+		}
 		if (vm->pause && vm->pause->paused &&
 		    (s == COORD_PAUSED || s == COORD_OFFLOADED || s == COORD_RESUMING ||
 		     s == COORD_HANDOFF)) {
