@@ -183,26 +183,36 @@ static void acceptor_stop(struct acceptor *a)
 static int attach_to_vm(struct guest_link_listener *ll, int cfd, const char *from)
 {
 	struct vm *vm = ll->vm;
+	const char *replaces = NULL;
 	int err;
 
 	if (!vm->link) {
 		ll->st.no_link++;
-		log_warn(vm->subject, "guest link connection %s closed: the VM has no guest link",
-			 from);
+		if (ll->conn_logged < LISTEN_LOG_NOISY_MAX) {
+			ll->conn_logged++;
+			log_warn(vm->subject, "guest link connection %s closed: "
+				 "the VM has no guest link", from);
+		} else {
+			log_debug(vm->subject, "guest link connection %s closed: no link",
+				  from);
+		}
 		close(cfd);
 		return -ENOLINK;
 	}
 	if (guest_link_state(vm->link) != GUEST_LINK_CLOSED) {
 		ll->st.sessions_replaced++;
-		log_info(vm->subject, "new guest link connection %s replaces the session (%s)",
-			 from, guest_link_state_name(guest_link_state(vm->link)));
-	} else if (ll->conn_logged < LISTEN_LOG_NOISY_MAX) {
+		replaces = guest_link_state_name(guest_link_state(vm->link));
+	}
+	if (ll->conn_logged < LISTEN_LOG_NOISY_MAX) {
 		ll->conn_logged++;
-		log_info(vm->subject, "guest link connection %s%s", from,
+		log_info(vm->subject, "guest link connection %s%s%s%s", from,
+			 replaces ? ", replacing the session in state " : "",
+			 replaces ? replaces : "",
 			 ll->conn_logged == LISTEN_LOG_NOISY_MAX ?
 			 " (more connections logged at debug level)" : "");
 	} else {
-		log_debug(vm->subject, "guest link connection %s", from);
+		log_debug(vm->subject, "guest link connection %s%s", from,
+			  replaces ? ", replacing the session" : "");
 	}
 	err = guest_link_attach_fd(vm->link, cfd);	/* takes cfd */
 	if (err) {

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -493,6 +494,39 @@ static void test_hybrid_no_link(void **state)
 	close(fd2);
 }
 
+/*
+ * accept(2) out of fds: the listener counts it, rests instead of spinning
+ * on the pending connection, and takes it once fds are back.
+ */
+static void test_hybrid_accept_out_of_fds(void **state)
+{
+	struct fx *f = *state;
+	struct rlimit saved, tight;
+	int fd, next_fd;
+
+	assert_int_equal(guest_link_listen_hybrid(f->vm, f->base, PORT), 0);
+	fd = guest_connect(f->path);		/* queued, not yet accepted */
+	next_fd = dup(0);			/* the lowest free fd */
+	assert_true(next_fd >= 0);
+	close(next_fd);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	tight = saved;
+	tight.rlim_cur = (rlim_t)next_fd;	/* no new fd fits */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
+	while (!listen_stats(f).accept_errors) {
+		loop_timer_arm(f->loop, &f->guard, 1000000);
+		assert_int_equal(loop_run(f->loop), 0);
+	}
+	f->guard_fired = false;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	assert_int_equal(listen_stats(f).accept_errors, 1);	/* rested, no spin */
+	assert_int_equal(listen_stats(f).hybrid_accepts, 0);
+
+	guest_handshake(f, fd);			/* accepted after the rest */
+	assert_int_equal(listen_stats(f).hybrid_accepts, 1);
+	close(fd);
+}
+
 static void test_hybrid_bad_arguments(void **state)
 {
 	struct fx *f = *state;
@@ -690,6 +724,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hybrid_other_files_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hybrid_detach_removes_only_ours, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hybrid_no_link, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hybrid_accept_out_of_fds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hybrid_bad_arguments, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vsock_cid_registry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vsock_route_by_cid, setup, teardown),
