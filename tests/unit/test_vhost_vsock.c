@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -27,6 +28,7 @@
 #include <cmocka.h>
 #include <linux/virtio_vsock.h>
 
+#include "log.h"
 #include "loop.h"
 #include "pager.h"
 #include "vhost_user.h"
@@ -701,6 +703,79 @@ static void test_bad_connect_line(void **state)
 	close(c);
 }
 
+/* ---- random messages straight into the vhost-user handler ---- */
+
+static void dummy_kick(void *opaque, unsigned int qidx)
+{
+	(void)opaque;
+	(void)qidx;
+}
+
+static unsigned int open_fds(void)
+{
+	unsigned int n = 0;
+
+	for (int fd = 0; fd < 4096; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			n++;
+	return n;
+}
+
+static void test_random_messages(void **state)
+{
+	static const struct vhost_user_ops ops = { .queue_kick = dummy_kick };
+	struct fe *f = *state;
+	struct vhost_user_config cfg = { .nqueues = 2, .config_size = 8, .subject = "fuzz" };
+	char path[96];
+	struct vhost_user *vu;
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	uint8_t payload[VHOST_USER_PAYLOAD_MAX], reply[sizeof(struct vhost_user_hdr) +
+							VHOST_USER_PAYLOAD_MAX];
+	unsigned int fds_before;
+	enum log_level lvl = log_get_level();
+
+	snprintf(path, sizeof(path), "%s/fuzz.sock", f->dir);
+	cfg.socket_path = path;
+	fds_before = open_fds();
+	vu = vhost_user_new(f->d.loop, &cfg, &ops, NULL);
+	assert_non_null(vu);
+	log_set_level(LOG_ERR);		/* refusals are expected by the thousand */
+	for (int i = 0; i < 50000; i++) {
+#define RND() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
+		struct vhost_user_hdr h = {
+			.request = (uint32_t)(RND() % 30),
+			.flags = VHOST_USER_VERSION | (uint32_t)(RND() & VHOST_USER_NEED_REPLY_MASK),
+			.size = (uint32_t)(RND() & 1 ? RND() % 48 : RND() % sizeof(payload)),
+		};
+		int fds[2];
+		unsigned int nfds = (unsigned int)(RND() % 3);
+		int r;
+
+		for (size_t k = 0; k < h.size; k++)
+			payload[k] = (uint8_t)(RND() & 3 ? RND() % 4 : RND());
+		if (h.size >= 4 && (RND() & 1))	/* plausible queue index / count */
+			payload[0] = (uint8_t)(RND() % 3);
+		if (h.request == VHOST_USER_SET_MEM_TABLE && h.size >= 40 && (RND() & 1)) {
+			struct vhost_user_mem_table mt = { .nregions = 1 };
+
+			mt.regions[0].memory_size = RND() & 1 ? RAM_SIZE : RND() % (2 * RAM_SIZE);
+			mt.regions[0].userspace_addr = RND() & 1 ? uva(f, 0) : RND();
+			mt.regions[0].mmap_offset = RND() & 1 ? 0 : RND();
+			h.size = 8 + sizeof(mt.regions[0]);
+			memcpy(payload, &mt, h.size);
+		}
+		for (unsigned int k = 0; k < nfds; k++)
+			fds[k] = RND() & 1 ? eventfd(0, EFD_CLOEXEC) : dup(f->memfd);
+#undef RND
+		r = vhost_user_handle(vu, &h, payload, fds, nfds, reply, sizeof(reply));
+		assert_true(r == 0 || (r >= (int)sizeof(h) && r <= (int)sizeof(reply)));
+	}
+	vhost_user_free(vu);
+	log_set_level(lvl);
+	/* every fd handed over was either kept and closed with the device, or closed */
+	assert_int_equal(open_fds(), fds_before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -714,6 +789,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_descriptors_and_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_connect_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_connect_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_random_messages, setup, teardown),
 	};
 
 	cmocka_set_message_output(CM_OUTPUT_TAP);
