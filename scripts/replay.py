@@ -34,6 +34,7 @@ failed, 77 when nothing could run here (reason on the last line).
 import argparse
 import ctypes
 import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -66,6 +67,7 @@ FINAL_DIFF_CMD = "git diff HEAD"  # staged and unstaged changes
 READY_LINE = "VMNAP-REPLAY-READY"
 GUEST_INIT_CMD = "/usr/local/sbin/vmnap-replay-init"
 GUEST_STOP_ARGV = [GUEST_INIT_CMD, "stop"]
+VMNAP_LINK_PORT = 5151          # the guest link's vsock port (uapi/vmnap.h)
 GUEST_CID = 3                   # scripts/run-guest.sh gives every guest CID 3
 
 GIB = 1024 ** 3
@@ -149,16 +151,20 @@ def _recv_exact(sock, n):
     return bytes(buf)
 
 
-def agent_request(sock, argv, cwd=WORKSPACE, timeout_ms=STEP_TIMEOUT_MS):
+def agent_request(sock, argv, cwd=WORKSPACE, timeout_ms=STEP_TIMEOUT_MS, on_ack=None):
     """Send one request on a connected stream; return (result, t_ack_ns).
 
-    result: the agent's JSON header plus "stdout"/"stderr" bytes."""
+    result: the agent's JSON header plus "stdout"/"stderr" bytes.  on_ack()
+    is called as soon as the agent acknowledged the request (the guest has
+    the data), before the command has run."""
     body = json.dumps({"argv": argv, "cwd": cwd, "timeout_ms": timeout_ms}).encode()
     sock.sendall(REQ_MAGIC + struct.pack(">I", len(body)) + body)
     magic = _recv_exact(sock, 4)
     t_ack = None
     if magic == ACK_MAGIC:
         t_ack = now_ns()
+        if on_ack:
+            on_ack()
         magic = _recv_exact(sock, 4)
     if magic != RSP_MAGIC:
         raise AgentError(f"bad response magic {magic!r}")
@@ -187,7 +193,7 @@ class VsockChannel:
     def __init__(self, uds, port=AGENT_PORT):
         self.uds, self.port = uds, port
 
-    def exec(self, argv, timeout_ms=STEP_TIMEOUT_MS):
+    def exec(self, argv, timeout_ms=STEP_TIMEOUT_MS, on_ack=None):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout_ms / 1000 + 30)
         try:
@@ -201,7 +207,7 @@ class VsockChannel:
                 line += c
             if not line.startswith(b"OK "):
                 raise AgentError(f"vsock bridge refused port {self.port}: {line!r}")
-            return agent_request(s, argv, timeout_ms=timeout_ms)
+            return agent_request(s, argv, timeout_ms=timeout_ms, on_ack=on_ack)
         finally:
             s.close()
 
@@ -216,13 +222,13 @@ class TtyChannel:
         self.uds = uds
         self.sock = None
 
-    def exec(self, argv, timeout_ms=STEP_TIMEOUT_MS):
+    def exec(self, argv, timeout_ms=STEP_TIMEOUT_MS, on_ack=None):
         if self.sock is None:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.connect(self.uds)
         self.sock.settimeout(timeout_ms / 1000 + 30)
         try:
-            return agent_request(self.sock, argv, timeout_ms=timeout_ms)
+            return agent_request(self.sock, argv, timeout_ms=timeout_ms, on_ack=on_ack)
         except (OSError, AgentError):
             self.close()  # the stream is out of step: start over next time
             raise
@@ -411,27 +417,50 @@ def vmstat():
     return out
 
 
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over a unix socket (what curl --unix-socket does)."""
+
+    def __init__(self, path, timeout):
+        super().__init__("vmnap", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
 class VmnapApi:
-    """vmnapd's control API (HTTP/1.1 + JSON on <run_dir>/api.sock), through
-    curl --unix-socket.  The resource paths are those of DESIGN §8; they are
-    kept in this one class so that the API's final shape changes one place."""
+    """vmnapd's control API (HTTP/1.1 + JSON on <run_dir>/api.sock; routes in
+    host-pager/src/api.h).  In-process HTTP rather than a curl per call: the
+    "ready" call is inside the measured delivery latency."""
+
+    TIMEOUT_S = 10
 
     def __init__(self, sock):
         self.sock = sock
 
     def call(self, method, path, body=None):
-        cmd = ["curl", "-sS", "--fail-with-body", "--max-time", "10",
-               "--unix-socket", self.sock, "-X", method, f"http://vmnap{path}"]
-        if body is not None:
-            cmd += ["-H", "Content-Type: application/json", "--data", json.dumps(body)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"API {method} {path}: {p.stdout.strip() or p.stderr.strip()}")
-        return json.loads(p.stdout) if p.stdout.strip() else {}
+        conn = UnixHTTPConnection(self.sock, self.TIMEOUT_S)
+        try:
+            data = None if body is None else json.dumps(body)
+            headers = {} if body is None else {"Content-Type": "application/json"}
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            text = resp.read().decode(errors="replace")
+        finally:
+            conn.close()
+        if resp.status >= 300:
+            raise RuntimeError(f"API {method} {path}: {resp.status} {text.strip()}")
+        return json.loads(text) if text.strip() else {}
 
-    def register(self, name, run_dir, offload):
-        return self.call("POST", "/vms", {"name": name, "run_dir": run_dir,
-                                          "offload": offload})
+    def register(self, name, qmp, link_socket, offload):
+        """Managed VM, paused over QMP; model waits may offload or not."""
+        return self.call("PUT", f"/vms/{name}", {
+            "pause": {"backend": "qmp", "path": qmp},
+            "link_socket": link_socket,
+            "managed": True,
+            "policy": {"kinds": {"model": {"pause": True, "offload": offload}}}})
 
     def wait_start(self, vm, wait_id):
         return self.call("POST", f"/vms/{vm}/waits",
@@ -446,8 +475,34 @@ class VmnapApi:
     def vm(self, vm):
         return self.call("GET", f"/vms/{vm}")
 
-    def events(self, since=0):
-        return self.call("GET", f"/events?since={since}")
+
+def vmnapd_event_figures(path):
+    """Per-run figures from vmnapd's event log: pauses, offloads, bytes
+    offloaded (resident at PAUSED minus at OFFLOADED) and vmnapd's own
+    delivery latencies."""
+    out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": []}
+    paused_resident = {}
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for ln in f:
+            try:
+                ev = json.loads(ln)
+            except ValueError:
+                continue
+            vm = ev.get("vm")
+            if ev.get("type") == "transition":
+                if ev.get("to") == "PAUSED":
+                    out["pauses"] += 1
+                    paused_resident[vm] = ev.get("resident_bytes")
+                elif ev.get("to") == "OFFLOADED":
+                    out["offloads"] += 1
+                    before, after = paused_resident.get(vm), ev.get("resident_bytes")
+                    if isinstance(before, int) and isinstance(after, int) and before > after:
+                        out["offloaded_bytes"] += before - after
+            elif ev.get("type") == "delivered" and isinstance(ev.get("latency_ns"), int):
+                out["delivered_ms"].append(ev["latency_ns"] / 1e6)
+    return out
 
 
 class Vmnapd:
@@ -585,6 +640,7 @@ class Guest:
                "--mem", str(a.mem), "--cpus", "1", "--timeout", str(a.guest_timeout),
                "--log", self.log, "--qmp", self.qmp,
                "--rootfs", self.bench.rootfs,  # the launcher snapshots it: writes are per guest
+               "--initrd", self.bench.initrd,
                # TCG on a busy host can miss the kernel's IO-APIC timer check
                # ("IO-APIC + timer doesn't work" panic): skip that check.
                "--append", "no_timer_check"]
@@ -665,8 +721,8 @@ class Guest:
     def vsock_spec(self):
         return f"{self.name}:{self.vhost_user}:{GUEST_CID}:{self.vsock}"
 
-    def exec_shell(self, cmd):
-        return self.channel.exec(SHELL_ARGV + [cmd])
+    def exec_shell(self, cmd, on_ack=None):
+        return self.channel.exec(SHELL_ARGV + [cmd], on_ack=on_ack)
 
     def stop(self):
         if self.proc is None:
@@ -944,10 +1000,9 @@ class CohortRun:
                         break
                     time.sleep(left / NS)
                 t_ready = self.wait_end(g, st)
-                res, t_ack = g.exec_shell(st["cmd"])
+                res, t_ack = g.exec_shell(st["cmd"], on_ack=lambda: self.delivered(g, st))
                 if t_ack is not None:
                     self.delivery_ms.append((t_ack - t_ready) / 1e6)
-                self.delivered(g, st)
                 ok_rc = res["exit_code"] == st["exit_code"]
                 ok_dig = res["stdout_sha256"] == st["stdout_sha256"]
                 self.check(f"{g.name}/step{st['step']}", ok_rc and ok_dig,
@@ -992,11 +1047,12 @@ class CohortRun:
                 self.vmnapd.wait_for([g.vhost_user for g in self.guests])
                 self.api = self.vmnapd.api
             for g in self.guests:
-                if self.cohort in VMNAP_COHORTS:
-                    self.api.register(g.name, g.workdir, offload=self.cohort == "offload")
                 g.start()
             for g in self.guests:
                 g.wait_ready()
+                if self.cohort in VMNAP_COHORTS:
+                    self.api.register(g.name, g.qmp, f"{g.vsock}_{VMNAP_LINK_PORT}",
+                                      offload=self.cohort == "offload")
             t0 = now_ns()
             sampler = Sampler(b, self.guests, a.sample_ms / 1000, t0,
                               count_swap=self.cohort == "swap")
@@ -1030,6 +1086,13 @@ class CohortRun:
                 self.check("vmnapd-exit", rc in (0, -signal.SIGTERM), exit_status=rc)
                 self.vmnapd_lost = (event_seq_gaps(self.vmnapd.events_path)
                                     if os.path.exists(self.vmnapd.events_path) else 0)
+                if self.cohort in VMNAP_COHORTS:
+                    fig = vmnapd_event_figures(self.vmnapd.events_path)
+                    self.result.update(pauses=fig["pauses"], offloads=fig["offloads"],
+                                       offloaded_bytes=fig["offloaded_bytes"])
+                    for p in (50, 99):
+                        v = percentile(fig["delivered_ms"], p)
+                        self.result[f"vmnapd_delivery_p{p}_ms"] = None if v is None else round(v, 3)
                 shutil.rmtree(os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
                               ignore_errors=True)
             if self.cohort == "swap":
@@ -1088,7 +1151,14 @@ class CohortRun:
             r["swapped_in_bytes"] = (vs["pswpin"] - swap_before["pswpin"]) * PAGE
             r["reclaim_errors"] = self.reclaim_errors
         elif self.cohort in VMNAP_COHORTS:
-            r["vmnapd"] = {g.name: self.api.vm(g.name) for g in self.guests}
+            vms = {}
+            for g in self.guests:
+                try:
+                    vms[g.name] = self.api.vm(g.name)
+                except (OSError, RuntimeError) as e:
+                    vms[g.name] = {"error": str(e)}
+            r["vmnapd_vms"] = vms
+            r["major_faults"] = sum(v.get("pager", {}).get("faults", 0) for v in vms.values())
         else:
             r["offloaded_bytes"] = 0
 
@@ -1113,14 +1183,26 @@ class Bench:
                            capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"guest-rootfs.sh failed: {p.stderr.strip()}")
-        image = p.stdout.strip().splitlines()[-1]
-        # A hard link pins this run's image: a rebuild replaces the path,
-        # never the inode the run's guests boot from.
-        self.rootfs = os.path.join(self.outdir, "rootfs.img")
+        self.rootfs = self.pin(p.stdout.strip().splitlines()[-1], "rootfs.img")
+        p = subprocess.run([os.path.join(ROOT, "scripts/mkinitramfs.sh")], cwd=ROOT,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"mkinitramfs.sh failed: {p.stderr.strip()}")
+        self.initrd = self.pin(os.path.join(ROOT, p.stdout.strip().splitlines()[-1]),
+                               "initramfs.cpio.gz")
+
+    def pin(self, image, name):
+        """A hard link pins this run's image: a rebuild (the tree is shared)
+        replaces the path, never the inode this run's guests boot from."""
+        dst = os.path.join(self.outdir, name)
+        if os.path.lexists(dst):
+            os.unlink(dst)
         try:
-            os.link(image, self.rootfs)
+            os.link(image, dst)
+            return dst
         except OSError:
-            self.rootfs = image
+            shutil.copyfile(image, dst)
+            return dst
 
     def plan(self):
         """Cohort runs in interleaved order: each repetition rotates the order."""
@@ -1316,8 +1398,6 @@ def cmd_record(args):
     wd = os.path.join(ROOT, BUILD, "replay", "record")
     os.makedirs(wd, exist_ok=True)
     bench.outdir = wd
-    if os.path.exists(os.path.join(wd, "rootfs.img")):
-        os.unlink(os.path.join(wd, "rootfs.img"))
     bench.build_rootfs()
     bench.sockdir = tempfile.mkdtemp(prefix="vmnap-replay.")
     g = Guest(bench, "replay-record", "baseline", wd, os.path.join(bench.sockdir, "vm"), None)
