@@ -121,7 +121,8 @@ static void send_msg(struct fe *f, uint32_t req, uint32_t flags, const void *pay
 
 	assert_true(size <= 512);
 	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), payload, size);
+	if (size)
+		memcpy(buf + sizeof(h), payload, size);
 	if (nfds) {
 		struct cmsghdr *c;
 
