@@ -1362,5 +1362,19 @@ unsigned int vhost_vsock_nr_conns(const struct vhost_vsock *vs)
 
 void vhost_vsock_get_stats(const struct vhost_vsock *vs, struct vhost_vsock_stats *st)
 {
+	struct vhost_user_stats us;
+
 	*st = vs->stats;
+	vhost_user_get_stats(vs->vu, &us);
+	st->frontend_connections = us.connections;
+	st->frontend_errors = us.bad_messages + us.bad_fds + us.bad_regions +
+			      us.unknown_requests + us.stream_errors;
+	st->ring_stops = us.ring_stops;
+	for (unsigned int q = VSOCK_RXQ; q <= VSOCK_TXQ; q++) {
+		struct virtq_stats vq;
+
+		vhost_user_get_virtq_stats(vs->vu, q, &vq);
+		st->bad_descriptors += vq.bad_head + vq.bad_next + vq.loops + vq.bad_addr +
+				       vq.oversize + vq.bad_order + vq.indirect + vq.bad_avail_idx;
+	}
 }

@@ -77,6 +77,11 @@ struct vhost_vsock_stats {
 	uint64_t residency_errors;	/* pager could not make RAM resident */
 	uint64_t paused_deferrals;	/* work held back while paused */
 	uint64_t frontend_resets;	/* QEMU went away with connections */
+	/* from the vhost-user layer (vhost_user.h, virtq.h), summed */
+	uint64_t frontend_connections;	/* QEMU (re)connections accepted */
+	uint64_t frontend_errors;	/* refused messages, bad fds/regions, framing */
+	uint64_t bad_descriptors;	/* malformed chains, broken rings (RX+TX) */
+	uint64_t ring_stops;		/* GET_VRING_BASE (QMP stop) answered */
 };
 
 /*

@@ -458,10 +458,17 @@ static void test_malformed_messages_are_refused(void **state)
 		assert_int_equal(recv_reply(f, VHOST_USER_GET_CONFIG, &c, sizeof(c)),
 				 VHOST_USER_CONFIG_HDR_SIZE);
 	}
-	/* the connection survived all of that */
+	/* the connection survived all of that, and it was all counted */
 	send_msg(f, VHOST_USER_GET_FEATURES, 0, NULL, 0, NULL, 0);
 	assert_int_equal(recv_reply(f, VHOST_USER_GET_FEATURES, &feat, sizeof(feat)), 8);
 	assert_true(vhost_vsock_front_end_connected(f->vm->vsock));
+	{
+		struct vhost_vsock_stats st;
+
+		vhost_vsock_get_stats(f->vm->vsock, &st);
+		assert_int_equal(st.frontend_errors, 7);
+		assert_int_equal(st.frontend_connections, 1);
+	}
 }
 
 static void test_oversize_message_drops_front_end(void **state)
@@ -611,6 +618,7 @@ static void test_hostile_descriptors_and_credit(void **state)
 	tx_send(f, VIRTIO_VSOCK_OP_RW, NULL, 0, RAM_SIZE + 0x1000, 0);
 	vhost_vsock_get_stats(f->vm->vsock, &st);
 	assert_int_equal(st.bad_packets, 1);
+	assert_int_equal(st.bad_descriptors, 1);
 	/* a header shorter than a header */
 	*desc(f, TXQ, 0) = (struct vring_desc){ .addr = TX_BUF_OFF, .len = 10 };
 	offer(f, TXQ, 0);
@@ -638,6 +646,51 @@ static void test_hostile_descriptors_and_credit(void **state)
 		;
 	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
 	assert_int_equal(vhost_vsock_nr_conns(f->vm->vsock), 0);
+	close(cfd);
+	close(lfd);
+}
+
+static void test_tx_not_stalled_by_full_rx(void **state)
+{
+	struct fe *f = *state;
+	struct virtio_vsock_hdr h;
+	struct vhost_vsock_stats st;
+	int lfd = host_listen(f, HOST_PORT), cfd = guest_connect(f, lfd);
+	uint8_t sink[65536];
+	size_t got = 0;
+	uint32_t chunk = 4000, sent = 0;
+	uint16_t rx_used;
+
+	/* use up every RX buffer the guest posted: RX is now full */
+	while (used(f, RXQ)->idx != f->avail_idx[RXQ]) {
+		assert_int_equal(send(cfd, "x", 1, 0), 1);
+		pump(f);
+	}
+	while (rx_get(f, &h, NULL))
+		;
+	rx_used = used(f, RXQ)->idx;
+	/* the guest keeps sending within its credit; the host end reads */
+	for (int i = 0; i < 64; i++) {
+		ssize_t n;
+
+		tx_send(f, VIRTIO_VSOCK_OP_RW, NULL, chunk, 0, 0);
+		sent += chunk;
+		while ((n = recv(cfd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+			got += (size_t)n;
+		pump(f);	/* vmnapd flushes what it held */
+		while ((n = recv(cfd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+			got += (size_t)n;
+	}
+	assert_int_equal(got, sent);		/* every TX packet went through */
+	assert_int_equal(used(f, TXQ)->idx, f->avail_idx[TXQ]);
+	assert_int_equal(used(f, RXQ)->idx, rx_used);	/* nothing to RX meanwhile */
+	vhost_vsock_get_stats(f->vm->vsock, &st);
+	assert_int_equal(st.credit_violations, 0);
+	/* the owed credit update goes out as soon as RX has room */
+	rx_post(f, 2);
+	assert_true(rx_get(f, &h, NULL));
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_CREDIT_UPDATE);
+	assert_int_equal(h.fwd_cnt, sent);
 	close(cfd);
 	close(lfd);
 }
@@ -788,6 +841,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_paused_device_does_not_touch_guest_ram, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_buffers_made_resident_before_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_descriptors_and_credit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tx_not_stalled_by_full_rx, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_connect_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_connect_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_random_messages, setup, teardown),
