@@ -398,7 +398,7 @@ static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api
 	}
 	v = json_object_get(body, "policy");
 	if (v) {
-		struct coord_config cfg = *coord_config(vm->coord);
+		struct coord_config cfg = *coord_config(vm->coord);	/* keeps guest_clock_stops */
 
 		if (!parse_policy(v, &cfg, r))
 			goto out;

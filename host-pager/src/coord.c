@@ -988,7 +988,16 @@ void coord_resume_done(struct coord *c, int err)
 		c->resume_ack_req_id = req_id;
 		c->resume_ack_deadline_ns = add_sat(now, c->cfg.ack_timeout_ns);
 	}
-	settle(c, c->cfg.handoff_delay_ns, coord_resume_reason_name(c->resume_reason));
+	{
+		uint64_t delay = c->cfg.handoff_delay_ns;
+
+		/* Frozen guest clock: let the guest reach the timer we resumed for. */
+		if (c->resume_reason == COORD_RESUME_TIMER && c->cfg.guest_clock_stops &&
+		    c->last_ev.next_timer_ns != COORD_BUDGET_UNKNOWN)
+			delay = add_sat(add_sat(c->last_ev.next_timer_ns, c->cfg.timer_margin_ns),
+					c->cfg.handoff_delay_ns);
+		settle(c, delay, coord_resume_reason_name(c->resume_reason));
+	}
 	coord_rearm(c);
 }
 

@@ -97,6 +97,16 @@ struct coord_config {
 	uint64_t busy_backoff_ns;	/* first retry after BUSY (20 ms) */
 	uint64_t busy_backoff_max_ns;	/* backoff doubles up to this (1 s) */
 	uint64_t max_pause_ns;		/* fail-safe: resume after (60 s) */
+	/*
+	 * The pause backend stops the guest's clock too (QEMU stop/cont,
+	 * Cloud Hypervisor: the guest's monotonic time does not advance
+	 * while paused), so a guest timer is late by the time paused and its
+	 * budget does not drain.  After a timer resume the guest then gets
+	 * its whole budget of running time (plus the margin) before the next
+	 * handoff, instead of being paused again and again short of it.
+	 * Set from the backend, not from the config file.
+	 */
+	bool guest_clock_stops;
 	struct coord_kind_policy kind[COORD_NR_WAIT_KINDS];
 };
 

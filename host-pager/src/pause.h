@@ -57,6 +57,8 @@ struct pause_backend;
 
 struct pause_backend_ops {
 	const char *name;
+	/* The guest's monotonic clock stops while paused (see coord.h). */
+	bool guest_clock_stops;
 	/* Check the target exists and has the right kind; -errno. */
 	int (*probe)(struct pause_backend *pb);
 	int (*pause)(struct pause_backend *pb);

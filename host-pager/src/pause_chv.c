@@ -50,6 +50,7 @@ static int chv_resume(struct pause_backend *pb)
 
 const struct pause_backend_ops pause_chv_ops = {
 	.name = "chv",
+	.guest_clock_stops = true,
 	.probe = chv_probe,
 	.pause = chv_pause,
 	.resume = chv_resume,

@@ -59,6 +59,7 @@ static int fc_resume(struct pause_backend *pb)
 
 const struct pause_backend_ops pause_firecracker_ops = {
 	.name = "firecracker",
+	.guest_clock_stops = false,
 	.probe = fc_probe,
 	.pause = fc_pause,
 	.resume = fc_resume,

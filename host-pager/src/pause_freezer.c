@@ -148,6 +148,7 @@ static int freezer_resume(struct pause_backend *pb)
 
 const struct pause_backend_ops pause_freezer_ops = {
 	.name = "freezer",
+	.guest_clock_stops = false,
 	.probe = freezer_probe,
 	.pause = freezer_pause,
 	.resume = freezer_resume,

@@ -175,6 +175,7 @@ static int qmp_resume(struct pause_backend *pb)
 
 const struct pause_backend_ops pause_qmp_ops = {
 	.name = "qmp",
+	.guest_clock_stops = true,
 	.probe = qmp_probe,
 	.pause = qmp_pause,
 	.resume = qmp_resume,

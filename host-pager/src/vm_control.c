@@ -349,6 +349,18 @@ static int link_listen(struct vm *vm, const char *path)
 
 /* ---- attach / detach ------------------------------------------------ */
 
+/* The coordinator must know whether pausing also stops the guest's clock. */
+static void sync_guest_clock(struct vm *vm)
+{
+	struct coord_config cfg;
+
+	if (!vm->coord)
+		return;
+	cfg = *coord_config(vm->coord);
+	cfg.guest_clock_stops = vm->pause && vm->pause->ops->guest_clock_stops;
+	coord_set_config(vm->coord, &cfg);
+}
+
 int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *err, size_t n)
 {
 	struct vm_control *ctl;
@@ -409,6 +421,7 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 		ctl->listen_fd = ret;
 		snprintf(ctl->link_socket, sizeof(ctl->link_socket), "%s", spec->link_socket);
 	}
+	sync_guest_clock(vm);
 	coord_set_managed(vm->coord, spec->managed);
 	log_info(vm->subject, "coordinator attached (pause %s, link socket %s, %s)",
 		 vm->pause ? vm->pause->ops->name : "none",
@@ -444,7 +457,9 @@ int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, 
 	}
 	pause_free(vm->pause);
 	vm->pause = pb;
-	log_info(vm->subject, "pause backend %s at %s", pb->ops->name, ps->path);
+	sync_guest_clock(vm);
+	log_info(vm->subject, "pause backend %s at %s (guest clock %s while paused)",
+		 pb->ops->name, ps->path, pb->ops->guest_clock_stops ? "stops" : "runs");
 	return 0;
 }
 

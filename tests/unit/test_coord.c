@@ -324,6 +324,31 @@ static void test_small_budget_no_offload_timer_resume(void **s)
 	coord_free(c);
 }
 
+static void test_frozen_guest_clock_timer(void **s)
+{
+	struct coord *c = mk(true);
+	struct coord_config cfg = *coord_config(c);
+
+	(void)s;
+	cfg.guest_clock_stops = true;	/* QEMU stop/cont */
+	coord_set_config(c, &cfg);
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 800 * MS);
+	coord_pause_done(c, 0);
+	advance(c, 750 * MS);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	/* the guest's clock did not run while paused: it still needs its
+	 * 800 ms of running time to reach the timer; no handoff before */
+	advance(c, 800 * MS);
+	assert_int_equal(fw.handoffs, 1);
+	advance(c, 70 * MS);	/* + margin + handoff delay */
+	assert_int_equal(fw.handoffs, 2);
+	coord_free(c);
+}
+
 static void test_unknown_budget_failsafe(void **s)
 {
 	struct coord *c = to_paused(COORD_BUDGET_UNKNOWN);
@@ -791,6 +816,7 @@ int main(void)
 		cmocka_unit_test(test_full_cycle_offload),
 		cmocka_unit_test(test_short_wait_pauses_without_offload),
 		cmocka_unit_test(test_small_budget_no_offload_timer_resume),
+		cmocka_unit_test(test_frozen_guest_clock_timer),
 		cmocka_unit_test(test_unknown_budget_failsafe),
 		cmocka_unit_test(test_timer_budget_expires_while_offloaded),
 		cmocka_unit_test(test_offload_cooldown),
