@@ -79,6 +79,7 @@ CPU_PERIOD_US = 100000
 SAMPLE_GAP_LIMIT_FACTOR = 2.0	# max gap allowed: this × interval
 BOOT_TIMEOUT_S = 300
 AGENT_PING_TIMEOUT_S = 30
+GUEST_STOP_TIMEOUT_S = 30
 SAMPLER_RT_PRIO = 10
 SWAPFILE_MARGIN_MIB = 256
 MADV_PAGEOUT = 21
@@ -575,7 +576,7 @@ def vmnap_missing():
 def find_qemu(marker, timeout_s=60):
     """PID of the qemu-system process whose command line holds marker."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while True:
         for d in os.listdir("/proc"):
             if not d.isdigit():
                 continue
@@ -586,8 +587,9 @@ def find_qemu(marker, timeout_s=60):
             if cmd and b"qemu-system" in os.path.basename(cmd[0]) and \
                     any(marker.encode() in a for a in cmd):
                 return int(d)
+        if time.monotonic() >= deadline:
+            return None
         time.sleep(0.2)
-    return None
 
 
 def find_guest_ram(pid):
@@ -738,10 +740,18 @@ class Guest:
             self.ram_gauge.close()
             self.ram_gauge = None
         try:
-            self.proc.wait(timeout=60)
+            self.proc.wait(timeout=GUEST_STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            # The launcher's trap ends QEMU on SIGTERM; QEMU runs under
+            # timeout(1) in a process group of its own, so end it by pid too.
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=GUEST_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self.qemu_pid and find_qemu(self.qmp, timeout_s=0) == self.qemu_pid:
+            os.kill(self.qemu_pid, signal.SIGKILL)  # still ours: no pid reuse
         self.out.close()
 
 
@@ -932,6 +942,7 @@ class CohortRun:
         self.result = {"cohort": cohort, "rep": rep, "vms": bench.args.vms}
         self.reclaims = []
         self.reclaim_errors = 0
+        self.swapped_out_bytes = 0
         self.vmnapd = None
         self.api = None
         self.vmnapd_lost = 0
@@ -972,17 +983,24 @@ class CohortRun:
 
     def swap_out(self, g, stepno):
         t0 = now_ns()
+        cg = self.bench.cgroups
+        ram0 = g.ram_gauge.read(count_swap=True)
         try:
-            if self.bench.cgroups.usable() and g.cg_dirs:
-                method = self.bench.cgroups.reclaim(g.cg_dirs, self.bench.args.mem * MIB * 2)
+            if cg.usable() and g.cg_dirs:
+                method = cg.reclaim(g.cg_dirs, self.bench.args.mem * MIB * 2)
             else:
                 process_pageout(g.qemu_pid, *g.ram_map)
                 method = "process_madvise"
         except OSError as e:
             self.reclaim_errors += 1
             method = f"error: {e}"
+        # Guest RAM pushed out by this reclaim: the drop of its resident
+        # bytes, as vmnap's offloaded bytes (resident at PAUSED - at OFFLOADED).
+        out = max(0, ram0 - g.ram_gauge.read(count_swap=True))
+        self.swapped_out_bytes += out
         self.bench.events.emit("swap_out", run=self.key, vm=g.name, step=stepno,
-                               method=method, dur_ms=round((now_ns() - t0) / 1e6, 3))
+                               method=method, dur_ms=round((now_ns() - t0) / 1e6, 3),
+                               guest_ram_out_bytes=out)
 
     # -- the replay of one VM -------------------------------------------------
     def replay_vm(self, g, release_evt, out):
@@ -1147,8 +1165,9 @@ class CohortRun:
         r["major_faults"] = faults
         if self.cohort == "swap":
             vs = vmstat()
-            r["offloaded_bytes"] = (vs["pswpout"] - swap_before["pswpout"]) * PAGE
-            r["swapped_in_bytes"] = (vs["pswpin"] - swap_before["pswpin"]) * PAGE
+            r["offloaded_bytes"] = self.swapped_out_bytes
+            r["host_pswpout_bytes"] = (vs["pswpout"] - swap_before["pswpout"]) * PAGE
+            r["host_pswpin_bytes"] = (vs["pswpin"] - swap_before["pswpin"]) * PAGE
             r["reclaim_errors"] = self.reclaim_errors
         elif self.cohort in VMNAP_COHORTS:
             vms = {}
@@ -1256,6 +1275,8 @@ class Bench:
             shutil.rmtree(self.sockdir, ignore_errors=True)
             self.swapfile.remove()
             self.cgroups.remove_run(self.run_id)
+            shutil.rmtree(os.path.join(self.args.store_dir, f"replay-{self.run_id}"),
+                          ignore_errors=True)
             self.events.close()
         return self.write_outputs(runs, checks, samples, skipped)
 
