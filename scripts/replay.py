@@ -510,13 +510,13 @@ class Vmnapd:
     """One vmnapd for one cohort run: the VMs' vsock bridge (--vsock) and,
     for the vmnap cohorts, the pager and coordinator behind the API."""
 
-    def __init__(self, run_dir, store_dir, log_dir, vsock_specs):
+    def __init__(self, exe, run_dir, store_dir, log_dir, vsock_specs):
         os.makedirs(run_dir, exist_ok=True)
         os.makedirs(store_dir, mode=0o700, exist_ok=True)
         self.run_dir = run_dir
         self.events_path = os.path.join(log_dir, "vmnapd-events.jsonl")
         self.log = open(os.path.join(log_dir, "vmnapd.log"), "w")
-        cmd = [os.path.join(ROOT, BUILD, "vmnapd"), "-r", run_dir, "-s", store_dir,
+        cmd = [exe, "-r", run_dir, "-s", store_dir,
                "-e", self.events_path]
         for spec in vsock_specs:
             cmd += ["--vsock", spec]
@@ -657,7 +657,7 @@ class Guest:
                     "--qemu-arg", "vhost-user-vsock-pci,chardev=replayvsock"]
         guest_cmd = GUEST_INIT_CMD
         if self.cohort in VMNAP_COHORTS:
-            cmd += ["--env", f"LD_PRELOAD={os.path.join(ROOT, BUILD, 'libvmnap-preload.so')}",
+            cmd += ["--env", f"LD_PRELOAD={self.bench.preload}",
                     "--env", f"VMNAP_VM={self.name}",
                     "--env", f"VMNAP_SOCKET={os.path.join(self.vmnapd_run_dir, 'mem.sock')}"]
             guest_cmd = f"VMNAP_LOAD_MODULE=1 {GUEST_INIT_CMD}"  # the guest link
@@ -1059,7 +1059,7 @@ class CohortRun:
             if a.transport == "vsock" or self.cohort in VMNAP_COHORTS:
                 for g in self.guests:
                     g.vmnapd_run_dir = os.path.join(b.sockdir, self.key, "vmnapd")
-                self.vmnapd = Vmnapd(os.path.join(b.sockdir, self.key, "vmnapd"),
+                self.vmnapd = Vmnapd(b.vmnapd_exe, os.path.join(b.sockdir, self.key, "vmnapd"),
                                      os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
                                      workroot, [g.vsock_spec() for g in self.guests])
                 self.vmnapd.wait_for([g.vhost_user for g in self.guests])
@@ -1209,6 +1209,15 @@ class Bench:
             raise RuntimeError(f"mkinitramfs.sh failed: {p.stderr.strip()}")
         self.initrd = self.pin(os.path.join(ROOT, p.stdout.strip().splitlines()[-1]),
                                "initramfs.cpio.gz")
+        # The daemon and the shim as built now: the tree is shared and
+        # rebuilt under a long run.
+        self.vmnapd_exe = self.preload = None
+        for name, attr in (("vmnapd", "vmnapd_exe"), ("libvmnap-preload.so", "preload")):
+            built = os.path.join(ROOT, BUILD, name)
+            if os.path.exists(built):
+                dst = os.path.join(self.outdir, name)
+                shutil.copy2(built, dst)
+                setattr(self, attr, dst)
 
     def pin(self, image, name):
         """A hard link pins this run's image: a rebuild (the tree is shared)
@@ -1424,7 +1433,7 @@ def cmd_record(args):
     g = Guest(bench, "replay-record", "baseline", wd, os.path.join(bench.sockdir, "vm"), None)
     vmnapd = None
     if args.transport == "vsock":
-        vmnapd = Vmnapd(os.path.join(bench.sockdir, "vmnapd"),
+        vmnapd = Vmnapd(bench.vmnapd_exe, os.path.join(bench.sockdir, "vmnapd"),
                         os.path.join(args.store_dir, "replay-record"), wd, [g.vsock_spec()])
         vmnapd.wait_for([g.vhost_user])
     g.start()
