@@ -27,6 +27,7 @@ Subcommands:
   record  run a trajectory once in a baseline guest and write its expected
           exit codes and digests (how tests/data/*.jsonl got them)
   probe   print what this host offers (cgroups, swap, vmnapd API, bridge)
+  table   print a run's cohorts as a Markdown table (README figures)
 
 Exit status of run: 0 when every functional check passed, 1 when one
 failed, 77 when nothing could run here (reason on the last line).
@@ -1468,6 +1469,44 @@ def cmd_record(args):
     return 0
 
 
+def cmd_table(args):
+    """A Markdown table of a run's cohorts (for the README)."""
+    with open(os.path.join(args.run_dir, "summary.json")) as f:
+        s = json.load(f)
+    with open(os.path.join(args.run_dir, "validation.json")) as f:
+        v = json.load(f)
+    cols = [("runs", "runs", "{}"), ("guest_ram_memxtime_gib_s", "guest RAM GiB·s", "{:.2f}"),
+            ("vmm_pss_memxtime_gib_s", "VMM PSS GiB·s", "{:.2f}"),
+            ("cgroup_memxtime_gib_s", "cgroup GiB·s", "{:.2f}"),
+            ("guest_ram_mean_mib", "guest RAM mean MiB", "{:.0f}"),
+            ("completion_window_s", "window s", "{:.1f}"),
+            ("throughput_per_min", "VMs/min", "{:.3f}"),
+            ("delivery_p50_ms", "deliv. p50 ms", "{:.1f}"),
+            ("delivery_p99_ms", "deliv. p99 ms", "{:.1f}"),
+            ("offloaded_bytes", "offloaded MiB", "{:.0f}")]
+    print(f"{s['vms']} VM(s), {s['repeats']} runs per cohort, trajectory "
+          f"{s['trajectory']} ({s['trajectory_steps']} steps, {s['trajectory_wait_s']} s of waits), "
+          f"medians; run {s['run_id']}, measurement_integrity_passed: "
+          f"{v['measurement_integrity_passed']} (max sampling gap {v['max_sampling_gap_ms']} ms, "
+          f"lost events {v['lost_events']} + vmnapd {v['lost_events_vmnapd']}, "
+          f"checks {v['checks_total'] - v['checks_failed']}/{v['checks_total']})\n")
+    print("| cohort | " + " | ".join(c[1] for c in cols) + " | guest RAM vs baseline |")
+    print("|---" * (len(cols) + 2) + "|")
+    for c, agg in s["cohorts"].items():
+        if not agg.get("runs"):
+            print(f"| {c} | skipped: {agg.get('skipped', '')} |")
+            continue
+        cells = []
+        for key, _title, fmt in cols:
+            val = agg.get(key)
+            if key == "offloaded_bytes" and val is not None:
+                val = val / MIB
+            cells.append("-" if val is None else fmt.format(val))
+        ratio = agg.get("ratio_to_baseline", {}).get("guest_ram_memxtime_gib_s")
+        print(f"| {c} | " + " | ".join(cells) + f" | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+    return 0
+
+
 def cmd_probe(_args):
     cg = Cgroups()
     print(f"cgroups: {cg.describe()}")
@@ -1505,6 +1544,8 @@ def parse_args(argv):
     rec = sub.add_parser("record", help="write a trajectory's expected results")
     common(rec)
     sub.add_parser("probe", help="what this host offers")
+    tb = sub.add_parser("table", help="Markdown table of a run (README figures)")
+    tb.add_argument("run_dir")
     args = ap.parse_args(argv)
     if getattr(args, "transport", None) == "auto":
         args.transport = "vsock" if vmnapd_bridges() else "tty"
@@ -1554,7 +1595,8 @@ def main(argv=None):
     if os.geteuid() != 0:
         print("replay: SKIP: needs root (cgroups, swap, QEMU)")
         return 77
-    return {"run": cmd_run, "record": cmd_record, "probe": cmd_probe}[args.cmd](args)
+    return {"run": cmd_run, "record": cmd_record, "probe": cmd_probe,
+            "table": cmd_table}[args.cmd](args)
 
 
 if __name__ == "__main__":
