@@ -1409,6 +1409,7 @@ def plot(outdir, samples, runs):
         script += [f"set output '{os.path.join(outdir, 'delivery-cdf.png')}'",
                    "set title 'Response delivery latency (data ready -> agent has the command)'",
                    "set xlabel 'ms'", "set ylabel 'fraction'", "set logscale x",
+                   "set yrange [0:1]",
                    "plot " + ", ".join(f"'{p}' using 1:2 with steps lw 2 title '{c}'"
                                        for c, p in cdf_series)]
     subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True,
