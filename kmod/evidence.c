@@ -25,7 +25,14 @@
  *            all CPUs, leaving out vmnap's own fail-safe and the periodic
  *            tick of the CPU doing the sampling (it stops when that CPU goes
  *            idle).  On NOHZ-idle CPUs the stopped tick's hrtimer carries
- *            the next timer-wheel event, so it is counted.
+ *            the next timer-wheel event, so it is counted.  The sampling
+ *            CPU's own timer wheel is seen the same way: the window is
+ *            timed by an hrtimer pinned to another CPU while the sampler
+ *            (pinned with migrate_disable()) waits without a timer, so its
+ *            CPU goes idle and NOHZ reprograms the stopped tick to its
+ *            next event, which the hrtimer_start probe records.  On one
+ *            vCPU, or when the CPU never idled in the window, that part
+ *            stays blind (counted as timer_wheel_blind).
  *
  * The tracepoints are found by name (for_each_kernel_tracepoint()): they
  * are not exported to modules.  hrtimer_start gained a was_armed argument
@@ -62,11 +69,16 @@
  * @lock: serialises @tb (nests inside the CPU's hrtimer base lock)
  * @tb: armed timers as told by the tracepoints
  * @base: the CPU's hrtimer_cpu_base (from hrtimer_init() run on it)
+ * @stopped_tick: expiry NOHZ gave the stopped tick during the last window
+ *	(KTIME_MAX: tick cancelled, nothing pending)
+ * @stopped_seen: @stopped_tick was recorded in the current window
  */
 struct vmnap_cpu_timers {
 	raw_spinlock_t lock;
 	struct vmnap_timerbook tb;
 	struct hrtimer_cpu_base *base;
+	s64 stopped_tick;
+	bool stopped_seen;
 };
 
 static struct vmnap_cpu_timers *vmnap_timers;	/* [nr_cpu_ids] */
@@ -74,6 +86,7 @@ static DEFINE_PER_CPU(long, vmnap_io_inflight);
 static DEFINE_PER_CPU(unsigned long, vmnap_io_issued);
 static const void *vmnap_tick_fn;		/* resolved lazily */
 static bool vmnap_timers_attached;
+static bool vmnap_watching;			/* a window is under way */
 
 /* ---- tracepoint probes ------------------------------------------------ */
 
@@ -98,6 +111,17 @@ static void vmnap_book_arm(struct hrtimer *t)
 	raw_spin_lock_irqsave(&ct->lock, flags);
 	vmnap_tb_arm(&ct->tb, t, t->function,
 		     ktime_sub(hrtimer_get_expires(t), t->base->offset));
+	/* NOHZ stopping the tick of an idle CPU: wheel + hrtimers, in one */
+	if (READ_ONCE(vmnap_watching) && t->function == READ_ONCE(vmnap_tick_fn) &&
+	    is_idle_task(current)) {
+		s64 v = ktime_sub(hrtimer_get_expires(t), t->base->offset);
+
+		/* a restart on idle exit is due within a tick: not a stop */
+		if (v - (s64)ktime_get_mono_fast_ns() > (s64)TICK_NSEC) {
+			ct->stopped_tick = v;
+			ct->stopped_seen = true;
+		}
+	}
 	raw_spin_unlock_irqrestore(&ct->lock, flags);
 }
 
@@ -110,6 +134,11 @@ static void vmnap_book_disarm(struct hrtimer *t)
 		return;
 	raw_spin_lock_irqsave(&ct->lock, flags);
 	vmnap_tb_disarm(&ct->tb, t);
+	/*
+	 * A cancelled tick is not recorded: NOHZ cancels it both when nothing
+	 * at all is pending and when it restarts the tick on idle exit, and
+	 * the two cannot be told apart here.  The window then stays blind.
+	 */
 	raw_spin_unlock_irqrestore(&ct->lock, flags);
 }
 
@@ -196,12 +225,14 @@ struct vmnap_classify_ctx {
 	bool this_cpu;
 };
 
+static enum hrtimer_restart vmnap_window_fn(struct hrtimer *t);
+
 static u32 vmnap_classify(const struct vmnap_timer_entry *e, void *arg)
 {
 	struct vmnap_classify_ctx *ctx = arg;
 	char name[KSYM_SYMBOL_LEN];
 
-	if (vmnap_is_own_timer(e->timer))
+	if (vmnap_is_own_timer(e->timer) || e->fn == vmnap_window_fn)
 		return VMNAP_TB_OWN;
 	if (!ctx->this_cpu)
 		return 0;
@@ -307,6 +338,11 @@ static bool vmnap_cpu_next_timer(unsigned int cpu, bool this_cpu, s64 *next)
 	if (cb->hres_active && !cb->in_hrtirq && hard != KTIME_MAX &&
 	    cb->expires_next > hard + (s64)TICK_NSEC)
 		ok = false;
+	/* our CPU: its timer wheel as NOHZ saw it when it idled in the window */
+	if (this_cpu && ct->stopped_seen)
+		live = min(live, ct->stopped_tick);
+	else if (this_cpu)
+		vmnap_count(VMNAP_CTR_TIMER_WHEEL_BLIND);
 	raw_spin_unlock(&ct->lock);
 	raw_spin_unlock_irqrestore(&cb->lock, flags);
 	*next = live;
@@ -347,6 +383,100 @@ static bool vmnap_next_timer(u64 *ns)
 bool vmnap_timer_evidence_active(void)
 {
 	return vmnap_timers_attached;
+}
+
+/* ---- the observation window ------------------------------------------ */
+
+struct vmnap_window {
+	struct hrtimer timer;
+	struct completion done;
+	u64 ns;
+};
+
+static enum hrtimer_restart vmnap_window_fn(struct hrtimer *t)
+{
+	/* stop watching before the sampler's CPU wakes and restarts its tick */
+	WRITE_ONCE(vmnap_watching, false);
+	complete(&container_of(t, struct vmnap_window, timer)->done);
+	return HRTIMER_NORESTART;
+}
+
+static void vmnap_window_arm(void *arg)
+{
+	struct vmnap_window *w = arg;
+
+	hrtimer_start(&w->timer, ns_to_ktime(w->ns), HRTIMER_MODE_REL_PINNED_HARD);
+}
+
+/* Find the tick's hrtimer function among this CPU's armed timers. */
+static void vmnap_find_tick_fn(unsigned int cpu)
+{
+	struct vmnap_cpu_timers *ct = &vmnap_timers[cpu];
+	struct vmnap_classify_ctx ctx = { .this_cpu = true };
+	struct hrtimer_cpu_base *cb = ct->base;
+	unsigned long flags;
+	unsigned int i;
+
+	if (READ_ONCE(vmnap_tick_fn) || !cb)
+		return;
+	raw_spin_lock_irqsave(&cb->lock, flags);
+	for (i = 0; i < HRTIMER_MAX_CLOCK_BASES && !vmnap_tick_fn; i++) {
+		struct timerqueue_node *n;
+
+		if (!(cb->active_bases & BIT(i)))
+			continue;
+		for (n = timerqueue_getnext(&cb->clock_base[i].active);
+		     n && !vmnap_tick_fn; n = timerqueue_iterate_next(n)) {
+			struct hrtimer *t = container_of(n, struct hrtimer, node);
+			struct vmnap_timer_entry e = { t, t->function, 0 };
+
+			vmnap_classify(&e, &ctx);
+		}
+	}
+	raw_spin_unlock_irqrestore(&cb->lock, flags);
+}
+
+/*
+ * Let @window_us pass.  With another CPU online the wait is timed by an
+ * hrtimer pinned there and this CPU sleeps without a timer of ours, so
+ * NOHZ shows its next event (wheel included) when it idles.  The caller
+ * keeps this task on its CPU (migrate_disable()).
+ */
+static void vmnap_window_wait(unsigned int self, unsigned int window_us)
+{
+	struct vmnap_cpu_timers *ct = &vmnap_timers[self];
+	struct vmnap_window w = { .ns = (u64)window_us * NSEC_PER_USEC };
+	unsigned int other = cpumask_any_but(cpu_online_mask, self);
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&ct->lock, flags);
+	ct->stopped_seen = false;
+	raw_spin_unlock_irqrestore(&ct->lock, flags);
+	if (!window_us)
+		return;
+	if (other >= nr_cpu_ids || !vmnap_timers_attached) {
+		usleep_range(window_us, window_us + window_us / 8);
+		return;
+	}
+	vmnap_find_tick_fn(self);
+	hrtimer_init_on_stack(&w.timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	w.timer.function = vmnap_window_fn;
+	init_completion(&w.done);
+	WRITE_ONCE(vmnap_watching, true);
+	/*
+	 * Do not wait for the IPI: waiting spins this CPU until the other
+	 * one (maybe halted, slow to wake under emulation) ran it, which
+	 * would count as busy time.  @w outlives it: we wait for its expiry.
+	 */
+	if (smp_call_function_single(other, vmnap_window_arm, &w, 0)) {
+		/* the other CPU went offline: time the window here */
+		WRITE_ONCE(vmnap_watching, false);
+		usleep_range(window_us, window_us + window_us / 8);
+	} else {
+		wait_for_completion(&w.done);
+	}
+	hrtimer_cancel(&w.timer);	/* the callback has returned */
+	destroy_hrtimer_on_stack(&w.timer);
 }
 
 /* ---- runnable tasks and CPU idle -------------------------------------- */
@@ -418,14 +548,15 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	unsigned int cpu;
 
 	memset(s, 0, sizeof(*s));
+	/* one CPU for the whole sampling: the window watches this CPU */
+	migrate_disable();
 	idle0 = kcalloc(nr_cpu_ids, sizeof(*idle0), GFP_KERNEL);
 	t0 = ktime_get();
 	issued0 = vmnap_io_issued_sum();
 	for_each_online_cpu(cpu)
 		if (idle0)
 			idle0[cpu] = vmnap_cpu_idle_us(cpu);
-	if (window_us)
-		usleep_range(window_us, window_us + window_us / 8);
+	vmnap_window_wait(raw_smp_processor_id(), window_us);
 	t1 = ktime_get();
 	wall_us = max_t(u64, ktime_us_delta(t1, t0), 1);
 	s->window_ns = ktime_to_ns(ktime_sub(t1, t0));
@@ -457,6 +588,7 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 		vmnap_count(VMNAP_CTR_TIMER_UNKNOWN);
 	}
 	s->devices_quiesced = vmnap_quiesced_devices();
+	migrate_enable();
 }
 
 /* ---- guest RAM --------------------------------------------------------- */

@@ -99,6 +99,7 @@ enum vmnap_counter {
 	VMNAP_CTR_PEER_ERRORS,		/* ERROR messages from the host */
 	VMNAP_CTR_TIMER_RESYNCS,	/* timer book rebuilt from the queues */
 	VMNAP_CTR_TIMER_UNKNOWN,	/* evidence with an unknown timer */
+	VMNAP_CTR_TIMER_WHEEL_BLIND,	/* sampling CPU's timer wheel unseen */
 	VMNAP_CTR_MAX,
 };
 

@@ -389,6 +389,15 @@ static void test_idle_ready(void)
 	    "every virtio disk and NIC quiesced", NULL);
 	ok = !status(&st) && st.handoff == 1;
 	tap(ok, "netlink: handoff held", NULL);
+	diag("samples %llu, sampling CPU's timer wheel unseen in %llu",
+	     (unsigned long long)(st.ctr[VMNAP_CTR_HANDOFFS] + st.ctr[VMNAP_CTR_READY]),
+	     (unsigned long long)st.ctr[VMNAP_CTR_TIMER_WHEEL_BLIND]);
+	if (possible_cpus() > 1)
+		tap(ok && st.ctr[VMNAP_CTR_TIMER_WHEEL_BLIND] <
+			  st.ctr[VMNAP_CTR_HANDOFFS] + st.ctr[VMNAP_CTR_READY],
+		    "SMP: the sampling CPU's timer wheel is seen", NULL);
+	else
+		skip("SMP: the sampling CPU's timer wheel is seen", "one vCPU");
 	ok = !peer_resumed(&peer, id) && !status(&st) && st.handoff == 0 &&
 	     st.ctr[VMNAP_CTR_UNQ_RESUMED] == 1 && st.quiesced_devs == 0;
 	tap(ok, "RESUMED releases devices and is acked", NULL);
