@@ -73,7 +73,8 @@ def main():
     termios.tcsetattr(master, termios.TCSANOW, termios.tcgetattr(master))
     agent = subprocess.Popen([AGENT, "--tty", os.ttyname(slave)], stdin=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-    os.close(slave)
+    # Keep our slave fd open: a master whose slave nobody holds (the agent
+    # may not have opened it yet) reads EIO.
     st = PtyStream(master)
     results = []
 
@@ -151,6 +152,7 @@ def main():
       refused(raw_frame(b'{"argv":["/bin/true"],"argv":["/bin/false"]}'), "JSON"))
     agent.kill()
     agent.wait()
+    os.close(slave)
     print(f"1..{len(results)}")
     for i, (ok, name, err) in enumerate(results, 1):
         print(f"{'ok' if ok else 'not ok'} {i} - {name}{' : ' + err if err else ''}")
