@@ -15,7 +15,6 @@ import pty
 import struct
 import subprocess
 import sys
-import termios
 import tty
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -70,7 +69,7 @@ def main():
         return 77
     master, slave = pty.openpty()
     tty.setraw(master)
-    termios.tcsetattr(master, termios.TCSANOW, termios.tcgetattr(master))
+    tty.setraw(slave)  # raw before the agent runs: no echo of early bytes
     agent = subprocess.Popen([AGENT, "--tty", os.ttyname(slave)], stdin=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     # Keep our slave fd open: a master whose slave nobody holds (the agent
