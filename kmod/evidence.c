@@ -37,7 +37,7 @@
  * The tracepoints are found by name (for_each_kernel_tracepoint()): they
  * are not exported to modules.  hrtimer_start gained a was_armed argument
  * within 6.1.x; Kbuild test-compiles a probe against the headers and sets
- * VMNAP_HRTIMER_START_WAS_ARMED.  No probe schedules anything: the module
+ * VMNAP_HRTIMER_START_WAS_ARMED (compat.h).  No probe schedules anything: the module
  * adds no wakeups.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -59,6 +59,7 @@
 #include <linux/tracepoint.h>
 #include <linux/vmstat.h>
 
+#include "compat.h"
 #include "vmnap_mod.h"
 #include "timerbook.h"
 
@@ -142,13 +143,7 @@ static void vmnap_book_disarm(struct hrtimer *t)
 	raw_spin_unlock_irqrestore(&ct->lock, flags);
 }
 
-#ifdef VMNAP_HRTIMER_START_WAS_ARMED
-static void vmnap_tp_hrtimer_start(void *data, struct hrtimer *t,
-				   enum hrtimer_mode mode, bool was_armed)
-#else
-static void vmnap_tp_hrtimer_start(void *data, struct hrtimer *t,
-				   enum hrtimer_mode mode)
-#endif
+static void vmnap_tp_hrtimer_start(VMNAP_HRTIMER_START_PROBE_ARGS)
 {
 	vmnap_book_arm(t);
 }
@@ -210,13 +205,19 @@ static void vmnap_find_tp(struct tracepoint *tp, void *priv)
 
 /* ---- timers ------------------------------------------------------------ */
 
+static enum hrtimer_restart vmnap_never_fn(struct hrtimer *t)
+{
+	return HRTIMER_NORESTART;
+}
+
 static void vmnap_get_cpu_base(void *arg)
 {
 	struct hrtimer_cpu_base **base = arg;
 	struct hrtimer t;
 
-	/* hrtimer_init() binds a timer to this CPU's bases: nothing armed */
-	hrtimer_init_on_stack(&t, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
+	/* setting a timer up binds it to this CPU's bases: nothing armed */
+	vmnap_hrtimer_setup_on_stack(&t, vmnap_never_fn, CLOCK_MONOTONIC,
+				     HRTIMER_MODE_REL);
 	*base = t.base->cpu_base;
 	destroy_hrtimer_on_stack(&t);
 }
@@ -459,8 +460,8 @@ static void vmnap_window_wait(unsigned int self, unsigned int window_us)
 		return;
 	}
 	vmnap_find_tick_fn(self);
-	hrtimer_init_on_stack(&w.timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
-	w.timer.function = vmnap_window_fn;
+	vmnap_hrtimer_setup_on_stack(&w.timer, vmnap_window_fn, CLOCK_MONOTONIC,
+				     HRTIMER_MODE_REL_HARD);
 	init_completion(&w.done);
 	WRITE_ONCE(vmnap_watching, true);
 	/*

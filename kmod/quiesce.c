@@ -32,6 +32,7 @@
 #include <linux/virtio.h>
 #include <linux/virtio_ids.h>
 
+#include "compat.h"
 #include "vmnap_mod.h"
 
 enum vmnap_qdev_kind {
@@ -134,7 +135,7 @@ static void vmnap_put_devices(void)
 static void vmnap_release_dev(struct vmnap_qdev *qd)
 {
 	if (qd->kind == VMNAP_QDEV_BLK) {
-		blk_mq_unfreeze_queue(qd->q);
+		vmnap_blk_unfreeze(qd->q);
 	} else {
 		rtnl_lock();
 		netif_device_attach(qd->ndev);
@@ -259,8 +260,8 @@ int vmnap_quiesce_init(void)
 			      GFP_KERNEL);
 	if (!vmnap.qdevs)
 		return -ENOMEM;
-	hrtimer_init(&vmnap.failsafe, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
-	vmnap.failsafe.function = vmnap_failsafe_fn;
+	vmnap_hrtimer_setup(&vmnap.failsafe, vmnap_failsafe_fn, CLOCK_MONOTONIC,
+			    HRTIMER_MODE_REL);
 	INIT_WORK(&vmnap.failsafe_work, vmnap_failsafe_work);
 	ret = register_virtio_driver(&vmnap_vdrv);
 	if (ret) {

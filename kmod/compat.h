@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * compat.h - every kernel-version difference vmnap.ko cares about, in one
+ * place.  The module is built and tested against Debian bookworm's 6.1
+ * headers; the branches for newer kernels follow their changelogs and are
+ * compile-untested here (no newer headers on the build machine).
+ *
+ *  - hrtimer_start tracepoint: gained "bool was_armed" within 6.1.x.
+ *    Kbuild test-compiles a probe against the headers and defines
+ *    VMNAP_HRTIMER_START_WAS_ARMED when the new shape fits.
+ *  - hrtimer_init() gave way to hrtimer_setup() (6.13), which sets the
+ *    callback too.
+ *  - blk_mq_unfreeze_queue() takes the memalloc flags returned by
+ *    blk_mq_freeze_queue() since 6.14; a queue frozen with
+ *    blk_freeze_queue_start() is released with the _nomemrestore variant.
+ */
+#ifndef _VMNAP_COMPAT_H
+#define _VMNAP_COMPAT_H
+
+#include <linux/blk-mq.h>
+#include <linux/hrtimer.h>
+#include <linux/version.h>
+
+#ifdef VMNAP_HRTIMER_START_WAS_ARMED
+#define VMNAP_HRTIMER_START_PROBE_ARGS \
+	void *data, struct hrtimer *t, enum hrtimer_mode mode, bool was_armed
+#else
+#define VMNAP_HRTIMER_START_PROBE_ARGS \
+	void *data, struct hrtimer *t, enum hrtimer_mode mode
+#endif
+
+static inline void vmnap_hrtimer_setup(struct hrtimer *t,
+				       enum hrtimer_restart (*fn)(struct hrtimer *),
+				       clockid_t clock, enum hrtimer_mode mode)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	hrtimer_setup(t, fn, clock, mode);
+#else
+	hrtimer_init(t, clock, mode);
+	t->function = fn;
+#endif
+}
+
+static inline void vmnap_hrtimer_setup_on_stack(struct hrtimer *t,
+						enum hrtimer_restart (*fn)(struct hrtimer *),
+						clockid_t clock,
+						enum hrtimer_mode mode)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	hrtimer_setup_on_stack(t, fn, clock, mode);
+#else
+	hrtimer_init_on_stack(t, clock, mode);
+	t->function = fn;
+#endif
+}
+
+/* Release a queue frozen with blk_freeze_queue_start(). */
+static inline void vmnap_blk_unfreeze(struct request_queue *q)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 14, 0)
+	blk_mq_unfreeze_queue_nomemrestore(q);
+#else
+	blk_mq_unfreeze_queue(q);
+#endif
+}
+
+#endif /* _VMNAP_COMPAT_H */
