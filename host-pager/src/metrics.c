@@ -8,6 +8,7 @@
 #include "metrics.h"
 #include "pager.h"
 #include "pause.h"
+#include "vm_control.h"
 
 #define NS_PER_SEC	1e9
 #define US_PER_SEC	1e6
@@ -162,6 +163,12 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_prefetch_pages_total", "counter", "pages brought back by prefetch",
 	      st.prefetch_pages);
 #undef GAUGE
+	help(f, "vmnap_guest_ram_resident_gib_seconds_total", "counter",
+	     "guest RAM resident bytes integrated over time (memory x time), GiB*s");
+	FOREACH_VM(d, vm)
+		if (vm->pager && vm->control)
+			fprintf(f, "vmnap_guest_ram_resident_gib_seconds_total{vm=\"%s\"} %.6f\n",
+				vm->name, vm_control_memxtime_gib_s(vm));
 	help(f, "vmnap_pages", "gauge", "guest pages by state");
 	FOREACH_VM(d, vm) {
 		if (!vm->pager)

@@ -21,6 +21,9 @@
 #include "vm_control.h"
 
 #define LINK_LISTEN_BACKLOG	4
+#define MEMXTIME_SAMPLE_NS	1000000000ull	/* resident bytes sampled every 1 s */
+#define NS_PER_SEC_F		1e9
+#define GIB_F			1073741824.0
 
 struct vm_control {
 	struct vm *vm;
@@ -32,7 +35,42 @@ struct vm_control {
 	uint64_t last_handoff_rtt_ns;
 	uint64_t last_unquiesce_ns;	/* from the last RESUME_ACK */
 	uint64_t free_reports, free_ranges_dropped;
+	/* memory x time: resident bytes integrated over time (left Riemann sum
+	 * over samples taken every MEMXTIME_SAMPLE_NS, on every transition and
+	 * on every API read) */
+	struct loop_timer sample_timer;
+	uint64_t mt_last_ns, mt_last_bytes;
+	double mt_byte_s;
 };
+
+/* Account resident bytes since the last sample; take a new one. */
+static void memxtime_sample(struct vm *vm)
+{
+	struct vm_control *ctl = vm->control;
+	struct pager_stats st;
+	uint64_t now = now_ns();
+
+	if (!ctl || !vm->pager)
+		return;
+	pager_get_stats(vm->pager, &st);
+	if (ctl->mt_last_ns)
+		ctl->mt_byte_s += (double)ctl->mt_last_bytes * (double)(now - ctl->mt_last_ns) /
+				  NS_PER_SEC_F;
+	ctl->mt_last_ns = now;
+	ctl->mt_last_bytes = st.resident_bytes;
+}
+
+static void on_sample_timer(struct loop *l, struct loop_timer *t, void *arg)
+{
+	memxtime_sample(arg);
+	loop_timer_arm(l, t, MEMXTIME_SAMPLE_NS);
+}
+
+double vm_control_memxtime_gib_s(struct vm *vm)
+{
+	memxtime_sample(vm);
+	return vm->control ? vm->control->mt_byte_s / GIB_F : 0.0;
+}
 
 /* ---- coordinator actions ------------------------------------------- */
 
@@ -177,7 +215,10 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 			   const char *why)
 {
 	struct vm *vm = arg;
-	json_t *f = json_pack("{s:s,s:s,s:s}", "from", coord_state_name(from),
+	json_t *f;
+
+	memxtime_sample(vm);
+	f = json_pack("{s:s,s:s,s:s}", "from", coord_state_name(from),
 			      "to", coord_state_name(to), "why", why);
 
 	if (vm->pager && (to == COORD_PAUSED || to == COORD_OFFLOADED || to == COORD_RUNNING ||
@@ -377,7 +418,9 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 	ctl->vm = vm;
 	ctl->listen_fd = -1;
 	loop_timer_init(&ctl->timer, on_timer, vm);
+	loop_timer_init(&ctl->sample_timer, on_sample_timer, vm);
 	vm->control = ctl;
+	loop_timer_arm(vm->d->loop, &ctl->sample_timer, MEMXTIME_SAMPLE_NS);
 
 	if (spec->has_pause) {
 		struct pause_spec ps = spec->pause;
@@ -489,6 +532,7 @@ void vm_control_detach(struct vm *vm)
 		}
 	}
 	loop_timer_cancel(vm->d->loop, &ctl->timer);
+	loop_timer_cancel(vm->d->loop, &ctl->sample_timer);
 	if (ctl->listen_fd >= 0) {
 		loop_del_fd(vm->d->loop, ctl->listen_fd);
 		close(ctl->listen_fd);
@@ -590,8 +634,11 @@ json_t *vm_control_json(struct vm *vm)
 		if (ctl->link_socket[0])
 			json_object_set_new(l, "socket", json_string(ctl->link_socket));
 	}
-	if (vm->pager)
+	if (vm->pager) {
 		json_object_set_new(o, "pager", pager_stats_json(vm->pager));
+		if (ctl)
+			json_object_set_new(o, "memxtime_gib_s", json_real(vm_control_memxtime_gib_s(vm)));
+	}
 	if (vm->vsock)
 		json_object_set_new(o, "vsock", json_pack("{s:b,s:i}",
 			"front_end_connected", vhost_vsock_front_end_connected(vm->vsock),

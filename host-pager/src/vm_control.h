@@ -47,6 +47,8 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec,
 int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, size_t errlen);
 /* Undo vm_control_attach (resumes a paused VM first).  NULL-safe. */
 void vm_control_detach(struct vm *vm);
+/* Guest-RAM resident bytes integrated over time since attach, GiB*s. */
+double vm_control_memxtime_gib_s(struct vm *vm);
 /* Everything the API shows for a VM. */
 json_t *vm_control_json(struct vm *vm);
 
