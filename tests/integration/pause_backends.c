@@ -146,9 +146,9 @@ static void *serve(void *arg)
 				snprintf(line, sizeof(line), "%.*s", (int)strcspn(buf, "\r"), buf);
 				snprintf(body, sizeof(body), "%.*s", (int)blen, buf + hlen);
 				if (strcmp(line, s->ex[i].request_line))
-					snprintf(s->last_error, sizeof(s->last_error), "request %u: got '%s'", i, line);
+					snprintf(s->last_error, sizeof(s->last_error), "request %u: got '%.100s'", i, line);
 				else if (s->ex[i].body_json ? !json_equal_str(body, s->ex[i].body_json) : blen != 0)
-					snprintf(s->last_error, sizeof(s->last_error), "request %u: body '%s'", i, body);
+					snprintf(s->last_error, sizeof(s->last_error), "request %u: body '%.200s'", i, body);
 				else
 					s->matched++;
 				if (write(fd, s->ex[i].response, strlen(s->ex[i].response)) < 0)
