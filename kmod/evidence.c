@@ -83,6 +83,12 @@ struct vmnap_cpu_timers {
 };
 
 static struct vmnap_cpu_timers *vmnap_timers;	/* [nr_cpu_ids] */
+/*
+ * Idle time at the start of the window, per CPU.  Allocated once: the
+ * second sampling runs with the disks frozen, where an allocation that
+ * entered reclaim could wait on them.  Serialised by vmnap.lock.
+ */
+static u64 *vmnap_idle0;
 static DEFINE_PER_CPU(long, vmnap_io_inflight);
 static DEFINE_PER_CPU(unsigned long, vmnap_io_issued);
 static const void *vmnap_tick_fn;		/* resolved lazily */
@@ -543,7 +549,7 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 {
 	struct vmnap_runnable_probe rp = { .self = current };
 	unsigned long issued0;
-	u64 *idle0;
+	u64 *idle0 = vmnap_idle0;
 	ktime_t t0, t1;
 	u64 wall_us, idle, permille, min_permille = 1000;
 	unsigned int cpu;
@@ -551,26 +557,19 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	memset(s, 0, sizeof(*s));
 	/* one CPU for the whole sampling: the window watches this CPU */
 	migrate_disable();
-	idle0 = kcalloc(nr_cpu_ids, sizeof(*idle0), GFP_KERNEL);
 	t0 = ktime_get();
 	issued0 = vmnap_io_issued_sum();
 	for_each_online_cpu(cpu)
-		if (idle0)
-			idle0[cpu] = vmnap_cpu_idle_us(cpu);
+		idle0[cpu] = vmnap_cpu_idle_us(cpu);
 	vmnap_window_wait(raw_smp_processor_id(), window_us);
 	t1 = ktime_get();
 	wall_us = max_t(u64, ktime_us_delta(t1, t0), 1);
 	s->window_ns = ktime_to_ns(ktime_sub(t1, t0));
 	for_each_online_cpu(cpu) {
-		if (!idle0) {
-			min_permille = 0;	/* cannot tell: not idle */
-			break;
-		}
 		idle = vmnap_cpu_idle_us(cpu) - idle0[cpu];
 		permille = min_t(u64, div64_u64(idle * 1000, wall_us), 1000);
 		min_permille = min(min_permille, permille);
 	}
-	kfree(idle0);
 	s->cpu_idle_permille = min_permille;
 
 	atomic_set(&rp.runnable, 0);
@@ -655,8 +654,12 @@ int vmnap_evidence_init(void)
 	int ret;
 
 	vmnap_timers = kcalloc(nr_cpu_ids, sizeof(*vmnap_timers), GFP_KERNEL);
-	if (!vmnap_timers)
+	vmnap_idle0 = kcalloc(nr_cpu_ids, sizeof(*vmnap_idle0), GFP_KERNEL);
+	if (!vmnap_timers || !vmnap_idle0) {
+		kfree(vmnap_timers);
+		kfree(vmnap_idle0);
 		return -ENOMEM;
+	}
 	for_each_possible_cpu(cpu) {
 		raw_spin_lock_init(&vmnap_timers[cpu].lock);
 		vmnap_tb_reset(&vmnap_timers[cpu].tb);
@@ -689,5 +692,7 @@ void vmnap_evidence_exit(void)
 {
 	vmnap_tp_unregister_all();
 	kfree(vmnap_timers);
+	kfree(vmnap_idle0);
 	vmnap_timers = NULL;
+	vmnap_idle0 = NULL;
 }

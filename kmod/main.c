@@ -15,6 +15,7 @@
 #include <linux/minmax.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/sched/mm.h>
 
 #include "vmnap_mod.h"
 
@@ -202,8 +203,12 @@ static void vmnap_handoff(const struct vmnap_handoff_req *m)
 	struct vmnap_sample s;
 	u32 verdict, busy;
 
+	unsigned int noio;
+
 	vmnap_count(VMNAP_CTR_HANDOFFS);
 	vmnap.last_req_id = req_id;
+	/* from the quiesce to the ack, no allocation may wait on a disk */
+	noio = memalloc_noio_save();
 	verdict = vmnap_decide(le32_to_cpu(m->ack_deadline_ms),
 			       vmnap.fsm.accepted & VMNAP_F_QUIESCE, &s, &busy);
 	if (verdict == VMNAP_READY) {
@@ -212,6 +217,7 @@ static void vmnap_handoff(const struct vmnap_handoff_req *m)
 		vmnap_failsafe_arm();
 	}
 	vmnap_send_handoff_ack(req_id, verdict, &s, busy);
+	memalloc_noio_restore(noio);
 }
 
 /* A second handoff while devices are held: refuse without sampling. */
