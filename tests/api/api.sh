@@ -113,6 +113,20 @@ check "guest got RESUMED reason data_ready" sh -c "grep -q 'RESUMED .* reason 1'
 check "delivery latency histogram counted" sh -c "curl -s --unix-socket '$SOCK' http://localhost/metrics | grep -q '^vmnap_delivery_latency_seconds_count{vm=\"vm1\"} 2'"
 check "wait-ready twice -> 404 (exit 5)" sh -c "'$CTL' -s '$SOCK' wait-ready vm1 r1 2>/dev/null; [ \$? -eq 5 ]"
 
+check "/metrics lines are valid Prometheus text" sh -c "curl -s --unix-socket '$SOCK' http://localhost/metrics | python3 -c '
+import re, sys
+pat = re.compile(r\"^[a-zA-Z_:][a-zA-Z0-9_:]*(\\{([a-zA-Z_][a-zA-Z0-9_]*=\\\"[^\\\"]*\\\",?)*\\})? [-+0-9.eE]+(Inf)?\$\")
+bad = [l for l in sys.stdin.read().splitlines() if l and not l.startswith(\"# \") and not pat.match(l)]
+print(bad[:3]); sys.exit(1 if bad else 0)'"
+
+# a wait whose delivery the caller confirms (e.g. the in-guest agent took it)
+"$CTL" -s "$SOCK" wait-start vm1 c1 --confirm >/dev/null
+"$CTL" -s "$SOCK" wait-ready vm1 c1 >/dev/null
+delivered_c1() { python3 -c 'import json,sys; sys.exit(0 if any(e["type"] == "delivered" and e.get("wait") == "c1" for e in map(json.loads, open(sys.argv[1]))) else 1)' "$EV"; }
+if delivered_c1; then nok "confirm wait: not delivered before POST .../delivered"; else ok "confirm wait: not delivered before POST .../delivered"; fi
+check "vmnapctl delivered" sh -c "'$CTL' -s '$SOCK' delivered vm1 c1 >/dev/null"
+check "confirm wait: delivered event" delivered_c1
+
 # manual actions and vmnapctl exit codes
 check "vmnapctl resume while running -> exit 4" sh -c "'$CTL' -s '$SOCK' resume vm1 2>/dev/null; [ \$? -eq 4 ]"
 check "vmnapctl pause" sh -c "'$CTL' -s '$SOCK' pause vm1 >/dev/null"
