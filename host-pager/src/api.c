@@ -257,6 +257,50 @@ static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 	return true;
 }
 
+/* "link": {"unix": P} | {"hybrid": UDS, "port": N} | {"vsock_cid": N, "port": N} */
+static bool parse_link(json_t *v, struct vm_control_spec *spec, struct api_reply *r)
+{
+	static const char *const keys[] = { "unix", "hybrid", "vsock_cid", "port", NULL };
+	json_t *cid = json_object_get(v, "vsock_cid"), *port = json_object_get(v, "port");
+	int kinds;
+
+	if (!json_is_object(v)) {
+		reply_error(r, HTTP_BAD_REQUEST, "link: want an object");
+		return false;
+	}
+	if (!keys_known(v, keys, "link", r))
+		return false;
+	kinds = !!json_object_get(v, "unix") + !!json_object_get(v, "hybrid") + !!cid;
+	if (kinds != 1 || spec->link_kind != VM_LINK_NONE) {
+		reply_error(r, HTTP_BAD_REQUEST,
+			    "link: exactly one of \"unix\", \"hybrid\", \"vsock_cid\"");
+		return false;
+	}
+	if (port && (!json_is_integer(port) || json_integer_value(port) < 1 ||
+		     json_integer_value(port) > (json_int_t)UINT32_MAX)) {
+		reply_error(r, HTTP_BAD_REQUEST, "link.port: want 1..2^32-1");
+		return false;
+	}
+	spec->link_port = port ? (uint32_t)json_integer_value(port) : 0;
+	if (cid) {
+		if (!json_is_integer(cid) || json_integer_value(cid) < 3 ||
+		    json_integer_value(cid) > (json_int_t)UINT32_MAX) {
+			reply_error(r, HTTP_BAD_REQUEST, "link.vsock_cid: want an integer >= 3");
+			return false;
+		}
+		spec->link_kind = VM_LINK_VSOCK;
+		spec->link_cid = (uint32_t)json_integer_value(cid);
+		return true;
+	}
+	if (json_object_get(v, "unix")) {
+		spec->link_kind = VM_LINK_UNIX;
+		return get_path(v, "unix", spec->link_path, sizeof(spec->link_path), true, "link", r);
+	}
+	spec->link_kind = VM_LINK_HYBRID;
+	/* room for "_<port>" */
+	return get_path(v, "hybrid", spec->link_path, sizeof(spec->link_path) - 12, true, "link", r);
+}
+
 static bool parse_vsock(json_t *v, struct vhost_vsock_config *cfg, char *vu, char *uds,
 			size_t max, struct api_reply *r)
 {
@@ -285,7 +329,8 @@ static bool parse_vsock(json_t *v, struct vhost_vsock_config *cfg, char *vu, cha
 
 static void h_register(struct api *a, const char *name, struct api_req *rq, struct api_reply *r)
 {
-	static const char *const keys[] = { "pause", "link_socket", "vsock", "managed", "policy", NULL };
+	static const char *const keys[] = { "pause", "link", "link_socket", "vsock", "managed",
+					    "policy", NULL };
 	struct vm_control_spec spec = { 0 };
 	struct vhost_vsock_config vcfg = { 0 };
 	char vu[108], uds[108], err[256] = "";
@@ -305,8 +350,13 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 			goto out;
 		spec.has_pause = true;
 	}
-	if (!get_path(body, "link_socket", spec.link_socket, sizeof(spec.link_socket), false,
-		      "body", r))
+	if (!get_path(body, "link_socket", spec.link_path, sizeof(spec.link_path), false,
+		      "body", r))	/* shorthand for "link": {"unix": P} */
+		goto out;
+	if (spec.link_path[0])
+		spec.link_kind = VM_LINK_UNIX;
+	v = json_object_get(body, "link");
+	if (v && !parse_link(v, &spec, r))
 		goto out;
 	v = json_object_get(body, "managed");
 	if (v && !json_is_boolean(v)) {

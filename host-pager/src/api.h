@@ -11,12 +11,15 @@
  *   PUT    /vms/{vm}                      register: {"pause": {"backend":
  *                                         "qmp|freezer|firecracker|chv",
  *                                         "path": P, "timeout_ms": N},
- *                                         "link_socket": P, "vsock":
+ *                                         "link": {"unix": P} | {"hybrid":
+ *                                         UDS, "port": N} | {"vsock_cid": N},
+ *                                         "link_socket": P (= link.unix), "vsock":
  *                                         {"vhost_user": P, "cid": N,
  *                                         "uds": P}, "managed": bool,
  *                                         "policy": {coordinator keys}}
  *   GET    /vms/{vm}                      state, counters, evidence, pager
- *   PATCH  /vms/{vm}                      {"managed": bool, "policy": {...}}
+ *   PATCH  /vms/{vm}                      {"managed": bool, "policy": {...},
+ *                                         "pause": {...}}
  *   DELETE /vms/{vm}                      unregister (resumes it first)
  *   POST   /vms/{vm}/waits                {"id": ID, "kind": "model|network|
  *                                         file", "confirm": bool}

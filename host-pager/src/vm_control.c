@@ -13,6 +13,7 @@
 #include "config.h"
 #include "events.h"
 #include "guest_link.h"
+#include "guest_link_listen.h"
 #include "log.h"
 #include "loop.h"
 #include "pager.h"
@@ -20,7 +21,6 @@
 #include "vhost_vsock.h"
 #include "vm_control.h"
 
-#define LINK_LISTEN_BACKLOG	4
 #define MEMXTIME_SAMPLE_NS	1000000000ull	/* resident bytes sampled every 1 s */
 #define NS_PER_SEC_F		1e9
 #define GIB_F			1073741824.0
@@ -28,8 +28,7 @@
 struct vm_control {
 	struct vm *vm;
 	struct loop_timer timer;
-	int listen_fd;			/* link_socket, -1: none */
-	char link_socket[108];
+	char link_desc[160];		/* the socket backend, for logs and the API */
 	bool offload_running;
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
@@ -344,51 +343,39 @@ static const struct guest_link_ops ctl_link_ops = {
 	.disconnect = gl_disconnect,
 };
 
-/* ---- link socket (hybrid vsock / test peer) ------------------------- */
-
-static void on_link_accept(struct loop *l, int fd, uint32_t events, void *arg)
-{
-	struct vm *vm = arg;
-	int cfd, err;
-
-	(void)l;
-	(void)events;
-	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (cfd < 0)
-		return;
-	err = guest_link_attach_fd(vm->link, cfd);
-	if (err)
-		log_warn(vm->subject, "guest link connection refused: %s", strerror(-err));
-}
-
-static int link_listen(struct vm *vm, const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd, err;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	unlink(path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 ||
-	    listen(fd, LINK_LISTEN_BACKLOG) < 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	err = loop_add_fd(vm->d->loop, fd, EPOLLIN, on_link_accept, vm);
-	if (err) {
-		close(fd);
-		unlink(path);
-		return err;
-	}
-	return fd;
-}
-
 /* ---- attach / detach ------------------------------------------------ */
+
+/* Where the guest module's connection comes in, besides a vsock device. */
+static int link_backend_start(struct vm *vm, const struct vm_control_spec *spec,
+			      char *err, size_t n)
+{
+	uint32_t port = spec->link_port ? spec->link_port : VMNAP_DEFAULT_PORT;
+	char *desc = vm->control->link_desc;
+	size_t dn = sizeof(vm->control->link_desc);
+	int ret = 0;
+
+	switch (spec->link_kind) {
+	case VM_LINK_NONE:
+		return 0;
+	case VM_LINK_UNIX:
+		ret = guest_link_listen_unix(vm, spec->link_path);
+		snprintf(desc, dn, "unix %s", spec->link_path);
+		break;
+	case VM_LINK_HYBRID:
+		ret = guest_link_listen_hybrid(vm, spec->link_path, port);
+		snprintf(desc, dn, "hybrid %s_%u", spec->link_path, port);
+		break;
+	case VM_LINK_VSOCK:
+		ret = guest_link_listen_vsock(vm, spec->link_cid, port);
+		snprintf(desc, dn, "vsock cid %u port %u", spec->link_cid, port);
+		break;
+	}
+	if (ret) {
+		snprintf(err, n, "guest link %s: %s", desc, strerror(-ret));
+		desc[0] = '\0';
+	}
+	return ret;
+}
 
 /* The coordinator must know whether pausing also stops the guest's clock. */
 static void sync_guest_clock(struct vm *vm)
@@ -416,7 +403,6 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 	if (!ctl)
 		return -ENOMEM;
 	ctl->vm = vm;
-	ctl->listen_fd = -1;
 	loop_timer_init(&ctl->timer, on_timer, vm);
 	loop_timer_init(&ctl->sample_timer, on_sample_timer, vm);
 	vm->control = ctl;
@@ -455,20 +441,14 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 		snprintf(err, n, "guest link: %s", strerror(-ret));
 		goto fail;
 	}
-	if (spec->link_socket[0]) {
-		ret = link_listen(vm, spec->link_socket);
-		if (ret < 0) {
-			snprintf(err, n, "link socket %s: %s", spec->link_socket, strerror(-ret));
-			goto fail;
-		}
-		ctl->listen_fd = ret;
-		snprintf(ctl->link_socket, sizeof(ctl->link_socket), "%s", spec->link_socket);
-	}
+	ret = link_backend_start(vm, spec, err, n);
+	if (ret)
+		goto fail;
 	sync_guest_clock(vm);
 	coord_set_managed(vm->coord, spec->managed);
-	log_info(vm->subject, "coordinator attached (pause %s, link socket %s, %s)",
+	log_info(vm->subject, "coordinator attached (pause %s, guest link via %s, %s)",
 		 vm->pause ? vm->pause->ops->name : "none",
-		 ctl->link_socket[0] ? ctl->link_socket : "none",
+		 ctl->link_desc[0] ? ctl->link_desc : vm->vsock ? "vsock device" : "nothing yet",
 		 spec->managed ? "managed" : "unmanaged");
 	return 0;
 fail:
@@ -533,11 +513,7 @@ void vm_control_detach(struct vm *vm)
 	}
 	loop_timer_cancel(vm->d->loop, &ctl->timer);
 	loop_timer_cancel(vm->d->loop, &ctl->sample_timer);
-	if (ctl->listen_fd >= 0) {
-		loop_del_fd(vm->d->loop, ctl->listen_fd);
-		close(ctl->listen_fd);
-		unlink(ctl->link_socket);
-	}
+	guest_link_listen_vm_detach(vm);	/* no new guest connections */
 	guest_link_vm_detach(vm);	/* its callbacks point here */
 	coord_free(vm->coord);
 	vm->coord = NULL;
@@ -631,8 +607,8 @@ json_t *vm_control_json(struct vm *vm)
 		json_object_set_new(l, "last_unquiesce_ns",
 				    json_integer((json_int_t)ctl->last_unquiesce_ns));
 		json_object_set_new(l, "free_reports", json_integer((json_int_t)ctl->free_reports));
-		if (ctl->link_socket[0])
-			json_object_set_new(l, "socket", json_string(ctl->link_socket));
+		if (ctl->link_desc[0])
+			json_object_set_new(l, "via", json_string(ctl->link_desc));
 	}
 	if (vm->pager) {
 		json_object_set_new(o, "pager", pager_stats_json(vm->pager));

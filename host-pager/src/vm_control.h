@@ -30,11 +30,21 @@
 #include "pause.h"
 #include "vmnapd.h"
 
+enum vm_link_kind {
+	VM_LINK_NONE = 0,	/* only the built-in vsock device, if any */
+	VM_LINK_UNIX,		/* link_path: unix socket vmnapd listens on */
+	VM_LINK_HYBRID,		/* link_path: hybrid vsock base "<uds>" */
+	VM_LINK_VSOCK,		/* AF_VSOCK from link_cid */
+};
+
 struct vm_control_spec {
 	bool has_pause;
 	struct pause_spec pause;
 	bool managed;
-	char link_socket[108];		/* "" : none; unix socket vmnapd listens on */
+	enum vm_link_kind link_kind;
+	char link_path[108];
+	uint32_t link_cid;
+	uint32_t link_port;		/* 0: VMNAP_DEFAULT_PORT */
 	bool has_policy;
 	struct coord_config policy;	/* else the daemon's defaults */
 };
