@@ -61,10 +61,11 @@ static void usage(FILE *f)
 		"  status                          daemon status\n"
 		"  list                            every VM and its state\n"
 		"  show VM                         one VM: state, counters, pager\n"
-		"  register VM [--pause BACKEND:PATH] [--link-socket PATH]\n"
+		"  register VM [--pause BACKEND:PATH] [--link unix:PATH|hybrid:UDS|vsock:CID]\n"
 		"              [--vsock VHOST_USER:CID:UDS] [--managed]\n"
 		"              [--policy JSON]     register VM (BACKEND: qmp, freezer,\n"
 		"                                  firecracker, chv)\n"
+		"  set-pause VM BACKEND:PATH       set or replace VM's pause backend\n"
 		"  delete VM                       unregister (resumes it first)\n"
 		"  enable VM | disable VM          let the coordinator manage VM (or not)\n"
 		"  policy VM JSON                  change coordinator settings of VM\n"
@@ -210,6 +211,7 @@ static int cmd_register(struct ctl *c, const char *vm, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "pause", required_argument, NULL, 'p' },
 		{ "link-socket", required_argument, NULL, 'L' },
+		{ "link", required_argument, NULL, 'l' },
 		{ "vsock", required_argument, NULL, 'v' },
 		{ "managed", no_argument, NULL, 'm' },
 		{ "policy", required_argument, NULL, 'P' },
@@ -238,6 +240,25 @@ static int cmd_register(struct ctl *c, const char *vm, int argc, char **argv)
 		case 'L':
 			json_object_set_new(body, "link_socket", json_string(optarg));
 			break;
+		case 'l': {
+			char *colon = strchr(optarg, ':');
+
+			if (colon)
+				*colon = '\0';
+			if (colon && !strcmp(optarg, "unix"))
+				json_object_set_new(body, "link", json_pack("{s:s}", "unix", colon + 1));
+			else if (colon && !strcmp(optarg, "hybrid"))
+				json_object_set_new(body, "link", json_pack("{s:s}", "hybrid", colon + 1));
+			else if (colon && !strcmp(optarg, "vsock"))
+				json_object_set_new(body, "link", json_pack("{s:I}", "vsock_cid",
+					(json_int_t)strtoll(colon + 1, NULL, 10)));
+			else {
+				fprintf(stderr, "vmnapctl: --link unix:PATH|hybrid:UDS|vsock:CID\n");
+				json_decref(body);
+				return EXIT_USAGE;
+			}
+			break;
+		}
 		case 'v': {
 			char *vu = strtok(optarg, ":"), *cid = strtok(NULL, ":"), *uds = strtok(NULL, "");
 
@@ -364,6 +385,20 @@ int main(int argc, char **argv)
 			j = json_pack("{s:b}", "managed", !strcmp(cmd, "enable"));
 		}
 		body = dump(j);
+		snprintf(path, sizeof(path), "/vms/%s", vm);
+		ret = call(&c, "PATCH", path, body, cmd);
+		free(body);
+		return ret;
+	}
+	if (!strcmp(cmd, "set-pause")) {
+		char *colon = nargs == 2 ? strchr(args[1], ':') : NULL;
+
+		if (!colon) {
+			fprintf(stderr, "vmnapctl: set-pause VM BACKEND:PATH\n");
+			return EXIT_USAGE;
+		}
+		*colon = '\0';
+		body = dump(json_pack("{s:{s:s,s:s}}", "pause", "backend", args[1], "path", colon + 1));
 		snprintf(path, sizeof(path), "/vms/%s", vm);
 		ret = call(&c, "PATCH", path, body, cmd);
 		free(body);

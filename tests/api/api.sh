@@ -175,7 +175,8 @@ check "vmnapctl no daemon -> exit 3" sh -c "'$CTL' -s '$T/none.sock' status 2>/d
 
 # guest link over a Firecracker-style hybrid vsock socket "<uds>_5151"
 check "link with two kinds -> 400" test "$(status_of PUT /vms/vm2 -d "{\"link\": {\"unix\": \"$T/a\", \"vsock_cid\": 5}}")" = 400
-check "register with a hybrid vsock link" test "$(status_of PUT /vms/vm2 -d "{\"link\": {\"hybrid\": \"$T/vm2.v\"}, \"pause\": {\"backend\": \"freezer\", \"path\": \"$CG\"}}")" = 201
+check "vmnapctl register with a hybrid vsock link" sh -c "'$CTL' -s '$SOCK' register vm2 --link 'hybrid:$T/vm2.v' >/dev/null"
+check "vmnapctl set-pause" sh -c "'$CTL' -s '$SOCK' --json set-pause vm2 'freezer:$CG' | grep -q '\"backend\":\"freezer\"'"
 python3 tests/api/fake_guest.py "$T/vm2.v_5151" >"$T/guest-vm2.log" 2>&1 &
 PIDS+=($!)
 for ((i = 0; i < 100; i++)); do grep -q HELLO_ACK "$T/guest-vm2.log" && break; sleep 0.05; done
