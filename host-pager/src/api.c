@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,16 @@ static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 	return true;
 }
 
+static bool parse_pid(json_t *v, pid_t *pid, struct api_reply *r)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > INT32_MAX) {
+		reply_error(r, HTTP_BAD_REQUEST, "vmm_pid: want a process id");
+		return false;
+	}
+	*pid = (pid_t)json_integer_value(v);
+	return true;
+}
+
 /* "link": {"unix": P} | {"hybrid": UDS, "port": N} | {"vsock_cid": N, "port": N} */
 static bool parse_link(json_t *v, struct vm_control_spec *spec, struct api_reply *r)
 {
@@ -330,7 +341,7 @@ static bool parse_vsock(json_t *v, struct vhost_vsock_config *cfg, char *vu, cha
 static void h_register(struct api *a, const char *name, struct api_req *rq, struct api_reply *r)
 {
 	static const char *const keys[] = { "pause", "link", "link_socket", "vsock", "managed",
-					    "policy", NULL };
+					    "policy", "vmm_pid", NULL };
 	struct vm_control_spec spec = { 0 };
 	struct vhost_vsock_config vcfg = { 0 };
 	char vu[108], uds[108], err[256] = "";
@@ -357,6 +368,9 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 		spec.link_kind = VM_LINK_UNIX;
 	v = json_object_get(body, "link");
 	if (v && !parse_link(v, &spec, r))
+		goto out;
+	v = json_object_get(body, "vmm_pid");
+	if (v && !parse_pid(v, &spec.vmm_pid, r))
 		goto out;
 	v = json_object_get(body, "managed");
 	if (v && !json_is_boolean(v)) {
@@ -422,13 +436,21 @@ out:
 
 static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api_reply *r)
 {
-	static const char *const keys[] = { "managed", "policy", "pause", NULL };
+	static const char *const keys[] = { "managed", "policy", "pause", "vmm_pid", NULL };
 	json_t *body = body_object(rq, r), *v;
 
 	if (!body)
 		return;
 	if (!keys_known(body, keys, "body", r))
 		goto out;
+	v = json_object_get(body, "vmm_pid");
+	if (v) {
+		pid_t pid;
+
+		if (!parse_pid(v, &pid, r))
+			goto out;
+		vm_control_set_vmm_pid(vm, pid);
+	}
 	v = json_object_get(body, "pause");
 	if (v) {
 		struct pause_spec ps = { 0 };

@@ -13,7 +13,9 @@
  *                                         "path": P, "timeout_ms": N},
  *                                         "link": {"unix": P} | {"hybrid":
  *                                         UDS, "port": N} | {"vsock_cid": N},
- *                                         "link_socket": P (= link.unix), "vsock":
+ *                                         "link_socket": P (= link.unix),
+ *                                         "vmm_pid": N (PSS, cgroup memory;
+ *                                         QMP learns it by itself), "vsock":
  *                                         {"vhost_user": P, "cid": N,
  *                                         "uds": P}, "managed": bool,
  *                                         "policy": {coordinator keys}}

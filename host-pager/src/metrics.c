@@ -9,6 +9,7 @@
 #include "pager.h"
 #include "pause.h"
 #include "vm_control.h"
+#include "vmm_mem.h"
 
 #define NS_PER_SEC	1e9
 #define US_PER_SEC	1e6
@@ -194,6 +195,22 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	}
 }
 
+static void vmm_metrics(FILE *f, struct vmnapd *d)
+{
+	uint64_t b;
+
+	help(f, "vmnap_vmm_pss_bytes", "gauge", "the VMM process's proportional set size");
+	FOREACH_VM(d, vm)
+		if (vm_control_vmm_pid(vm) && !vmm_pss_bytes(vm_control_vmm_pid(vm), &b))
+			fprintf(f, "vmnap_vmm_pss_bytes{vm=\"%s\"} %llu\n", vm->name,
+				(unsigned long long)b);
+	help(f, "vmnap_vm_cgroup_memory_bytes", "gauge", "memory charged to the VMM's cgroup");
+	FOREACH_VM(d, vm)
+		if (vm_control_vmm_pid(vm) && !vmm_cgroup_memory_bytes(vm_control_vmm_pid(vm), &b))
+			fprintf(f, "vmnap_vm_cgroup_memory_bytes{vm=\"%s\"} %llu\n", vm->name,
+				(unsigned long long)b);
+}
+
 static void pause_metrics(FILE *f, struct vmnapd *d)
 {
 	help(f, "vmnap_pause_backend_calls_total", "counter", "pause backend calls, by op");
@@ -230,6 +247,7 @@ char *metrics_render(struct vmnapd *d, size_t *len)
 	coord_metrics(f, d);
 	pager_metrics(f, d);
 	pause_metrics(f, d);
+	vmm_metrics(f, d);
 	if (fclose(f)) {
 		free(buf);
 		return NULL;

@@ -25,6 +25,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <pthread.h>
 
@@ -72,6 +73,7 @@ struct pause_backend {
 	struct pause_spec spec;
 	char subject[VM_NAME_MAX + 16];
 	bool paused;
+	pid_t peer_pid;		/* the VMM, when the socket told (SO_PEERCRED), else 0 */
 	struct pause_stats st;	/* written by the call's thread while busy */
 	/* pause_start(): one call in flight at a time */
 	struct loop *loop;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -140,6 +141,13 @@ static int qmp_run(struct pause_backend *pb, const char *cmd)
 		err = q->fd;
 		free(q);
 		return err;
+	}
+	{
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		if (!getsockopt(q->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && cred.pid > 0)
+			pb->peer_pid = cred.pid;	/* QEMU: for PSS and cgroup memory */
 	}
 	err = qmp_read_json(q, &greeting);
 	if (!err && !json_object_get(greeting, "QMP"))

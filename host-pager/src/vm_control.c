@@ -20,6 +20,7 @@
 #include "pager_debug.h"
 #include "vhost_vsock.h"
 #include "vm_control.h"
+#include "vmm_mem.h"
 
 #define MEMXTIME_SAMPLE_NS	1000000000ull	/* resident bytes sampled every 1 s */
 #define NS_PER_SEC_F		1e9
@@ -29,6 +30,7 @@ struct vm_control {
 	struct vm *vm;
 	struct loop_timer timer;
 	char link_desc[160];		/* the socket backend, for logs and the API */
+	pid_t vmm_pid;			/* given at registration, or 0 */
 	bool offload_running;
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
@@ -63,6 +65,19 @@ static void on_sample_timer(struct loop *l, struct loop_timer *t, void *arg)
 {
 	memxtime_sample(arg);
 	loop_timer_arm(l, t, MEMXTIME_SAMPLE_NS);
+}
+
+void vm_control_set_vmm_pid(struct vm *vm, pid_t pid)
+{
+	if (vm->control)
+		vm->control->vmm_pid = pid;
+}
+
+pid_t vm_control_vmm_pid(struct vm *vm)
+{
+	if (vm->control && vm->control->vmm_pid)
+		return vm->control->vmm_pid;
+	return vm->pause ? vm->pause->peer_pid : 0;
 }
 
 double vm_control_memxtime_gib_s(struct vm *vm)
@@ -403,6 +418,7 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 	if (!ctl)
 		return -ENOMEM;
 	ctl->vm = vm;
+	ctl->vmm_pid = spec->vmm_pid;
 	loop_timer_init(&ctl->timer, on_timer, vm);
 	loop_timer_init(&ctl->sample_timer, on_sample_timer, vm);
 	vm->control = ctl;
@@ -614,6 +630,17 @@ json_t *vm_control_json(struct vm *vm)
 		json_object_set_new(o, "pager", pager_stats_json(vm->pager));
 		if (ctl)
 			json_object_set_new(o, "memxtime_gib_s", json_real(vm_control_memxtime_gib_s(vm)));
+	}
+	if (vm_control_vmm_pid(vm)) {
+		pid_t pid = vm_control_vmm_pid(vm);
+		json_t *m = json_pack("{s:i}", "pid", (int)pid);
+		uint64_t b;
+
+		if (!vmm_pss_bytes(pid, &b))
+			json_object_set_new(m, "pss_bytes", json_integer((json_int_t)b));
+		if (!vmm_cgroup_memory_bytes(pid, &b))
+			json_object_set_new(m, "cgroup_memory_bytes", json_integer((json_int_t)b));
+		json_object_set_new(o, "vmm", m);
 	}
 	if (vm->vsock)
 		json_object_set_new(o, "vsock", json_pack("{s:b,s:i}",

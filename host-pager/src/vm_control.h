@@ -45,6 +45,7 @@ struct vm_control_spec {
 	char link_path[108];
 	uint32_t link_cid;
 	uint32_t link_port;		/* 0: VMNAP_DEFAULT_PORT */
+	pid_t vmm_pid;			/* 0: learn it from the pause backend */
 	bool has_policy;
 	struct coord_config policy;	/* else the daemon's defaults */
 };
@@ -57,6 +58,9 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec,
 int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, size_t errlen);
 /* Undo vm_control_attach (resumes a paused VM first).  NULL-safe. */
 void vm_control_detach(struct vm *vm);
+/* The VMM's pid for PSS and cgroup memory (0: from the pause backend). */
+void vm_control_set_vmm_pid(struct vm *vm, pid_t pid);
+pid_t vm_control_vmm_pid(struct vm *vm);
 /* Guest-RAM resident bytes integrated over time since attach, GiB*s. */
 double vm_control_memxtime_gib_s(struct vm *vm);
 /* Everything the API shows for a VM. */

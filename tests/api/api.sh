@@ -184,6 +184,16 @@ check "hybrid link up" test "$(curl -s --unix-socket "$SOCK" http://localhost/vm
 check "DELETE vm2" test "$(status_of DELETE /vms/vm2)" = 204
 check "hybrid socket removed with the VM" test ! -e "$T/vm2.v_5151"
 
+# the VMM's own memory: PSS and cgroup memory of a process given by pid
+sleep 60 &
+SLEEPER=$!
+PIDS+=($SLEEPER)
+check "register with vmm_pid" test "$(status_of PUT /vms/vm3 -d "{\"vmm_pid\": $SLEEPER}")" = 201
+check "VMM PSS reported" sh -c "curl -s --unix-socket '$SOCK' http://localhost/vms/vm3 | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"vmm\"][\"pss_bytes\"] > 0 else 1)'"
+check "vmnap_vmm_pss_bytes in /metrics" sh -c "curl -s --unix-socket '$SOCK' http://localhost/metrics | grep -q '^vmnap_vmm_pss_bytes{vm=\"vm3\"} [1-9]'"
+check "bad vmm_pid -> 400" test "$(status_of PATCH /vms/vm3 -d '{"vmm_pid": -4}')" = 400
+status_of DELETE /vms/vm3 >/dev/null
+
 check "DELETE -> 204" test "$(status_of DELETE /vms/vm1)" = 204
 check "deleted VM is gone (404)" test "$(status_of GET /vms/vm1)" = 404
 

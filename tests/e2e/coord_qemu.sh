@@ -117,6 +117,7 @@ else
 fi
 during=$(resident)
 check "resident bytes fell while offloaded ($before -> $during)" test "$during" -lt $((before / 2))
+check "QEMU's PSS known (pid from the QMP socket)" test "$(vm_json | jget '.get("vmm", {}).get("pss_bytes", 0)')" -gt 0
 api -X POST "http://vmnapd/vms/$VM/waits/w1/ready" >/dev/null
 check "data ready resumes: RUNNING" wait_state RUNNING "$STATE_WAIT"
 check "wait delivered (guest RESUME_ACK)" sh -c "for i in \$(seq 50); do grep -q '\"type\":\"delivered\"' '$W/events.jsonl' && exit 0; sleep 0.2; done; exit 1"
