@@ -47,10 +47,25 @@ wait_state() { # VM STATE TIMEOUT_S
 	echo "# $1 is $(vm_state "$1"), wanted $2"; return 1
 }
 
-"$VMNAPD" -r "$RUN" -s "$T/store" -e "$EV" -l debug >"$T/vmnapd.log" 2>&1 &
+# sd_notify readiness: a datagram socket standing in for systemd's
+python3 - "$T/notify.sock" >"$T/notify.log" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(20)
+try:
+    while True:
+        print(s.recv(4096).decode(), flush=True)
+except OSError:
+    pass
+PY
+PIDS+=($!)
+for ((i = 0; i < 100; i++)); do [ -S "$T/notify.sock" ] && break; sleep 0.05; done
+NOTIFY_SOCKET=$T/notify.sock "$VMNAPD" -r "$RUN" -s "$T/store" -e "$EV" -l debug >"$T/vmnapd.log" 2>&1 &
 PIDS+=($!)
 VMNAPD_PID=$!
-for ((i = 0; i < 100; i++)); do [ -S "$SOCK" ] && break; sleep 0.05; done
+for ((i = 0; i < 100; i++)); do [ -S "$SOCK" ] && grep -q READY=1 "$T/notify.log" && break; sleep 0.05; done
+check "sd_notify READY=1 once the API listens" grep -qx READY=1 "$T/notify.log"
 
 check "api socket exists with mode 0600" test "$(stat -c %a "$SOCK")" = 600
 check "GET / is 200" test "$(status_of GET /)" = 200
