@@ -96,6 +96,45 @@ for junk in (os.urandom(4096), b"GET /" + b"A" * 100000 + b" HTTP/1.1\r\n\r\n", 
         pass
     s.close()
 PY
+python3 - "$SOCK" <<'PY'
+# 400 random hostile requests: methods, paths, bodies (deep nesting, huge
+# numbers, NUL escapes, wrong types, unknown keys) on every endpoint
+import http.client, json, random, socket, sys
+random.seed(6)
+class C(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX); self.sock.settimeout(5); self.sock.connect(sys.argv[1])
+paths = ["/", "/metrics", "/vms", "/vms/x", "/vms/x/waits", "/vms/x/waits/a/ready",
+         "/vms/x/waits/a/delivered", "/vms/x/events", "/vms/x/actions/pause",
+         "/vms/x/actions/zap", "/vms/" + "y" * 70, "/vms/x/waits/" + "w" * 80 + "/ready",
+         "/vms/%00", "/vms/../etc", "//vms//x//", "/vms/x/a/b/c/d/e/f/g"]
+vals = [None, 0, -1, 2**63, 1e308, "", "\u0000", "a\u0000b", [], {}, True, "qmp",
+        "/nonexistent", "x" * 5000]
+keys = ["id", "kind", "managed", "pause", "policy", "link", "vsock", "source", "confirm",
+        "backend", "path", "vmm_pid", "handoff_delay_ms", "bogus"]
+def rnd(d=0):
+    r = random.random()
+    if d < 3 and r < 0.3:
+        return {random.choice(keys): rnd(d + 1) for _ in range(random.randint(0, 4))}
+    if d < 3 and r < 0.4:
+        return [rnd(d + 1) for _ in range(random.randint(0, 3))]
+    return random.choice(vals)
+bodies = lambda: random.choice([json.dumps(rnd()), "[" * 3000 + "]" * 3000, "{\"a\":",
+                                '{"id": "\u0000"}', "\xff\xfe", ""])
+ok = 0
+for i in range(400):
+    c = C("x")
+    try:
+        c.request(random.choice(["GET", "PUT", "POST", "PATCH", "DELETE", "HEAD", "FOO"]),
+                  random.choice(paths), body=bodies().encode("utf-8", "surrogateescape"))
+        r = c.getresponse(); r.read()
+        if r.status < 500 or r.status == 505:
+            ok += 1
+    except Exception:
+        pass
+    c.close()
+print("# random requests answered < 500: %d/400" % ok)
+PY
 check "garbage on the socket: daemon alive" test "$(status_of GET /)" = 200
 check "nothing registered by the bad requests" test "$(curl -s --unix-socket "$SOCK" http://localhost/ | jget '["vms"]')" = 0
 
