@@ -8,6 +8,9 @@
  *  - hrtimer_start tracepoint: gained "bool was_armed" within 6.1.x.
  *    Kbuild test-compiles a probe against the headers and defines
  *    VMNAP_HRTIMER_START_WAS_ARMED when the new shape fits.
+ *  - timer_start tracepoint: (timer, expires, flags) on 6.1; the probe
+ *    reads expiry and flags from the timer itself, so a kernel that
+ *    drops the last two arguments only needs the prototype below.
  *  - hrtimer_init() gave way to hrtimer_setup() (6.13), which sets the
  *    callback too.
  *  - blk_mq_unfreeze_queue() takes the memalloc flags returned by
@@ -19,6 +22,7 @@
 
 #include <linux/blk-mq.h>
 #include <linux/hrtimer.h>
+#include <linux/timer.h>
 #include <linux/version.h>
 
 #ifdef VMNAP_HRTIMER_START_WAS_ARMED
@@ -28,6 +32,10 @@
 #define VMNAP_HRTIMER_START_PROBE_ARGS \
 	void *data, struct hrtimer *t, enum hrtimer_mode mode
 #endif
+
+#define VMNAP_TIMER_START_PROBE_ARGS \
+	void *data, struct timer_list *timer, unsigned long expires, \
+	unsigned int flags
 
 static inline void vmnap_hrtimer_setup(struct hrtimer *t,
 				       enum hrtimer_restart (*fn)(struct hrtimer *),

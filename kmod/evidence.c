@@ -26,13 +26,23 @@
  *            tick of the CPU doing the sampling (it stops when that CPU goes
  *            idle).  On NOHZ-idle CPUs the stopped tick's hrtimer carries
  *            the next timer-wheel event, so it is counted.  The sampling
- *            CPU's own timer wheel is seen the same way: the window is
- *            timed by an hrtimer pinned to another CPU while the sampler
- *            (pinned with migrate_disable()) waits without a timer, so its
- *            CPU goes idle and NOHZ reprograms the stopped tick to its
- *            next event, which the hrtimer_start probe records.  On one
- *            vCPU, or when the CPU never idled in the window, that part
- *            stays blind (counted as timer_wheel_blind).
+ *            CPU's own timer wheel is seen the same way: the sampler
+ *            (pinned with migrate_disable()) waits for the window's end
+ *            on a completion, the window being timed by an hrtimer of
+ *            ours (on another CPU if there is one, else on this one), so
+ *            its CPU goes idle and NOHZ stops the tick at the next
+ *            timer-wheel event (with high resolution timers, NOHZ leaves
+ *            hrtimers out of that expiry, so our own window timer does
+ *            not hide the wheel), which the hrtimer_start probe records.
+ *            Last event wins (struct vmnap_tickview): a later arm of the
+ *            tick replaces it (a restart near now is a near budget), a
+ *            cancel or expiry makes it blind.  Wheel timers enqueued on
+ *            that CPU after the record (timer_start, deferrable ones left
+ *            out as NOHZ does) are folded in until the sample is taken.
+ *            When no record was made in the window (the CPU never idled,
+ *            low resolution mode, the tick not found) the budget is
+ *            reported unknown and counted as timer_wheel_blind: the host
+ *            then pauses but does not offload.
  *
  * The tracepoints are found by name (for_each_kernel_tracepoint()): they
  * are not exported to modules.  hrtimer_start gained a was_armed argument
@@ -55,6 +65,7 @@
 #include <linux/slab.h>
 #include <linux/smp.h>
 #include <linux/tick.h>
+#include <linux/timer.h>
 #include <linux/timerqueue.h>
 #include <linux/tracepoint.h>
 #include <linux/vmstat.h>
@@ -70,16 +81,13 @@
  * @lock: serialises @tb (nests inside the CPU's hrtimer base lock)
  * @tb: armed timers as told by the tracepoints
  * @base: the CPU's hrtimer_cpu_base (from hrtimer_init() run on it)
- * @stopped_tick: expiry NOHZ gave the stopped tick during the last window
- *	(KTIME_MAX: tick cancelled, nothing pending)
- * @stopped_seen: @stopped_tick was recorded in the current window
+ * @tv: the CPU's timer wheel as its tick told it during the window
  */
 struct vmnap_cpu_timers {
 	raw_spinlock_t lock;
 	struct vmnap_timerbook tb;
 	struct hrtimer_cpu_base *base;
-	s64 stopped_tick;
-	bool stopped_seen;
+	struct vmnap_tickview tv;
 };
 
 static struct vmnap_cpu_timers *vmnap_timers;	/* [nr_cpu_ids] */
@@ -94,6 +102,7 @@ static DEFINE_PER_CPU(unsigned long, vmnap_io_issued);
 static const void *vmnap_tick_fn;		/* resolved lazily */
 static bool vmnap_timers_attached;
 static bool vmnap_watching;			/* a window is under way */
+static bool vmnap_sampling;			/* window start .. sample taken */
 
 /* ---- tracepoint probes ------------------------------------------------ */
 
@@ -118,17 +127,14 @@ static void vmnap_book_arm(struct hrtimer *t)
 	raw_spin_lock_irqsave(&ct->lock, flags);
 	vmnap_tb_arm(&ct->tb, t, t->function,
 		     ktime_sub(hrtimer_get_expires(t), t->base->offset));
-	/* NOHZ stopping the tick of an idle CPU: wheel + hrtimers, in one */
-	if (READ_ONCE(vmnap_watching) && t->function == READ_ONCE(vmnap_tick_fn) &&
-	    is_idle_task(current)) {
-		s64 v = ktime_sub(hrtimer_get_expires(t), t->base->offset);
-
-		/* a restart on idle exit is due within a tick: not a stop */
-		if (v - (s64)ktime_get_mono_fast_ns() > (s64)TICK_NSEC) {
-			ct->stopped_tick = v;
-			ct->stopped_seen = true;
-		}
-	}
+	/*
+	 * The tick armed: NOHZ stopping it at the next wheel event, or the
+	 * periodic tick (re)started near now.  Either is the CPU's next
+	 * wheel-driven wakeup as of now.
+	 */
+	if (READ_ONCE(vmnap_watching) && t->function == READ_ONCE(vmnap_tick_fn))
+		vmnap_tv_tick_armed(&ct->tv, ktime_sub(hrtimer_get_expires(t),
+						       t->base->offset));
 	raw_spin_unlock_irqrestore(&ct->lock, flags);
 }
 
@@ -142,10 +148,12 @@ static void vmnap_book_disarm(struct hrtimer *t)
 	raw_spin_lock_irqsave(&ct->lock, flags);
 	vmnap_tb_disarm(&ct->tb, t);
 	/*
-	 * A cancelled tick is not recorded: NOHZ cancels it both when nothing
-	 * at all is pending and when it restarts the tick on idle exit, and
-	 * the two cannot be told apart here.  The window then stays blind.
+	 * A cancelled tick (nothing pending, or the first half of a restart)
+	 * or an expired one (a wheel event is due now) says nothing about
+	 * the next event: blind until the tick is armed again.
 	 */
+	if (READ_ONCE(vmnap_watching) && t->function == READ_ONCE(vmnap_tick_fn))
+		vmnap_tv_tick_gone(&ct->tv);
 	raw_spin_unlock_irqrestore(&ct->lock, flags);
 }
 
@@ -163,6 +171,32 @@ static void vmnap_tp_hrtimer_expire_entry(void *data, struct hrtimer *t,
 					  ktime_t *now)
 {
 	vmnap_book_disarm(t);
+}
+
+/*
+ * A timer-wheel timer enqueued on some CPU's base (under that base's
+ * lock).  Deferrable timers do not wake an idle CPU (NOHZ ignores them
+ * too).  The expiry in jiffies becomes a monotonic lower bound: the
+ * current jiffy may have started up to a tick ago.
+ */
+static void vmnap_tp_timer_start(VMNAP_TIMER_START_PROBE_ARGS)
+{
+	unsigned int tflags = READ_ONCE(timer->flags);
+	unsigned int cpu = tflags & TIMER_CPUMASK;
+	long ticks = (long)(READ_ONCE(timer->expires) - jiffies) - 1;
+	s64 v = ktime_get_mono_fast_ns();
+	struct vmnap_cpu_timers *ct;
+	unsigned long irqflags;
+
+	if (!READ_ONCE(vmnap_sampling) || (tflags & TIMER_DEFERRABLE) ||
+	    cpu >= nr_cpu_ids)
+		return;
+	if (ticks > 0)
+		v += (s64)ticks * TICK_NSEC;
+	ct = &vmnap_timers[cpu];
+	raw_spin_lock_irqsave(&ct->lock, irqflags);
+	vmnap_tv_wheel_armed(&ct->tv, v);
+	raw_spin_unlock_irqrestore(&ct->lock, irqflags);
 }
 
 static void vmnap_tp_rq_issue(void *data, struct request *rq)
@@ -195,6 +229,7 @@ static struct vmnap_tp vmnap_tps[] = {
 	{ "hrtimer_start", vmnap_tp_hrtimer_start, true },
 	{ "hrtimer_cancel", vmnap_tp_hrtimer_cancel, true },
 	{ "hrtimer_expire_entry", vmnap_tp_hrtimer_expire_entry, true },
+	{ "timer_start", vmnap_tp_timer_start, true },
 	{ "block_rq_issue", vmnap_tp_rq_issue, false },
 	{ "block_rq_complete", vmnap_tp_rq_complete, false },
 	{ "block_rq_requeue", vmnap_tp_rq_requeue, false },
@@ -346,10 +381,12 @@ static bool vmnap_cpu_next_timer(unsigned int cpu, bool this_cpu, s64 *next)
 	    cb->expires_next > hard + (s64)TICK_NSEC)
 		ok = false;
 	/* our CPU: its timer wheel as NOHZ saw it when it idled in the window */
-	if (this_cpu && ct->stopped_seen)
-		live = min(live, ct->stopped_tick);
-	else if (this_cpu)
+	if (this_cpu && vmnap_tv_next(&ct->tv, &v)) {
+		live = min(live, v);
+	} else if (this_cpu) {
 		vmnap_count(VMNAP_CTR_TIMER_WHEEL_BLIND);
+		ok = false;	/* complete or say it is not (DESIGN 5) */
+	}
 	raw_spin_unlock(&ct->lock);
 	raw_spin_unlock_irqrestore(&cb->lock, flags);
 	*next = live;
@@ -444,24 +481,20 @@ static void vmnap_find_tick_fn(unsigned int cpu)
 }
 
 /*
- * Let @window_us pass.  With another CPU online the wait is timed by an
- * hrtimer pinned there and this CPU sleeps without a timer of ours, so
- * NOHZ shows its next event (wheel included) when it idles.  The caller
- * keeps this task on its CPU (migrate_disable()).
+ * Let @window_us pass.  The wait is timed by an hrtimer of ours, pinned to
+ * another CPU when one is online (else to this one), while this task
+ * waits on a completion without a timer, so NOHZ shows this CPU's next
+ * wheel event when it idles.  The caller keeps this task on its CPU
+ * (migrate_disable()) and has reset the CPU's tick view.
  */
 static void vmnap_window_wait(unsigned int self, unsigned int window_us)
 {
-	struct vmnap_cpu_timers *ct = &vmnap_timers[self];
 	struct vmnap_window w = { .ns = (u64)window_us * NSEC_PER_USEC };
 	unsigned int other = cpumask_any_but(cpu_online_mask, self);
-	unsigned long flags;
 
-	raw_spin_lock_irqsave(&ct->lock, flags);
-	ct->stopped_seen = false;
-	raw_spin_unlock_irqrestore(&ct->lock, flags);
 	if (!window_us)
 		return;
-	if (other >= nr_cpu_ids || !vmnap_timers_attached) {
+	if (!vmnap_timers_attached) {
 		usleep_range(window_us, window_us + window_us / 8);
 		return;
 	}
@@ -474,14 +507,12 @@ static void vmnap_window_wait(unsigned int self, unsigned int window_us)
 	 * Do not wait for the IPI: waiting spins this CPU until the other
 	 * one (maybe halted, slow to wake under emulation) ran it, which
 	 * would count as busy time.  @w outlives it: we wait for its expiry.
+	 * Without another CPU (or when it went offline) arm it here.
 	 */
-	if (smp_call_function_single(other, vmnap_window_arm, &w, 0)) {
-		/* the other CPU went offline: time the window here */
-		WRITE_ONCE(vmnap_watching, false);
-		usleep_range(window_us, window_us + window_us / 8);
-	} else {
-		wait_for_completion(&w.done);
-	}
+	if (other >= nr_cpu_ids ||
+	    smp_call_function_single(other, vmnap_window_arm, &w, 0))
+		vmnap_window_arm(&w);
+	wait_for_completion(&w.done);
 	hrtimer_cancel(&w.timer);	/* the callback has returned */
 	destroy_hrtimer_on_stack(&w.timer);
 }
@@ -541,6 +572,18 @@ static u32 vmnap_io_inflight_sum(void)
 
 /* ---- collection -------------------------------------------------------- */
 
+/* From here until the sample is taken, @self's wheel events are watched. */
+static void vmnap_sampling_begin(unsigned int self)
+{
+	struct vmnap_cpu_timers *ct = &vmnap_timers[self];
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&ct->lock, flags);
+	vmnap_tv_reset(&ct->tv);
+	raw_spin_unlock_irqrestore(&ct->lock, flags);
+	WRITE_ONCE(vmnap_sampling, true);
+}
+
 /*
  * Measure the evidence over @window_us (may sleep).  Called with
  * vmnap.lock held, from the workqueue or a netlink command.
@@ -557,6 +600,7 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	memset(s, 0, sizeof(*s));
 	/* one CPU for the whole sampling: the window watches this CPU */
 	migrate_disable();
+	vmnap_sampling_begin(raw_smp_processor_id());
 	t0 = ktime_get();
 	issued0 = vmnap_io_issued_sum();
 	for_each_online_cpu(cpu)
@@ -583,6 +627,7 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	s->writeback_pages = global_node_page_state(NR_WRITEBACK);
 	s->dirty_pages = global_node_page_state(NR_FILE_DIRTY);
 	s->timer_known = vmnap_next_timer(&s->next_timer_ns);
+	WRITE_ONCE(vmnap_sampling, false);
 	if (!s->timer_known) {
 		s->next_timer_ns = VMNAP_TIMER_UNKNOWN;
 		vmnap_count(VMNAP_CTR_TIMER_UNKNOWN);
@@ -685,6 +730,10 @@ int vmnap_evidence_init(void)
 		smp_call_function_single(cpu, vmnap_get_cpu_base,
 					 &vmnap_timers[cpu].base, 1);
 	}
+	/* this CPU runs, so its tick is armed: learn the tick's function */
+	cpu = get_cpu();
+	vmnap_find_tick_fn(cpu);
+	put_cpu();
 	return 0;
 }
 

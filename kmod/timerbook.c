@@ -81,3 +81,45 @@ bool vmnap_tb_earliest(const struct vmnap_timerbook *tb,
 	}
 	return found;
 }
+
+/* ---- the sampling CPU's timer wheel ------------------------------------ */
+
+void vmnap_tv_reset(struct vmnap_tickview *tv)
+{
+	tv->seen = false;
+	tv->wheel_armed = false;
+}
+
+/* The tick hrtimer was armed to @expires_ns: wheel timers folded in. */
+void vmnap_tv_tick_armed(struct vmnap_tickview *tv, s64 expires_ns)
+{
+	tv->tick_ns = expires_ns;
+	tv->seen = true;
+	tv->wheel_armed = false;
+}
+
+/* The tick hrtimer was cancelled or expired: nothing known until re-armed. */
+void vmnap_tv_tick_gone(struct vmnap_tickview *tv)
+{
+	tv->seen = false;
+	tv->wheel_armed = false;
+}
+
+/* A (non-deferrable) wheel timer was enqueued, due no earlier than this. */
+void vmnap_tv_wheel_armed(struct vmnap_tickview *tv, s64 expires_ns)
+{
+	if (!tv->wheel_armed || expires_ns < tv->wheel_ns)
+		tv->wheel_ns = expires_ns;
+	tv->wheel_armed = true;
+}
+
+/* The CPU's next wheel event; false when the view is blind. */
+bool vmnap_tv_next(const struct vmnap_tickview *tv, s64 *next_ns)
+{
+	if (!tv->seen)
+		return false;
+	*next_ns = tv->tick_ns;
+	if (tv->wheel_armed && tv->wheel_ns < *next_ns)
+		*next_ns = tv->wheel_ns;
+	return true;
+}

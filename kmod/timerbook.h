@@ -44,6 +44,33 @@ struct vmnap_timerbook {
 typedef u32 (*vmnap_tb_classify_t)(const struct vmnap_timer_entry *e,
 				   void *arg);
 
+/**
+ * struct vmnap_tickview - the timer wheel of the sampling CPU, as NOHZ
+ * told it during an observation window (pure logic, KUnit tested)
+ * @tick_ns: expiry the last event gave the CPU's tick hrtimer; with high
+ *	resolution timers NOHZ stops the tick of an idle CPU at its next
+ *	timer-wheel (or RCU, or timekeeping) event, hrtimers left out
+ * @wheel_ns: earliest wheel timer enqueued on the CPU since then
+ * @seen: @tick_ns comes from an arm of the tick in this window
+ * @wheel_armed: @wheel_ns is valid
+ *
+ * Last event wins: a tick armed (a NOHZ stop, or the periodic tick near
+ * now) folds every wheel timer in; a cancelled or expired tick leaves the
+ * view blind until the next arm.  A view that is not @seen is blind.
+ */
+struct vmnap_tickview {
+	s64 tick_ns;
+	s64 wheel_ns;
+	bool seen;
+	bool wheel_armed;
+};
+
+void vmnap_tv_reset(struct vmnap_tickview *tv);
+void vmnap_tv_tick_armed(struct vmnap_tickview *tv, s64 expires_ns);
+void vmnap_tv_tick_gone(struct vmnap_tickview *tv);
+void vmnap_tv_wheel_armed(struct vmnap_tickview *tv, s64 expires_ns);
+bool vmnap_tv_next(const struct vmnap_tickview *tv, s64 *next_ns);
+
 void vmnap_tb_reset(struct vmnap_timerbook *tb);
 void vmnap_tb_arm(struct vmnap_timerbook *tb, const void *timer,
 		  const void *fn, s64 expires_ns);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * timerbook_kunit.c - KUnit suite for the hrtimer bookkeeping.
+ * timerbook_kunit.c - KUnit suite for the hrtimer bookkeeping and the
+ * sampling CPU's timer-wheel view.
  */
 #include <kunit/test.h>
 #include <linux/slab.h>
@@ -106,7 +107,59 @@ static void tb_overflow_is_flagged(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, tb->nr, 0U);
 }
 
+static void tv_blind_until_tick_armed(struct kunit *test)
+{
+	struct vmnap_tickview tv;
+	s64 n = 0;
+
+	vmnap_tv_reset(&tv);
+	vmnap_tv_wheel_armed(&tv, 500);
+	KUNIT_EXPECT_FALSE(test, vmnap_tv_next(&tv, &n));
+	vmnap_tv_tick_armed(&tv, 9000);
+	KUNIT_EXPECT_TRUE(test, vmnap_tv_next(&tv, &n));
+	KUNIT_EXPECT_EQ(test, n, 9000);
+}
+
+static void tv_wheel_after_stop_counts(struct kunit *test)
+{
+	struct vmnap_tickview tv;
+	s64 n = 0;
+
+	vmnap_tv_reset(&tv);
+	vmnap_tv_tick_armed(&tv, 9000);
+	vmnap_tv_wheel_armed(&tv, 7000);
+	vmnap_tv_wheel_armed(&tv, 8000);
+	KUNIT_EXPECT_TRUE(test, vmnap_tv_next(&tv, &n));
+	KUNIT_EXPECT_EQ(test, n, 7000);
+	/* a later stop folds the wheel in: its expiry is the answer */
+	vmnap_tv_tick_armed(&tv, 7500);
+	KUNIT_EXPECT_TRUE(test, vmnap_tv_next(&tv, &n));
+	KUNIT_EXPECT_EQ(test, n, 7500);
+}
+
+static void tv_last_event_wins(struct kunit *test)
+{
+	struct vmnap_tickview tv;
+	s64 n = 0;
+
+	vmnap_tv_reset(&tv);
+	vmnap_tv_tick_armed(&tv, 9000);
+	/* the tick restarted near now (idle exit): a near budget, not 9000 */
+	vmnap_tv_tick_armed(&tv, 100);
+	KUNIT_EXPECT_TRUE(test, vmnap_tv_next(&tv, &n));
+	KUNIT_EXPECT_EQ(test, n, 100);
+	/* cancelled or expired: blind, not the stale expiry */
+	vmnap_tv_tick_gone(&tv);
+	KUNIT_EXPECT_FALSE(test, vmnap_tv_next(&tv, &n));
+	vmnap_tv_tick_armed(&tv, 9000);
+	vmnap_tv_reset(&tv);
+	KUNIT_EXPECT_FALSE(test, vmnap_tv_next(&tv, &n));
+}
+
 static struct kunit_case timerbook_cases[] = {
+	KUNIT_CASE(tv_blind_until_tick_armed),
+	KUNIT_CASE(tv_wheel_after_stop_counts),
+	KUNIT_CASE(tv_last_event_wins),
 	KUNIT_CASE(tb_earliest_of_armed),
 	KUNIT_CASE(tb_rearm_updates),
 	KUNIT_CASE(tb_disarm_unknown),
