@@ -20,14 +20,25 @@
  *                            "memory-backend-memfd"; "*" for any)
  *   VMNAP_MIN_BYTES          smallest mapping to manage (default 1 MiB)
  *   VMNAP_GPA_BASE           guest-physical address of offset 0 (default 0)
+ *   VMNAP_GPA_LAYOUT=linear  assert gpa = VMNAP_GPA_BASE + memfd offset for
+ *                            every page (a VMM with a linear RAM layout)
  *   VMNAP_ALLOW_UNMANAGED=1  run on unmanaged if vmnapd cannot be reached
  *   VMNAP_PRELOAD_DEBUG=1    log every decision to stderr
  * Without VMNAP_ALLOW_UNMANAGED a failed handshake fails the mmap (the
  * VMM stops with its own error) after a loud message on stderr.
+ *
+ * The shim cannot see QEMU's guest-physical layout: the gpa it sends is
+ * VMNAP_GPA_BASE + memfd offset, which is wrong above QEMU x86's low-memory
+ * split (RAM beyond it sits above the PCI hole, at 4 GiB).  So it says how
+ * sure it is ("gpa_source"): "linear" with VMNAP_GPA_LAYOUT=linear, or for
+ * qemu-system-x86_64/i386 with base 0 when the mapping ends below 2 GiB
+ * (the smallest low-memory split of QEMU's pc and q35 machines), else
+ * "guessed" and vmnapd waits for the vhost-user memory table.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -51,6 +62,9 @@
 #define MEMFD_NAME_MAX		250
 #define REPLY_TIMEOUT_S		10
 #define JSON_MAX		1024
+/* QEMU pc/q35 keep RAM at gpa == offset up to the low-memory split, which
+ * is at least 2 GiB (q35 with >= 2.75 GiB of RAM). */
+#define X86_LINEAR_RAM_MAX	(2ull << 30)
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW	_IO(0xAA, 0x00)
 #endif
@@ -190,6 +204,36 @@ static int new_userfaultfd(void)
 	return fd;
 }
 
+static bool qemu_x86_target(void)
+{
+	static const char *const targets[] = { "qemu-system-x86_64", "qemu-system-i386" };
+	char exe[PATH_MAX];
+	const char *base;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return false;
+	exe[n] = 0;
+	base = strrchr(exe, '/');
+	base = base ? base + 1 : exe;
+	for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
+		if (!strcmp(base, targets[i]))
+			return true;
+	return false;
+}
+
+/* How sure the gpa of [off, off+len) is; see the top of the file. */
+static const char *gpa_source(uint64_t base, off_t off, size_t len)
+{
+	const char *layout = getenv("VMNAP_GPA_LAYOUT");
+
+	if (layout && !strcmp(layout, "linear"))
+		return "linear";
+	if (!base && (uint64_t)off + len <= X86_LINEAR_RAM_MAX && qemu_x86_target())
+		return "linear";
+	return "guessed";
+}
+
 /* Send the region; wait for vmnapd's one-line answer.  Returns the
  * connected socket (kept open) or -errno with @why filled. */
 static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
@@ -209,6 +253,7 @@ static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
 	struct msghdr mh = { 0 };
 	struct cmsghdr *c;
 	size_t got = 0;
+	uint64_t base = env_u64("VMNAP_GPA_BASE", 0);
 	int s, n;
 
 	if (!path || !*path)
@@ -220,10 +265,10 @@ static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
 	n = snprintf(json, sizeof(json),
 		     "{\"vm\":\"%s\",\"uffd\":0,\"regions\":[{\"base_host_virt_addr\":%llu,"
 		     "\"size\":%llu,\"offset\":%llu,\"page_size\":%ld,\"gpa\":%llu,"
-		     "\"memfd\":1}]}",
+		     "\"memfd\":1}],\"gpa_source\":\"%s\"}",
 		     vm, (unsigned long long)addr, (unsigned long long)len,
 		     (unsigned long long)off, sysconf(_SC_PAGESIZE),
-		     (unsigned long long)(env_u64("VMNAP_GPA_BASE", 0) + (uint64_t)off));
+		     (unsigned long long)(base + (uint64_t)off), gpa_source(base, off, len));
 	if (n < 0 || (size_t)n >= sizeof(json) || strchr(vm, '"') || strchr(vm, '\\')) {
 		snprintf(why, whylen, "bad VMNAP_VM");
 		return -EINVAL;

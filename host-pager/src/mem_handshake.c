@@ -175,6 +175,7 @@ static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 struct hs_req {
 	char name[VM_NAME_MAX];
 	bool firecracker;
+	enum pager_gpa_source gpa_source;
 	int uffd_idx;
 	unsigned int nr;
 	struct pager_region_desc rd[PAGER_MAX_REGIONS];
@@ -199,6 +200,8 @@ static int parse_regions(struct hs_conn *c, json_t *arr, struct hs_req *rq)
 		json_t *r = json_array_get(arr, i);
 		uint64_t ps, memfd_idx, host, size, off, gpa;
 
+		if (rq->firecracker && json_is_object(r) && !json_object_get(r, "gpa"))
+			rq->gpa_source = PAGER_GPA_GUESSED;	/* from the offset */
 		if (!json_is_object(r) ||
 		    get_u64(r, "base_host_virt_addr", -1, &host) ||
 		    get_u64(r, "size", -1, &size) || get_u64(r, "offset", -1, &off) ||
@@ -334,6 +337,8 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 		if (rq->firecracker)
 			pager_set_not_evictable(vm->pager,
 				"Firecracker form: anonymous memory, no memfd to punch");
+		if (rq->gpa_source != PAGER_GPA_STATED)
+			pager_set_gpa_source(vm->pager, rq->gpa_source);
 	} else if (pager_regions_match(vm->pager, rq->rd, rq->nr)) {
 		refuse(c, HS_REFUSE_VM, "vm '%s' already has different guest RAM", rq->name);
 		return;
@@ -358,6 +363,27 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 		 rq->nr, rq->firecracker ? " (Firecracker form)" : "");
 	reply(c, json_pack("{s:b,s:s,s:I,s:b}", "ok", 1, "vm", vm->name,
 			   "id", (json_int_t)vm->id, "evictable", !rq->firecracker));
+}
+
+/* Optional "gpa_source": how the VMM side knows the regions' gpa. */
+static int parse_gpa_source(json_t *v, enum pager_gpa_source *out)
+{
+	static const enum pager_gpa_source allowed[] = {
+		PAGER_GPA_STATED, PAGER_GPA_GUESSED, PAGER_GPA_LINEAR,
+	};
+
+	*out = PAGER_GPA_STATED;
+	if (!v)
+		return 0;
+	if (!json_is_string(v))
+		return -1;
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+		if (!strcmp(json_string_value(v), pager_gpa_source_name(allowed[i]))) {
+			*out = allowed[i];
+			return 0;
+		}
+	}
+	return -1;
 }
 
 static void handle_message(struct hs_conn *c, json_t *doc)
@@ -388,6 +414,11 @@ static void handle_message(struct hs_conn *c, json_t *doc)
 			goto out;
 		}
 		rq->uffd_idx = (int)idx;
+		if (parse_gpa_source(json_object_get(doc, "gpa_source"), &rq->gpa_source)) {
+			refuse(c, HS_REFUSE_FIELD,
+			       "\"gpa_source\" must be \"stated\", \"guessed\" or \"linear\"");
+			goto out;
+		}
 		regions = json_object_get(doc, "regions");
 	} else {
 		refuse(c, HS_REFUSE_FIELD, "expected an object or an array");

@@ -7,12 +7,18 @@
  *
  *   {"vm": "name", "uffd": 0,
  *    "regions": [{"base_host_virt_addr": A, "size": S, "offset": O,
- *                 "page_size": 4096, "gpa": G, "memfd": 1}, ...]}
+ *                 "page_size": 4096, "gpa": G, "memfd": 1}, ...],
+ *    "gpa_source": "stated"}
  *
+ * "gpa_source" says how the VMM side knows each gpa: "stated" (default: the
+ * VMM knows its layout), "linear" (gpa = base + memfd offset, and the
+ * layout is known linear), "guessed" (gpa = base + memfd offset,
+ * unverified: vmnapd refuses GPA operations until a vhost-user memory
+ * table gives the true layout; see enum pager_gpa_source).
  * "uffd" and "memfd" index the fds received.  The plain Firecracker form,
  * a bare array of GuestRegionUffdMapping with one userfaultfd and no memfd,
- * is accepted too (gpa defaults to offset, the VM is named "fc-<pid>") and
- * marked not evictable.  vmnapd answers one line, {"ok":true,"vm":..,
+ * is accepted too (gpa defaults to offset, then "guessed"; the VM is named
+ * "fc-<pid>") and marked not evictable.  vmnapd answers one line, {"ok":true,"vm":..,
  * "id":..,"evictable":..} or {"ok":false,"error":"<reason>"}, and keeps
  * the connection: its end is the end of that mapper.  The first mapper of
  * a VM creates the VM (vm_new) if no VM of that name is registered.

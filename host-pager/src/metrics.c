@@ -163,6 +163,14 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_faults_total", "counter", "userfaultfd faults served", st.faults);
 	GAUGE("vmnap_prefetch_pages_total", "counter", "pages brought back by prefetch",
 	      st.prefetch_pages);
+	GAUGE("vmnap_free_pages_dropped_total", "counter",
+	      "guest pages reported free and punched", st.dropped_free_pages);
+	GAUGE("vmnap_gpa_refused_total", "counter",
+	      "GPA operations (FREE_REPORT, residency) refused: guest-physical map only guessed",
+	      st.gpa_refused);
+	GAUGE("vmnap_gpa_map_trusted", "gauge",
+	      "1 when the guest-physical map is known (stated, linear or vhost-user memory table)",
+	      st.gpa_source != PAGER_GPA_GUESSED);
 #undef GAUGE
 	help(f, "vmnap_guest_ram_resident_gib_seconds_total", "counter",
 	     "guest RAM resident bytes integrated over time (memory x time), GiB*s");

@@ -94,6 +94,33 @@ static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
 		p->offload_done(p, err, p->offload_arg);
 }
 
+static const char *const gpa_source_names[PAGER_GPA_SOURCES] = {
+	[PAGER_GPA_STATED] = "stated",
+	[PAGER_GPA_GUESSED] = "guessed",
+	[PAGER_GPA_LINEAR] = "linear",
+	[PAGER_GPA_MEM_TABLE] = "mem_table",
+};
+
+const char *pager_gpa_source_name(enum pager_gpa_source s)
+{
+	return s < PAGER_GPA_SOURCES ? gpa_source_names[s] : "?";
+}
+
+static bool gpa_trusted(const struct pager *p)
+{
+	return p->gpa_source != PAGER_GPA_GUESSED;
+}
+
+/* Rebuild the wire-format RAM map from p->gpa_map; lock held (or attach). */
+static void ram_ranges_publish(struct pager *p)
+{
+	p->nr_ram_ranges = gpa_trusted(p) ? p->nr_gpa : 0;
+	for (unsigned int i = 0; i < p->nr_ram_ranges; i++) {
+		p->ram_ranges[i].gpa = vmnap_cpu64(p->gpa_map[i].gpa);
+		p->ram_ranges[i].len = vmnap_cpu64(p->gpa_map[i].size);
+	}
+}
+
 static int regions_init(struct pager *p, const struct pager_region_desc *rd,
 			unsigned int nr)
 {
@@ -114,8 +141,9 @@ static int regions_init(struct pager *p, const struct pager_region_desc *rd,
 		r->first_page = pg;
 		r->npages = rd[i].size / PAGER_PAGE_SIZE;
 		pg += r->npages;
-		p->ram_ranges[i].gpa = vmnap_cpu64(r->gpa);
-		p->ram_ranges[i].len = vmnap_cpu64(r->size);
+		p->gpa_map[i] = (struct pager_gpa_range){
+			.gpa = r->gpa, .size = r->size, .first_page = r->first_page,
+		};
 		if (r->memfd < 0 && p->evictable) {
 			p->evictable = false;
 			p->not_evictable_reason =
@@ -123,7 +151,10 @@ static int regions_init(struct pager *p, const struct pager_region_desc *rd,
 		}
 	}
 	p->nr_regions = nr;
+	p->nr_gpa = nr;
 	p->npages = pg;
+	p->gpa_source = PAGER_GPA_STATED;
+	ram_ranges_publish(p);
 	return 0;
 }
 
@@ -506,27 +537,68 @@ int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf)
 	return pager_install_run(p, pg, n, buf, err);
 }
 
-/* GPA range -> first page index and count; -ERANGE if not one region. */
-static int gpa_to_pages(struct pager *p, uint64_t gpa, uint64_t len,
-			uint64_t *pg, uint64_t *n)
+/*
+ * The pages behind the start of [gpa, gpa+len) that one GPA range holds
+ * (never crossing a pager region); -ERANGE if @gpa is in none.  Lock held.
+ */
+static int gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
+			    uint64_t *pg, uint64_t *n)
 {
-	if (!len || (gpa | len) % PAGER_PAGE_SIZE || gpa + len < gpa)
-		return -EINVAL;
-	for (unsigned int i = 0; i < p->nr_regions; i++) {
-		struct pager_region *r = &p->regions[i];
+	for (unsigned int i = 0; i < p->nr_gpa; i++) {
+		const struct pager_gpa_range *g = &p->gpa_map[i];
 
-		if (gpa >= r->gpa && gpa + len <= r->gpa + r->size) {
-			*pg = r->first_page + (gpa - r->gpa) / PAGER_PAGE_SIZE;
-			*n = len / PAGER_PAGE_SIZE;
+		if (gpa >= g->gpa && gpa - g->gpa < g->size) {
+			uint64_t avail = g->size - (gpa - g->gpa);
+
+			*pg = g->first_page + (gpa - g->gpa) / PAGER_PAGE_SIZE;
+			*n = (len < avail ? len : avail) / PAGER_PAGE_SIZE;
 			return 0;
 		}
 	}
 	return -ERANGE;
 }
 
+/*
+ * May a GPA operation act on [gpa, gpa+len)?  Only with a trusted map and
+ * only if every page of it is mapped, so a refusal changes nothing.
+ * -EINVAL, -ENXIO (map guessed: counted; *log_now set the first time),
+ * -ERANGE.  Lock held.
+ */
+static int gpa_range_check_locked(struct pager *p, uint64_t gpa, uint64_t len,
+				  bool *log_now)
+{
+	uint64_t pg, n;
+
+	if (!len || (gpa | len) % PAGER_PAGE_SIZE || gpa + len < gpa)
+		return -EINVAL;
+	if (!gpa_trusted(p)) {
+		p->gpa_refused++;
+		*log_now = !p->gpa_refused_logged;
+		p->gpa_refused_logged = true;
+		return -ENXIO;
+	}
+	while (len) {
+		if (gpa_chunk_locked(p, gpa, len, &pg, &n))
+			return -ERANGE;
+		gpa += n * PAGER_PAGE_SIZE;
+		len -= n * PAGER_PAGE_SIZE;
+	}
+	return 0;
+}
+
+static void gpa_refused_log(struct pager *p, const char *what, uint64_t gpa,
+			    uint64_t len)
+{
+	log_warn(p->subject, "%s %#llx+%#llx refused: the guest-physical map is only "
+		 "guessed from memfd offsets (no vhost-user memory table, layout not "
+		 "known linear); GPA operations are refused and counted until one "
+		 "arrives (logged once)", what, (unsigned long long)gpa,
+		 (unsigned long long)len);
+}
+
 int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 {
-	uint64_t pg, n, end;
+	bool log_now = false;
 	void *buf;
 	int err;
 
@@ -534,51 +606,56 @@ int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 	len += gpa % PAGER_PAGE_SIZE;
 	gpa -= gpa % PAGER_PAGE_SIZE;
 	len = (len + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
-	err = gpa_to_pages(p, gpa, len, &pg, &n);
-	if (err)
-		return err;
 	pthread_mutex_lock(&p->lock);
-	if (!p->count[PAGE_OFFLOADED] && !p->count[PAGE_IN_FLIGHT]) {
+	err = gpa_range_check_locked(p, gpa, len, &log_now);
+	if (!err && !p->count[PAGE_OFFLOADED] && !p->count[PAGE_IN_FLIGHT]) {
 		pthread_mutex_unlock(&p->lock);
 		return 0;	/* fast path: nothing is out */
 	}
 	pthread_mutex_unlock(&p->lock);
+	if (log_now)
+		gpa_refused_log(p, "make_resident", gpa, len);
+	if (err)
+		return err;
 	buf = store_buf_alloc(RESTORE_RUN_MAX_PAGES * PAGER_PAGE_SIZE);
 	if (!buf)
 		return -ENOMEM;
-	for (end = pg + n; pg < end && !err;) {
-		uint64_t run;
+	while (len && !err) {
+		uint64_t pg, n, end, run;
 
 		pthread_mutex_lock(&p->lock);
-		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
-			pthread_cond_wait(&p->state_cv, &p->lock);
-		run = pager_claim_run_locked(p, pg, end - pg < RESTORE_RUN_MAX_PAGES ?
-					     end - pg : RESTORE_RUN_MAX_PAGES, 0);
+		err = gpa_chunk_locked(p, gpa, len, &pg, &n);
 		pthread_mutex_unlock(&p->lock);
-		if (!run) {
-			pg++;
-			continue;
+		gpa += n * PAGER_PAGE_SIZE;
+		len -= n * PAGER_PAGE_SIZE;
+		for (end = pg + n; !err && pg < end;) {
+			pthread_mutex_lock(&p->lock);
+			while (pg_state(p, pg) == PAGE_IN_FLIGHT)
+				pthread_cond_wait(&p->state_cv, &p->lock);
+			run = pager_claim_run_locked(p, pg, end - pg < RESTORE_RUN_MAX_PAGES ?
+						     end - pg : RESTORE_RUN_MAX_PAGES, 0);
+			pthread_mutex_unlock(&p->lock);
+			if (!run) {
+				pg++;
+				continue;
+			}
+			err = pager_restore_run(p, pg, run, buf);
+			pg += run;
 		}
-		err = pager_restore_run(p, pg, run, buf);
-		pg += run;
 	}
 	free(buf);
 	return err;
 }
 
-int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len)
+/* Make pages [pg, pg+n) of one region ZERO; lock held.  -errno of a punch. */
+static int drop_pages_locked(struct pager *p, uint64_t pg, uint64_t n)
 {
-	struct pager_region *r;
-	uint64_t pg, n, dropped = 0;
-	int err;
+	struct pager_region *r = pg_region(p, pg);
+	uint64_t dropped = 0;
+	int err = 0;
 
-	err = gpa_to_pages(p, gpa, len, &pg, &n);
-	if (err)
-		return err;
-	r = pg_region(p, pg);
 	if (r->memfd < 0)
 		return -EOPNOTSUPP;
-	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = pg; i < pg + n;) {
 		uint64_t run = 0;
 		bool stored;
@@ -604,13 +681,128 @@ int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len)
 		i += run;
 	}
 	p->dropped_free_pages += dropped;
-	pager_maybe_unregister_locked(p);
+	return err;
+}
+
+int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len)
+{
+	uint64_t g = gpa, left = len;
+	bool log_now = false;
+	int err;
+
+	pthread_mutex_lock(&p->lock);
+	err = gpa_range_check_locked(p, gpa, len, &log_now);
+	while (!err && left) {
+		uint64_t pg, n;
+
+		err = gpa_chunk_locked(p, g, left, &pg, &n);
+		if (!err)
+			err = drop_pages_locked(p, pg, n);
+		g += n * PAGER_PAGE_SIZE;
+		left -= n * PAGER_PAGE_SIZE;
+	}
+	if (!err)
+		pager_maybe_unregister_locked(p);
 	pthread_mutex_unlock(&p->lock);
-	if (err)
-		log_warn(p->subject, "drop_free gpa %#llx+%#llx: punch: %s",
+	if (log_now)
+		gpa_refused_log(p, "FREE_REPORT", gpa, len);
+	else if (err && err != -ERANGE && err != -EINVAL)
+		log_warn(p->subject, "drop_free gpa %#llx+%#llx: %s",
 			 (unsigned long long)gpa, (unsigned long long)len,
 			 strerror(-err));
 	return err;
+}
+
+void pager_set_gpa_source(struct pager *p, enum pager_gpa_source src)
+{
+	if (src >= PAGER_GPA_SOURCES)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->gpa_source = src;
+	ram_ranges_publish(p);
+	pthread_mutex_unlock(&p->lock);
+	if (src == PAGER_GPA_GUESSED)
+		log_info(p->subject, "guest-physical map guessed from memfd offsets: "
+			 "FREE_REPORT and GPA accesses refused until a vhost-user "
+			 "memory table gives the true layout");
+	else
+		log_info(p->subject, "guest-physical map: %s", pager_gpa_source_name(src));
+}
+
+static bool same_inode(int fd, const struct stat *st)
+{
+	struct stat s2;
+
+	return fd >= 0 && !fstat(fd, &s2) && s2.st_dev == st->st_dev &&
+	       s2.st_ino == st->st_ino;
+}
+
+int pager_set_gpa_map(struct pager *p, const struct pager_mem_table_region *mt,
+		      unsigned int nr)
+{
+	struct pager_gpa_range map[PAGER_MAX_GPA_RANGES];
+	unsigned int n = 0;
+	bool changed;
+
+	for (unsigned int i = 0; i < nr; i++) {
+		const struct pager_region *r = NULL;
+		struct stat st;
+
+		if (mt[i].fd < 0 || fstat(mt[i].fd, &st) < 0)
+			continue;
+		for (unsigned int j = 0; j < p->nr_regions && !r; j++)
+			if (same_inode(p->regions[j].memfd, &st))
+				r = &p->regions[j];
+		if (!r) {
+			log_debug(p->subject, "mem table region gpa %#llx: not guest RAM "
+				  "of this pager, skipped", (unsigned long long)mt[i].gpa);
+			continue;
+		}
+		/* the same memfd may back several pager regions */
+		for (unsigned int j = 0; j < p->nr_regions; j++) {
+			const struct pager_region *rj = &p->regions[j];
+
+			if (same_inode(rj->memfd, &st) && mt[i].fd_offset >= rj->memfd_off &&
+			    mt[i].fd_offset - rj->memfd_off < rj->size)
+				r = rj;
+		}
+		if (!mt[i].size || (mt[i].gpa | mt[i].size | mt[i].fd_offset) % PAGER_PAGE_SIZE ||
+		    mt[i].gpa + mt[i].size < mt[i].gpa || mt[i].fd_offset < r->memfd_off ||
+		    mt[i].fd_offset - r->memfd_off > r->size ||
+		    mt[i].size > r->size - (mt[i].fd_offset - r->memfd_off) ||
+		    n == PAGER_MAX_GPA_RANGES) {
+			log_warn(p->subject, "mem table region gpa %#llx+%#llx at memfd "
+				 "offset %#llx: misaligned or outside guest RAM; map kept",
+				 (unsigned long long)mt[i].gpa, (unsigned long long)mt[i].size,
+				 (unsigned long long)mt[i].fd_offset);
+			return -EINVAL;
+		}
+		map[n++] = (struct pager_gpa_range){
+			.gpa = mt[i].gpa, .size = mt[i].size,
+			.first_page = r->first_page +
+				      (mt[i].fd_offset - r->memfd_off) / PAGER_PAGE_SIZE,
+		};
+	}
+	if (!n) {
+		log_warn(p->subject, "mem table names none of the pager's memfds: map kept");
+		return -ENOENT;
+	}
+	pthread_mutex_lock(&p->lock);
+	changed = n != p->nr_gpa || memcmp(map, p->gpa_map, n * sizeof(map[0]));
+	if (changed && p->gpa_source == PAGER_GPA_GUESSED)
+		log_warn(p->subject, "the handshake's GPA guess (memfd offset) was wrong: "
+			 "replaced by the vhost-user memory table");
+	memcpy(p->gpa_map, map, n * sizeof(map[0]));
+	p->nr_gpa = n;
+	p->gpa_source = PAGER_GPA_MEM_TABLE;
+	ram_ranges_publish(p);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < n; i++)
+		log_info(p->subject, "GPA map (vhost-user memory table): gpa %#llx+%#llx = "
+			 "guest RAM page %llu", (unsigned long long)map[i].gpa,
+			 (unsigned long long)map[i].size,
+			 (unsigned long long)map[i].first_page);
+	return 0;
 }
 
 int pager_offload_start(struct pager *p,
@@ -710,6 +902,8 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->last_offload_ns = p->last_offload_ns;
 	st->last_offload_written = p->last_offload_written;
 	st->dropped_free_pages = p->dropped_free_pages;
+	st->gpa_refused = p->gpa_refused;
+	st->gpa_source = p->gpa_source;
 	st->mappers = p->nr_mappers;
 	st->registered = p->registered;
 	st->evictable = p->evictable;
@@ -734,36 +928,57 @@ void pager_set_fault_around(struct pager *p, uint32_t pages)
 void pager_get_ram(struct pager *p, struct vmnap_ram *ram)
 {
 	ram->ranges = p->ram_ranges;
-	ram->nr = p->nr_regions;
+	ram->nr = p->nr_ram_ranges;
 	ram->page_size = PAGER_PAGE_SIZE;
 }
 
 int pager_gpa_to_memfd(struct pager *p, uint64_t gpa, int *memfd,
 		       uint64_t *offset)
 {
-	for (unsigned int i = 0; i < p->nr_regions; i++) {
-		struct pager_region *r = &p->regions[i];
+	struct pager_region *r;
+	uint64_t pg, n;
+	int err = -ENXIO;
 
-		if (gpa >= r->gpa && gpa - r->gpa < r->size) {
-			*memfd = r->memfd;
-			*offset = r->memfd_off + (gpa - r->gpa);
-			return 0;
-		}
-	}
-	return -ERANGE;
+	pthread_mutex_lock(&p->lock);
+	if (gpa_trusted(p))
+		err = gpa_chunk_locked(p, gpa, PAGER_PAGE_SIZE, &pg, &n);
+	pthread_mutex_unlock(&p->lock);
+	if (err)
+		return err;
+	r = pg_region(p, pg);
+	*memfd = r->memfd;
+	*offset = pg_memfd_off(r, pg) + gpa % PAGER_PAGE_SIZE;
+	return 0;
 }
 
 int pager_memfd_to_gpa(struct pager *p, int memfd, uint64_t offset,
 		       uint64_t *gpa)
 {
-	for (unsigned int i = 0; i < p->nr_regions; i++) {
-		struct pager_region *r = &p->regions[i];
+	int err = -ERANGE;
 
-		if (r->memfd == memfd && offset >= r->memfd_off &&
-		    offset - r->memfd_off < r->size) {
-			*gpa = r->gpa + (offset - r->memfd_off);
-			return 0;
+	pthread_mutex_lock(&p->lock);
+	if (!gpa_trusted(p)) {
+		pthread_mutex_unlock(&p->lock);
+		return -ENXIO;
+	}
+	for (unsigned int i = 0; i < p->nr_regions && err; i++) {
+		const struct pager_region *r = &p->regions[i];
+		uint64_t pg;
+
+		if (r->memfd != memfd || offset < r->memfd_off ||
+		    offset - r->memfd_off >= r->size)
+			continue;
+		pg = r->first_page + (offset - r->memfd_off) / PAGER_PAGE_SIZE;
+		for (unsigned int j = 0; j < p->nr_gpa && err; j++) {
+			const struct pager_gpa_range *g = &p->gpa_map[j];
+
+			if (pg >= g->first_page && pg - g->first_page < g->size / PAGER_PAGE_SIZE) {
+				*gpa = g->gpa + (pg - g->first_page) * PAGER_PAGE_SIZE +
+				       offset % PAGER_PAGE_SIZE;
+				err = 0;
+			}
 		}
 	}
-	return -ERANGE;
+	pthread_mutex_unlock(&p->lock);
+	return err;
 }

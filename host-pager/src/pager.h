@@ -74,6 +74,33 @@ enum pager_page_state {
 	PAGE_STATES
 };
 
+/*
+ * Where the pager's guest-physical map comes from.  Only a map the pager
+ * can trust is used for GPA-based operations (drop_free, make_resident,
+ * GPA<->memfd translation): acting on a guessed map would punch or
+ * restore the wrong memfd pages, i.e. corrupt guest memory silently.
+ */
+enum pager_gpa_source {
+	PAGER_GPA_STATED = 0,	/* the VMM stated each region's gpa itself */
+	PAGER_GPA_GUESSED,	/* gpa = base + memfd offset, unverified: not
+				 * used (QEMU q35/pc put RAM above 4 GiB at
+				 * memfd offsets below it) */
+	PAGER_GPA_LINEAR,	/* gpa = base + memfd offset, and the VMM side
+				 * knows its layout is linear (e.g. QEMU x86
+				 * with all RAM below the low-memory split) */
+	PAGER_GPA_MEM_TABLE,	/* a vhost-user SET_MEM_TABLE (true layout) */
+	PAGER_GPA_SOURCES
+};
+
+/* One region of a vhost-user memory table: guest-physical [gpa, gpa+size)
+ * is @fd from @fd_offset on.  @fd is borrowed. */
+struct pager_mem_table_region {
+	uint64_t gpa;
+	uint64_t size;
+	uint64_t fd_offset;
+	int fd;
+};
+
 struct pager_stats {
 	uint64_t pages[PAGE_STATES];	/* count per enum pager_page_state */
 	uint64_t pages_total;
@@ -91,6 +118,8 @@ struct pager_stats {
 	uint64_t last_offload_ns;	/* duration of the last offload */
 	uint64_t last_offload_written;	/* bytes written by the last offload */
 	uint64_t dropped_free_pages;	/* pages made ZERO by pager_drop_free */
+	uint64_t gpa_refused;		/* GPA operations refused: map untrusted */
+	enum pager_gpa_source gpa_source;
 	uint32_t mappers;
 	bool registered;		/* mappers' ranges registered MISSING */
 	bool evictable;
@@ -130,6 +159,23 @@ void pager_remove_mapper(struct pager *p, struct pager_mapper *m);
 void pager_set_not_evictable(struct pager *p, const char *reason);
 
 /*
+ * How the handshake's gpa fields were obtained (default after attach:
+ * PAGER_GPA_STATED).  A guessed map is not used for GPA operations.
+ */
+void pager_set_gpa_source(struct pager *p, enum pager_gpa_source src);
+/*
+ * The true guest-physical layout from a vhost-user memory table: each
+ * region whose fd is one of the pager's memfds (same inode) and lies
+ * inside a pager region becomes a GPA range; other regions (memory the
+ * pager does not manage) are skipped.  Replaces the GPA map and makes it
+ * trusted.  -EINVAL (misaligned, or an fd of guest RAM outside its
+ * region: map unchanged), -ENOENT (no region of the pager's RAM).
+ */
+int pager_set_gpa_map(struct pager *p, const struct pager_mem_table_region *r,
+		      unsigned int nr);
+const char *pager_gpa_source_name(enum pager_gpa_source s);
+
+/*
  * Block until [gpa, gpa+len) is resident (OFFLOADED pages read back into
  * the memfd).  For vmnapd's own accesses to guest RAM.  Any thread. -errno.
  */
@@ -147,7 +193,11 @@ int pager_offload_start(struct pager *p,
 			void *arg);
 /* The VM runs again: start working-set prefetch. */
 void pager_resumed(struct pager *p);
-/* FREE_REPORT: the range becomes ZERO (punched, store slot dropped). */
+/*
+ * FREE_REPORT: the range becomes ZERO (punched, store slot dropped).
+ * -ENXIO (counted in gpa_refused, logged once) while the GPA map is only
+ * guessed, -ERANGE outside guest RAM.
+ */
 int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len);
 
 void pager_get_stats(struct pager *p, struct pager_stats *st);
@@ -156,13 +206,15 @@ void pager_set_fault_around(struct pager *p, uint32_t pages);
 
 /*
  * Guest RAM map for vmnap_range_check(): ranges (little-endian wire format)
- * owned by the pager, valid until pager_vm_detach.
+ * owned by the pager, valid until the next pager_set_gpa_map or detach
+ * (copy them).  Empty (nr 0) while the map is only guessed.
  */
 void pager_get_ram(struct pager *p, struct vmnap_ram *ram);
-/* GPA -> (memfd, offset); the fd stays owned by the pager. -ERANGE. */
+/* GPA -> (memfd, offset); the fd stays owned by the pager. -ERANGE;
+ * -ENXIO while the GPA map is only guessed. */
 int pager_gpa_to_memfd(struct pager *p, uint64_t gpa, int *memfd,
 		       uint64_t *offset);
-/* (memfd region index, offset) -> GPA; -ERANGE. */
+/* (memfd, offset) -> GPA; -ERANGE; -ENXIO while the map is guessed. */
 int pager_memfd_to_gpa(struct pager *p, int memfd, uint64_t offset,
 		       uint64_t *gpa);
 

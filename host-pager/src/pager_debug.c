@@ -78,6 +78,11 @@ json_t *pager_stats_json(struct pager *p)
 		      "evictable", st.evictable);
 	if (o) {
 		json_object_set_new(o, "fault_latency_us_log2", lat);
+		json_object_set_new(o, "dropped_free_pages",
+				    json_integer((json_int_t)st.dropped_free_pages));
+		json_object_set_new(o, "gpa_source",
+				    json_string(pager_gpa_source_name(st.gpa_source)));
+		json_object_set_new(o, "gpa_refused", json_integer((json_int_t)st.gpa_refused));
 		if (st.not_evictable_reason)
 			json_object_set_new(o, "not_evictable_reason",
 					    json_string(st.not_evictable_reason));

@@ -35,6 +35,15 @@ struct pager_region {
 	uint64_t npages;
 };
 
+/* Guest-physical [gpa, gpa+size) is pages [first_page, +size/4K). */
+struct pager_gpa_range {
+	uint64_t gpa;
+	uint64_t size;
+	uint64_t first_page;
+};
+
+#define PAGER_MAX_GPA_RANGES	PAGER_MAX_REGIONS
+
 struct pager_mapper {
 	struct pager_mapper *next;
 	int uffd;
@@ -56,8 +65,15 @@ struct pager {
 
 	struct pager_region regions[PAGER_MAX_REGIONS];
 	unsigned int nr_regions;
-	struct vmnap_range ram_ranges[PAGER_MAX_REGIONS];	/* wire format */
 	uint64_t npages;
+	/* guest-physical map (under lock); see enum pager_gpa_source */
+	struct pager_gpa_range gpa_map[PAGER_MAX_GPA_RANGES];
+	unsigned int nr_gpa;
+	enum pager_gpa_source gpa_source;
+	struct vmnap_range ram_ranges[PAGER_MAX_GPA_RANGES];	/* wire format */
+	unsigned int nr_ram_ranges;	/* 0 while the map is untrusted */
+	uint64_t gpa_refused;
+	bool gpa_refused_logged;
 
 	pthread_mutex_t lock;
 	pthread_cond_t state_cv;	/* a page left IN_FLIGHT */

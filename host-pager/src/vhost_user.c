@@ -404,6 +404,8 @@ static int set_mem_table(struct vhost_user *vu, const void *payload, uint32_t si
 			munmap(nr[i].map, nr[i].map_size);
 		return err;
 	}
+	if (vu->ops->mem_table)
+		vu->ops->mem_table(vu->opaque, t.regions, fds, t.nregions);
 	/* the fds are not needed once mapped */
 	for (i = 0; i < nfds; i++)
 		close_fd(&fds[i]);

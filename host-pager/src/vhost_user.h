@@ -131,6 +131,12 @@ struct vhost_user_ops {
 	 * refuses the buffer.  NULL: always allowed.
 	 */
 	int (*access)(void *opaque, uint64_t gpa, uint64_t len);
+	/*
+	 * A new memory table was accepted: guest-physical layout and the fds
+	 * backing it (borrowed, valid during the call).  NULL: not told.
+	 */
+	void (*mem_table)(void *opaque, const struct vhost_user_mem_region *r,
+			  const int *fds, unsigned int n);
 	/* Config space read for GET_CONFIG; 0 or -errno. */
 	int (*get_config)(void *opaque, uint32_t offset, void *buf, uint32_t len);
 	/* Queue @qidx has new buffers, or just became usable. */

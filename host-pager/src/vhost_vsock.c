@@ -1222,6 +1222,23 @@ static int vsock_get_config(void *opaque, uint32_t offset, void *buf, uint32_t l
 	return 0;
 }
 
+/* The true guest-physical layout for the pager's GPA map (DESIGN §6). */
+static void vsock_mem_table(void *opaque, const struct vhost_user_mem_region *r,
+			    const int *fds, unsigned int n)
+{
+	struct vhost_vsock *vs = opaque;
+	struct pager_mem_table_region mt[VHOST_USER_MAX_REGIONS];
+
+	if (!vs->vm->pager || n > VHOST_USER_MAX_REGIONS)
+		return;
+	for (unsigned int i = 0; i < n; i++)
+		mt[i] = (struct pager_mem_table_region){
+			.gpa = r[i].guest_phys_addr, .size = r[i].memory_size,
+			.fd_offset = r[i].mmap_offset, .fd = fds[i],
+		};
+	(void)pager_set_gpa_map(vs->vm->pager, mt, n);
+}
+
 static int vsock_access(void *opaque, uint64_t gpa, uint64_t len)
 {
 	return make_resident(opaque, gpa, len);
@@ -1256,6 +1273,7 @@ static void vsock_disconnected(void *opaque)
 
 static const struct vhost_user_ops vsock_vu_ops = {
 	.access = vsock_access,
+	.mem_table = vsock_mem_table,
 	.get_config = vsock_get_config,
 	.queue_kick = vsock_queue_kick,
 	.disconnected = vsock_disconnected,

@@ -329,6 +329,8 @@ static int gl_free_report(struct guest_link *gl, uint64_t batch_id,
 	for (unsigned int i = 0; i < nr; i++) {
 		int err = pager_drop_free(vm->pager, r[i].gpa, r[i].len);
 
+		if (err == -ENXIO)	/* GPA map not known: the pager counts and logs */
+			return VMNAP_FREE_IGNORED;
 		if (err) {
 			log_warn(vm->subject, "free report range %#llx+%#llx: %s",
 				 (unsigned long long)r[i].gpa, (unsigned long long)r[i].len,

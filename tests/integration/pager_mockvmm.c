@@ -497,6 +497,8 @@ static int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 		setenv("LD_PRELOAD", preload, 1);
 		setenv("VMNAP_SOCKET", sock_override ? sock_override : sock, 1);
 		setenv("VMNAP_VM", VM_NAME, 1);
+		/* the mock VMM's guest-physical layout is its memfd */
+		setenv("VMNAP_GPA_LAYOUT", "linear", 1);
 		if (allow_unmanaged)
 			setenv("VMNAP_ALLOW_UNMANAGED", "1", 1);
 		execl(self, self, "--vmm", a_mib, a_map, a_in, a_out, (char *)NULL);
