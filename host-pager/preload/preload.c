@@ -27,6 +27,12 @@
  * Without VMNAP_ALLOW_UNMANAGED a failed handshake fails the mmap (the
  * VMM stops with its own error) after a loud message on stderr.
  *
+ * The VMM's threads take signals (QEMU: timers, SIGCHLD, SIG_IPI) at any
+ * time, so every blocking call of the handshake retries on EINTR, and the
+ * reply is awaited with poll() against one deadline rather than a socket
+ * timeout (a call with SO_RCVTIMEO is never restarted, even with
+ * SA_RESTART).
+ *
  * The shim cannot see QEMU's guest-physical layout: the gpa it sends is
  * VMNAP_GPA_BASE + memfd offset, which is wrong above QEMU x86's low-memory
  * split (RAM beyond it sits above the PCI hole, at 4 GiB).  So it says how
@@ -40,6 +46,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/userfaultfd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -51,8 +58,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_SOCKET		"/run/vmnap/mem.sock"
@@ -60,7 +67,8 @@
 #define DEFAULT_MIN_BYTES	(1ull << 20)
 #define MAX_MEMFDS		64
 #define MEMFD_NAME_MAX		250
-#define REPLY_TIMEOUT_S		10
+#define REPLY_TIMEOUT_MS	10000
+#define NS_PER_MS		1000000ull
 #define JSON_MAX		1024
 /* QEMU pc/q35 keep RAM at gpa == offset up to the low-memory split, which
  * is at least 2 GiB (q35 with >= 2.75 GiB of RAM). */
@@ -187,7 +195,9 @@ static int new_userfaultfd(void)
 
 	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
-		dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		do
+			dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		while (dev < 0 && errno == EINTR);
 		if (dev < 0)
 			return -errno;
 		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
@@ -234,6 +244,79 @@ static const char *gpa_source(uint64_t base, off_t off, size_t len)
 	return "guessed";
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* connect(), retried on EINTR (an AF_UNIX connect interrupted while
+ * waiting for backlog room made no connection; EISCONN: it did). */
+static int connect_retry(int s, const struct sockaddr_un *sa)
+{
+	while (connect(s, (const struct sockaddr *)sa, sizeof(*sa)) < 0) {
+		if (errno == EISCONN)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+/* sendmsg() of the whole message (fds ride on the first byte), retried on
+ * EINTR and continued after a short send.  0 or -errno. */
+static int send_all(int s, struct msghdr *mh, const char *buf, size_t len)
+{
+	size_t sent = 0;
+
+	while (sent < len) {
+		ssize_t r = sent ? send(s, buf + sent, len - sent, MSG_NOSIGNAL) :
+				   sendmsg(s, mh, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r ? -errno : -EPIPE;
+		sent += (size_t)r;
+	}
+	return 0;
+}
+
+/* recv() into @buf until a newline, EOF or @deadline_ns; retried on EINTR.
+ * Bytes received, or -errno (-ETIMEDOUT, -ECONNRESET for EOF). */
+static ssize_t recv_line(int s, char *buf, size_t max, uint64_t deadline_ns)
+{
+	size_t got = 0;
+
+	while (got < max && !memchr(buf, '\n', got)) {
+		struct pollfd pfd = { .fd = s, .events = POLLIN };
+		uint64_t now = mono_ns();
+		ssize_t r;
+		int n;
+
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		n = poll(&pfd, 1, (int)((deadline_ns - now + NS_PER_MS - 1) / NS_PER_MS));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (!n)
+			continue;	/* the deadline check above ends it */
+		r = recv(s, buf + got, max - got, MSG_DONTWAIT);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r < 0)
+			return -errno;
+		if (!r)
+			return -ECONNRESET;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
 /* Send the region; wait for vmnapd's one-line answer.  Returns the
  * connected socket (kept open) or -errno with @why filled. */
 static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
@@ -242,7 +325,6 @@ static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
 	const char *path = getenv("VMNAP_SOCKET");
 	const char *vm = getenv("VMNAP_VM");
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
 	char json[JSON_MAX], vmbuf[32], answer[512];
 	union {
 		char buf[CMSG_SPACE(2 * sizeof(int))];
@@ -252,9 +334,9 @@ static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
 	struct iovec iov;
 	struct msghdr mh = { 0 };
 	struct cmsghdr *c;
-	size_t got = 0;
+	ssize_t got;
 	uint64_t base = env_u64("VMNAP_GPA_BASE", 0);
-	int s, n;
+	int s, n, err;
 
 	if (!path || !*path)
 		path = DEFAULT_SOCKET;
@@ -279,15 +361,13 @@ static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
 	}
 	strcpy(sa.sun_path, path);
 	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int err = -errno;
-
-		snprintf(why, whylen, "connect %s: %s", path, strerror(errno));
+	err = s < 0 ? -errno : connect_retry(s, &sa);
+	if (err) {
+		snprintf(why, whylen, "connect %s: %s", path, strerror(-err));
 		if (s >= 0)
 			close(s);
 		return err;
 	}
-	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	iov.iov_base = json;
 	iov.iov_len = (size_t)n;
 	mh.msg_iov = &iov;
@@ -299,23 +379,19 @@ static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(fds));
 	memcpy(CMSG_DATA(c), fds, sizeof(fds));
-	if (sendmsg(s, &mh, MSG_NOSIGNAL) != n) {
-		snprintf(why, whylen, "send: %s", strerror(errno));
+	err = send_all(s, &mh, json, (size_t)n);
+	if (err) {
+		snprintf(why, whylen, "send: %s", strerror(-err));
 		close(s);
 		return -EIO;
 	}
-	while (got < sizeof(answer) - 1) {
-		ssize_t r = recv(s, answer + got, sizeof(answer) - 1 - got, 0);
-
-		if (r <= 0) {
-			snprintf(why, whylen, "no answer from vmnapd: %s",
-				 r ? strerror(errno) : "connection closed");
-			close(s);
-			return -EIO;
-		}
-		got += (size_t)r;
-		if (memchr(answer, '\n', got))
-			break;
+	got = recv_line(s, answer, sizeof(answer) - 1,
+			mono_ns() + REPLY_TIMEOUT_MS * NS_PER_MS);
+	if (got < 0) {
+		snprintf(why, whylen, "no answer from vmnapd: %s",
+			 got == -ECONNRESET ? "connection closed" : strerror((int)-got));
+		close(s);
+		return -EIO;
 	}
 	answer[got] = 0;
 	if (!strstr(answer, "\"ok\":true")) {

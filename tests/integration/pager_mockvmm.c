@@ -12,6 +12,9 @@
  *                  verify every byte from several threads in both mappers;
  *                  second cycle with prefetch racing faults; make_resident,
  *                  drop_free; detach when the VMM exits
+ *   eintr          the VMM takes a signal every SIGNAL_STORM_US (SA_RESTART,
+ *                  as QEMU's threads do) while vmnapd is slow to answer its
+ *                  handshake: the shim must retry on EINTR, not fail the boot
  *   enospc  [MiB]  store on a small tmpfs: offload aborts with ENOSPC, the
  *                  VM stays correct (skips if mounting is impossible)
  *   bench   [MiB]  figures for scripts/bench-pager.sh, JSON on stdout
@@ -38,6 +41,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +58,8 @@
 #define ENOSPC_STORE_MIB	8
 #define LAT_SAMPLES	4000
 #define PREFETCH_POLL_US	200
+#define SIGNAL_STORM_US		100	/* eintr: SIGALRM period in the VMM */
+#define SLOW_ANSWER_US		300000	/* eintr: vmnapd busy this long */
 
 /* ---------------------------------------------------------------- patterns */
 
@@ -294,6 +300,25 @@ static int vmm_serve(struct vmm *v, int in, int out)
 	return 0;
 }
 
+static void on_sigalrm(int sig)
+{
+	(void)sig;
+}
+
+/* eintr mode: a signal every SIGNAL_STORM_US while guest RAM is mapped. */
+static void signal_storm(bool on)
+{
+	struct sigaction sa = { .sa_handler = on_sigalrm, .sa_flags = SA_RESTART };
+	struct itimerval it = {
+		.it_interval = { .tv_usec = on ? SIGNAL_STORM_US : 0 },
+		.it_value = { .tv_usec = on ? SIGNAL_STORM_US : 0 },
+	};
+
+	if (on)
+		sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
 static int vmm_main(uint64_t mib, int mappers, int in, int out)
 {
 	struct vmm v = { .npages = (mib << 20) / PAGE, .peer = -1 };
@@ -321,7 +346,11 @@ static int vmm_main(uint64_t mib, int mappers, int in, int out)
 		if (read_line(v.peer, line, sizeof(line)) || strcmp(line, "mapped"))
 			return 2;
 	}
+	if (getenv("MOCKVMM_SIGNAL_STORM"))
+		signal_storm(true);
 	v.mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (getenv("MOCKVMM_SIGNAL_STORM"))
+		signal_storm(false);
 	if (v.mem == MAP_FAILED) {
 		send_line(out, "mmap failed: %s", strerror(errno));
 		return 2;
@@ -349,6 +378,7 @@ struct harness {
 	sem_t offload_done;
 	int offload_err;
 	bool mounted;
+	bool signal_storm;	/* eintr mode */
 	int tap;
 	int failures;
 };
@@ -501,6 +531,8 @@ static int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 		setenv("VMNAP_GPA_LAYOUT", "linear", 1);
 		if (allow_unmanaged)
 			setenv("VMNAP_ALLOW_UNMANAGED", "1", 1);
+		if (h->signal_storm)
+			setenv("MOCKVMM_SIGNAL_STORM", "1", 1);
 		execl(self, self, "--vmm", a_mib, a_map, a_in, a_out, (char *)NULL);
 		_exit(127);
 	}
@@ -761,6 +793,36 @@ static int mode_basic(const char *self, uint64_t mib)
 	return h.failures ? 1 : 0;
 }
 
+static void slow_cb(struct harness *h, void *arg)
+{
+	(void)h;
+	(void)arg;
+	usleep(SLOW_ANSWER_US);	/* vmnapd busy: the handshake waits */
+}
+
+static int mode_eintr(const char *self)
+{
+	struct harness h = { .signal_storm = true };
+	char ans[LINE_MAX_LEN];
+
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, 1, 1)) {
+		printf("Bail out! harness setup failed\n");
+		return 1;
+	}
+	on_loop(&h, slow_cb, NULL);
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(&h, !strcmp(ans, "ready"),
+	    "handshake under a signal every %d us with a slow vmnapd: %s",
+	    SIGNAL_STORM_US, ans);
+	vmm_cmd(&h, ans, "verify 1 1");
+	tap(&h, !strcmp(ans, "ok"), "guest RAM right (%s)", ans);
+	vmm_cmd(&h, ans, "quit");
+	tap(&h, wait_vmm_exit(&h) == 0, "mock VMM exited cleanly");
+	harness_stop(&h);
+	printf("1..%d\n", h.tap);
+	return h.failures ? 1 : 0;
+}
+
 static int mode_enospc(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
@@ -958,6 +1020,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	mib = argc >= 3 ? strtoull(argv[2], NULL, 0) : 0;
+	if (argc >= 2 && !strcmp(argv[1], "eintr"))
+		return mode_eintr(argv[0]);
 	if (argc >= 2 && !strcmp(argv[1], "enospc"))
 		return mode_enospc(argv[0], mib ? mib : 32);
 	if (argc >= 4 && !strcmp(argv[1], "swap"))
