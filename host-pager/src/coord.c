@@ -61,6 +61,7 @@ struct coord {
 	bool has_offloaded;
 	uint64_t last_offload_ns;	/* start of this VM's last offload */
 	enum coord_resume_reason resume_pending;	/* requested while busy */
+	bool offload_cancel_sent;	/* this offload was asked to stop */
 	enum coord_resume_reason resume_reason;
 	uint64_t resume_retry_at_ns;
 	/* after RESUMING: the guest's RESUME_ACK */
@@ -358,10 +359,21 @@ static void start_resume(struct coord *c, enum coord_resume_reason reason,
 	case COORD_OFFLOADED:
 		break;
 	case COORD_HANDOFF:
-	case COORD_OFFLOADING:
 		/* an action is in flight: resume when it completes */
 		if (!c->resume_pending)
 			c->resume_pending = reason;
+		return;
+	case COORD_OFFLOADING:
+		/* stop the offload at its next batch; resume when it reports */
+		if (!c->resume_pending)
+			c->resume_pending = reason;
+		if (!c->offload_cancel_sent && c->ops->offload_cancel) {
+			c->offload_cancel_sent = true;
+			log_info(c->subject, "%s during offload: cancelling it", why);
+			err = c->ops->offload_cancel(c->arg);
+			if (err)	/* e.g. it just ended: its completion is on the way */
+				log_debug(c->subject, "offload cancel: %s", strerror(-err));
+		}
 		return;
 	default:
 		return;
@@ -459,6 +471,7 @@ static void start_offload(struct coord *c, const char *why)
 	c->offload_at_ns = COORD_NO_DEADLINE;
 	c->has_offloaded = true;
 	c->last_offload_ns = now;
+	c->offload_cancel_sent = false;
 	set_state(c, COORD_OFFLOADING, why);
 	err = c->ops->offload(c->arg);
 	if (err)
@@ -943,6 +956,14 @@ void coord_offload_done(struct coord *c, int err)
 	}
 	c->offloaded = true;	/* some pages may be out even after an error */
 	c->offloaded_at_ns = clock_now(c);
+	if (err == -ECANCELED) {
+		c->st.offload_cancels++;
+		set_state(c, COORD_OFFLOADED, "offload_cancelled");
+		if (c->resume_pending)
+			start_resume(c, c->resume_pending, "resume_pending");
+		coord_rearm(c);
+		return;
+	}
 	if (err) {
 		log_err(c->subject, "offload failed: %s: resuming", strerror(-err));
 		c->st.offload_errors++;

@@ -7,6 +7,8 @@
  *   PAUSED/OFFLOADED ─resume trigger─▶ RESUMING ─resumed─▶ RUNNING|WAITING
  *
  * HANDOFF ─BUSY or ack timeout─▶ WAITING (retry after backoff).
+ * A resume trigger during OFFLOADING cancels the offload (ops->offload_cancel)
+ * and the VM resumes as soon as the offload reports back.
  * A wait that ends before the handoff costs nothing; a wait that ends
  * while paused resumes at once; a timer, external event or fail-safe
  * resume leaves the remaining waits pending, so a new handoff follows
@@ -129,6 +131,13 @@ struct coord_ops {
 	int (*resume)(void *arg);
 	/* Pager: evict guest RAM (only while paused); NULL: no pager. */
 	int (*offload)(void *arg);
+	/*
+	 * Stop a running offload early: a resume trigger arrived while
+	 * OFFLOADING.  coord_offload_done() follows with -ECANCELED (or with
+	 * the offload's own result if it ended first).  NULL: the offload
+	 * runs to its end before the resume.
+	 */
+	int (*offload_cancel)(void *arg);
 	/* Can this VM be offloaded right now (pager attached, evictable)?
 	 * NULL: whenever offload is set. */
 	bool (*can_offload)(void *arg);
@@ -145,6 +154,7 @@ struct coord_stats {
 	uint64_t handoffs, handoff_ready, handoff_busy, handoff_timeouts, aborts;
 	uint64_t busy_by_reason[COORD_BUSY_BITS];
 	uint64_t pauses, pause_errors, offloads, offload_errors, resume_errors;
+	uint64_t offload_cancels;	/* offloads cut short by a resume trigger */
 	uint64_t resumes_by_reason[COORD_NR_RESUME_REASONS];
 	uint64_t paused_ns_total, offloaded_ns_total;
 	uint64_t delivery_hist[COORD_HIST_BUCKETS];	/* power-of-2 µs */
@@ -206,7 +216,8 @@ void coord_handoff_ack(struct coord *c, uint64_t req_id, bool ready,
 		       const struct coord_evidence *ev);
 void coord_resume_ack(struct coord *c, uint64_t req_id);
 
-/* Completions of the asynchronous actions; err is 0 or -errno. */
+/* Completions of the asynchronous actions; err is 0 or -errno
+ * (offload: -ECANCELED after ops->offload_cancel, not an error). */
 void coord_pause_done(struct coord *c, int err);
 void coord_resume_done(struct coord *c, int err);
 void coord_offload_done(struct coord *c, int err);

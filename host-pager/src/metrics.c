@@ -81,6 +81,8 @@ static void coord_metrics(FILE *f, struct vmnapd *d)
 	COUNTER("vmnap_pause_errors_total", "failed pauses", pause_errors);
 	COUNTER("vmnap_offloads_total", "completed offloads", offloads);
 	COUNTER("vmnap_offload_errors_total", "failed offloads", offload_errors);
+	COUNTER("vmnap_offload_cancels_total", "offloads cut short by a resume trigger",
+		offload_cancels);
 	COUNTER("vmnap_resume_errors_total", "failed resumes (retried)", resume_errors);
 #undef COUNTER
 

@@ -855,6 +855,15 @@ int pager_offload_start(struct pager *p,
 	return 0;
 }
 
+int pager_offload_cancel(struct pager *p)
+{
+	if (!p->offloading)
+		return -EALREADY;
+	if (!atomic_exchange(&p->offload_abort, true))
+		log_info(p->subject, "offload cancel requested");
+	return 0;
+}
+
 void pager_resumed(struct pager *p)
 {
 	if (!p->cfg.prefetch)
@@ -899,6 +908,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->prefetch_pages = p->prefetch_pages;
 	st->offloads = p->offloads;
 	st->offload_errors = p->offload_errors;
+	st->offload_cancels = p->offload_cancels;
 	st->last_offload_ns = p->last_offload_ns;
 	st->last_offload_written = p->last_offload_written;
 	st->dropped_free_pages = p->dropped_free_pages;

@@ -115,6 +115,7 @@ struct pager_stats {
 	uint64_t prefetch_pages;	/* pages brought in by prefetch */
 	uint64_t offloads;		/* completed offloads */
 	uint64_t offload_errors;	/* aborted offloads (ENOSPC, EIO, ...) */
+	uint64_t offload_cancels;	/* offloads stopped by pager_offload_cancel */
 	uint64_t last_offload_ns;	/* duration of the last offload */
 	uint64_t last_offload_written;	/* bytes written by the last offload */
 	uint64_t dropped_free_pages;	/* pages made ZERO by pager_drop_free */
@@ -191,6 +192,14 @@ int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len);
 int pager_offload_start(struct pager *p,
 			void (*done)(struct pager *p, int err, void *arg),
 			void *arg);
+/*
+ * The VM wants to run: stop a running offload at the next batch boundary.
+ * Pages already punched stay OFFLOADED (served by faults), every other
+ * page stays RESIDENT, none is lost; the done callback follows with
+ * -ECANCELED (or 0 / -errno if the offload ended first).  Loop thread.
+ * 0, or -EALREADY if no offload is running.
+ */
+int pager_offload_cancel(struct pager *p);
 /* The VM runs again: start working-set prefetch. */
 void pager_resumed(struct pager *p);
 /*

@@ -78,6 +78,8 @@ json_t *pager_stats_json(struct pager *p)
 		      "evictable", st.evictable);
 	if (o) {
 		json_object_set_new(o, "fault_latency_us_log2", lat);
+		json_object_set_new(o, "offload_cancels",
+				    json_integer((json_int_t)st.offload_cancels));
 		json_object_set_new(o, "dropped_free_pages",
 				    json_integer((json_int_t)st.dropped_free_pages));
 		json_object_set_new(o, "gpa_source",

@@ -118,7 +118,8 @@ struct pager {
 
 	/* statistics (under lock) */
 	uint64_t faults, fault_pages, zero_faults, eexist, prefetch_pages;
-	uint64_t offloads, offload_errors, last_offload_ns, last_offload_written;
+	uint64_t offloads, offload_errors, offload_cancels;
+	uint64_t last_offload_ns, last_offload_written;
 	uint64_t dropped_free_pages;
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
 };

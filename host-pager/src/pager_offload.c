@@ -9,8 +9,15 @@
  * io_uring, write_queue_depth batches in flight.  When every write of a
  * batch completed, the batch's pages are punched from the memfd (also
  * through io_uring: the punch runs in a kernel worker while this thread
- * reads the next batch) and then become OFFLOADED (or ZERO).  The first error (ENOSPC, EIO) stops the offload:
- * batches not yet completed are not punched, their pages stay RESIDENT.
+ * reads the next batch) and then become OFFLOADED (or ZERO).  The first
+ * error (ENOSPC, EIO) stops the offload: batches not yet completed are not
+ * punched, their pages stay RESIDENT.
+ *
+ * pager_offload_cancel() stops it the same way at the next batch boundary
+ * (the VM wants to run): no new batch is read, batches whose writes
+ * complete afterwards are not punched (their pages stay RESIDENT, the
+ * store copies are dropped), batches already punched stay OFFLOADED and
+ * are served by faults; the done callback gets -ECANCELED.
  *
  * Crash safety hook (later): persist the batch's OFFLOADED bits to the
  * store's metadata between "writes completed" and "punch".
@@ -51,6 +58,7 @@ struct batch {
 	struct write_req *req;	/* one per run: writes, then punches */
 	unsigned int pending;
 	int err;		/* a write failed: nothing is punched */
+	bool cancelled;		/* offload cancelled before the punch */
 	int punch_err;
 	bool busy;
 };
@@ -64,6 +72,7 @@ struct offload {
 	uint64_t batch_pages;
 	uint64_t written;
 	int err;
+	bool cancelled;		/* stopped early by pager_offload_cancel */
 };
 
 static bool page_is_zero(const char *page)
@@ -95,12 +104,12 @@ static void batch_finish(struct offload *o, struct batch *b)
 	for (uint64_t i = 0; i < b->n; i++) {
 		if (b->kind[i] == BP_SKIP)
 			continue;
-		if (b->err)
+		if (b->err || b->cancelled)
 			pg_set(p, b->pg + i, PAGE_RESIDENT);	/* not punched */
 		else
 			pg_set(p, b->pg + i, b->kind[i] == BP_WRITE ?
 			       PAGE_OFFLOADED : PAGE_ZERO);
-		if (!b->err && b->kind[i] == BP_WRITE)
+		if (!b->err && !b->cancelled && b->kind[i] == BP_WRITE)
 			o->written += PAGER_PAGE_SIZE;
 	}
 	pthread_cond_broadcast(&p->state_cv);
@@ -127,7 +136,11 @@ static void batch_punch(struct offload *o, struct batch *b)
 {
 	unsigned int nreq = 0;
 
-	if (b->err) {
+	if (!b->err && atomic_load(&o->p->offload_abort)) {
+		b->cancelled = true;	/* the VM wants to run: keep it resident */
+		o->cancelled = true;
+	}
+	if (b->err || b->cancelled) {
 		batch_finish(o, b);
 		return;
 	}
@@ -254,6 +267,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 	b->pg = r->first_page + (off - r->memfd_off) / PAGER_PAGE_SIZE;
 	b->n = len / PAGER_PAGE_SIZE;
 	b->err = 0;
+	b->cancelled = false;
 	b->punch_err = 0;
 	b->pending = 0;
 	pthread_mutex_lock(&p->lock);
@@ -328,8 +342,10 @@ static int offload_region(struct offload *o, struct pager_region *r)
 	while (off < end && !o->err) {
 		off_t data, hole;
 
-		if (atomic_load(&p->offload_abort))
-			return -ECANCELED;
+		if (atomic_load(&p->offload_abort)) {
+			o->cancelled = true;
+			return 0;
+		}
 		data = lseek(r->memfd, (off_t)off, SEEK_DATA);
 		if (data < 0 && errno != ENXIO)
 			return -errno;
@@ -346,9 +362,14 @@ static int offload_region(struct offload *o, struct pager_region *r)
 		for (uint64_t c = (uint64_t)data; c < (uint64_t)hole && !o->err;) {
 			uint64_t len = (uint64_t)hole - c < batch_bytes ?
 				       (uint64_t)hole - c : batch_bytes;
-			struct batch *b = free_batch(o);
+			struct batch *b;
 			int err;
 
+			if (atomic_load(&p->offload_abort)) {	/* batch boundary */
+				o->cancelled = true;
+				return 0;
+			}
+			b = free_batch(o);
 			if (!b)
 				return -EIO;
 			if (o->err)
@@ -433,13 +454,15 @@ void *pager_offload_main(void *arg)
 
 	o.ring.ring_fd = -1;
 	err = offload_init(&o, p);
-	for (unsigned int i = 0; i < p->nr_regions && !err && !o.err; i++)
+	for (unsigned int i = 0; i < p->nr_regions && !err && !o.err && !o.cancelled; i++)
 		if (p->regions[i].memfd >= 0)
 			err = offload_region(&o, &p->regions[i]);
 	while (o.busy && !reap(&o, true))
 		;
 	if (!err)
 		err = o.err;
+	if (!err && o.cancelled)
+		err = -ECANCELED;
 	offload_fini(&o);
 	discard_stale_slots(p);
 	ns = now_ns() - p->offload_t0;
@@ -447,12 +470,20 @@ void *pager_offload_main(void *arg)
 	p->offload_err = err;
 	p->last_offload_ns = ns;
 	p->last_offload_written = o.written;
-	if (err)
+	if (err == -ECANCELED)
+		p->offload_cancels++;
+	else if (err)
 		p->offload_errors++;
 	else
 		p->offloads++;
 	pthread_mutex_unlock(&p->lock);
-	if (err)
+	if (err == -ECANCELED)
+		log_info(p->subject, "offload cancelled after %llu MiB in %llu ms: %llu page(s) "
+			 "out (served by faults), the rest stays resident",
+			 (unsigned long long)(o.written >> 20),
+			 (unsigned long long)(ns / 1000000),
+			 (unsigned long long)p->count[PAGE_OFFLOADED]);
+	else if (err)
 		log_err(p->subject, "offload aborted after %llu MiB: %s (unwritten pages stay resident)",
 			(unsigned long long)(o.written >> 20), strerror(-err));
 	else

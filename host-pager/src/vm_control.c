@@ -214,6 +214,15 @@ static int ctl_offload(void *arg)
 	return err;
 }
 
+static int ctl_offload_cancel(void *arg)
+{
+	struct vm *vm = arg;
+
+	if (!vm->pager)
+		return -ENODEV;
+	return pager_offload_cancel(vm->pager);
+}
+
 static bool ctl_can_offload(void *arg)
 {
 	struct vm *vm = arg;
@@ -262,6 +271,7 @@ static const struct coord_ops ctl_coord_ops = {
 	.pause = ctl_pause,
 	.resume = ctl_resume,
 	.offload = ctl_offload,
+	.offload_cancel = ctl_offload_cancel,
 	.can_offload = ctl_can_offload,
 	.transition = ctl_transition,
 	.delivered = ctl_delivered,
@@ -595,6 +605,8 @@ json_t *vm_control_json(struct vm *vm)
 		json_object_set_new(o, "managed", json_boolean(coord_managed(vm->coord)));
 		json_object_set_new(o, "waits_outstanding", json_integer(coord_nr_waits(vm->coord)));
 		json_object_set_new(o, "counters", stats_json(&st));
+		json_object_set_new(json_object_get(o, "counters"), "offload_cancels",
+				    json_integer((json_int_t)st.offload_cancels));
 		json_object_set_new(o, "policy", config_coord_to_json(coord_config(vm->coord)));
 		json_object_set_new(o, "evidence", json_pack("{s:o,s:i,s:i,s:i,s:i}",
 			"next_timer_ns", ev->next_timer_ns == COORD_BUDGET_UNKNOWN ? json_null() :

@@ -15,6 +15,9 @@
  *   eintr          the VMM takes a signal every SIGNAL_STORM_US (SA_RESTART,
  *                  as QEMU's threads do) while vmnapd is slow to answer its
  *                  handshake: the shim must retry on EINTR, not fail the boot
+ *   cancel  [MiB]  cancel an offload mid-way: written-and-punched pages stay
+ *                  OFFLOADED, the rest RESIDENT, done gets -ECANCELED; every
+ *                  byte verified through faults; a full offload follows
  *   enospc  [MiB]  store on a small tmpfs: offload aborts with ENOSPC, the
  *                  VM stays correct (skips if mounting is impossible)
  *   bench   [MiB]  figures for scripts/bench-pager.sh, JSON on stdout
@@ -60,6 +63,9 @@
 #define PREFETCH_POLL_US	200
 #define SIGNAL_STORM_US		100	/* eintr: SIGALRM period in the VMM */
 #define SLOW_ANSWER_US		300000	/* eintr: vmnapd busy this long */
+#define CANCEL_BATCH_BYTES	(64u << 10)	/* cancel: small batches, */
+#define CANCEL_QUEUE_DEPTH	1		/* one at a time */
+#define CANCEL_POLL_US		50
 
 /* ---------------------------------------------------------------- patterns */
 
@@ -793,6 +799,76 @@ static int mode_basic(const char *self, uint64_t mib)
 	return h.failures ? 1 : 0;
 }
 
+static void offload_async_cb(struct harness *h, void *arg)
+{
+	offload_cb(h, arg);
+}
+
+static void cancel_cb(struct harness *h, void *arg)
+{
+	*(int *)arg = pager_offload_cancel(the_pager(h));
+}
+
+static int mode_cancel(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_config pcfg;
+	struct pager_stats st;
+	struct offload_call oc;
+	uint64_t npages = (mib << 20) / PAGE;
+	char ans[LINE_MAX_LEN];
+	int cerr = -1, err;
+
+	pager_config_default(&pcfg, "");
+	pcfg.write_batch_bytes = CANCEL_BATCH_BYTES;
+	pcfg.write_queue_depth = CANCEL_QUEUE_DEPTH;
+	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
+		printf("Bail out! harness setup failed\n");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(&h, !strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+	on_loop(&h, cancel_cb, &cerr);
+	tap(&h, cerr == -EALREADY, "cancel without an offload: %s", strerror(-cerr));
+	on_loop(&h, offload_async_cb, &oc);
+	tap(&h, !oc.err, "offload started: %s", strerror(-oc.err));
+	do {	/* cancel once the first batch is out */
+		st = stats(&h, NULL);
+		if (!st.pages[PAGE_OFFLOADED])
+			usleep(CANCEL_POLL_US);
+	} while (!st.pages[PAGE_OFFLOADED] && !st.offloads);
+	on_loop(&h, cancel_cb, &cerr);
+	while (sem_wait(&h.offload_done) && errno == EINTR)
+		;
+	err = h.offload_err;
+	st = stats(&h, NULL);
+	tap(&h, !cerr && err == -ECANCELED && st.offload_cancels == 1 && !st.offload_errors,
+	    "cancelled mid-offload: done reports %s", strerror(-err));
+	tap(&h, st.pages[PAGE_OFFLOADED] > 0 && st.pages[PAGE_RESIDENT] > 0 &&
+	    !st.pages[PAGE_IN_FLIGHT] &&
+	    st.pages[PAGE_OFFLOADED] + st.pages[PAGE_RESIDENT] + st.pages[PAGE_ZERO] == npages,
+	    "punched pages OFFLOADED (%llu), unwritten RESIDENT (%llu), none in flight",
+	    (unsigned long long)st.pages[PAGE_OFFLOADED],
+	    (unsigned long long)st.pages[PAGE_RESIDENT]);
+	tap(&h, st.registered, "range stays registered while pages are out");
+	vmm_cmd(&h, ans, "verify 1 4");
+	st = stats(&h, NULL);
+	tap(&h, !strcmp(ans, "ok") && st.faults > 0,
+	    "every byte verified by 4 threads after the cancel (%s; %llu faults)", ans,
+	    (unsigned long long)st.faults);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(&h, !err && st.offloads == 1 && !st.pages[PAGE_RESIDENT],
+	    "a full offload after the cancel: %s", strerror(-err));
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(&h, !strcmp(ans, "ok"), "every byte verified again (%s)", ans);
+	vmm_cmd(&h, ans, "quit");
+	wait_vmm_exit(&h);
+	harness_stop(&h);
+	printf("1..%d\n", h.tap);
+	return h.failures ? 1 : 0;
+}
+
 static void slow_cb(struct harness *h, void *arg)
 {
 	(void)h;
@@ -1020,6 +1096,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	mib = argc >= 3 ? strtoull(argv[2], NULL, 0) : 0;
+	if (argc >= 2 && !strcmp(argv[1], "cancel"))
+		return mode_cancel(argv[0], mib ? mib : 64);
 	if (argc >= 2 && !strcmp(argv[1], "eintr"))
 		return mode_eintr(argv[0]);
 	if (argc >= 2 && !strcmp(argv[1], "enospc"))

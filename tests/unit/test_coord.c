@@ -28,6 +28,8 @@ struct fake {
 	int pause_err, resume_err, offload_err, handoff_err;
 	struct coord *c;
 	unsigned int handoffs, aborts, pauses, resumes, offloads, resumed_msgs;
+	unsigned int cancels;
+	int cancel_err;
 	unsigned int delivered;
 	uint64_t next_req, last_req, last_abort;
 	uint32_t last_flags;
@@ -102,6 +104,18 @@ static int f_offload(void *a)
 	return 0;
 }
 
+static int f_offload_cancel(void *a)
+{
+	struct fake *f = a;
+
+	f->cancels++;
+	if (f->cancel_err)
+		return f->cancel_err;
+	if (f->sync)
+		coord_offload_done(f->c, -ECANCELED);
+	return 0;
+}
+
 static void f_transition(void *a, enum coord_state from, enum coord_state to, const char *why)
 {
 	struct fake *f = a;
@@ -122,7 +136,7 @@ static void f_delivered(void *a, const char *id, uint64_t lat)
 static const struct coord_ops ops_link = {
 	.now = f_now, .arm_timer = f_arm, .handoff = f_handoff, .handoff_abort = f_abort,
 	.resumed = f_resumed, .pause = f_pause, .resume = f_resume, .offload = f_offload,
-	.transition = f_transition, .delivered = f_delivered,
+	.offload_cancel = f_offload_cancel, .transition = f_transition, .delivered = f_delivered,
 };
 
 static struct fake fw;
@@ -519,6 +533,96 @@ static void test_ready_during_offload(void **s)
 	coord_free(c);
 }
 
+/* Data ready while OFFLOADING: the offload is cancelled, the VM resumes as
+ * soon as the pager reports -ECANCELED (not an error). */
+static void test_ready_during_offload_cancels(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+	struct coord_stats st;
+
+	(void)s;
+	advance(c, 30 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_wait_ready(c, "r1");
+	assert_int_equal(fw.cancels, 1);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);	/* until it reports */
+	assert_int_equal(fw.resumes, 0);
+	coord_external_event(c);	/* a second trigger: no second cancel */
+	assert_int_equal(fw.cancels, 1);
+	advance(c, 1 * MS);
+	coord_offload_done(c, -ECANCELED);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	assert_int_equal(fw.resumes, 1);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_DATA_READY);
+	assert_true(fw.last_offloaded);	/* some pages may be out */
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.last_latency, 1 * MS);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.offload_cancels, 1);
+	assert_int_equal(st.offload_errors, 0);
+	assert_int_equal(st.offloads, 0);
+	assert_string_equal(fw.trail, "WAITING>HANDOFF>PAUSED>OFFLOADING>OFFLOADED>RESUMING>RUNNING");
+	coord_free(c);
+}
+
+/* Every other resume trigger cancels too; a completion that raced the
+ * cancel (0) or a cancel that completes inside the call both resume. */
+static void test_triggers_cancel_offload(void **s)
+{
+	struct coord *c;
+	struct coord_stats st;
+
+	(void)s;
+	/* external event; the offload ended before the cancel landed */
+	c = to_paused(10 * SEC);
+	advance(c, 30 * MS);
+	fw.cancel_err = -EALREADY;
+	assert_int_equal(coord_external_event(c), 0);
+	assert_int_equal(fw.cancels, 1);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_EXTERNAL);
+	coord_free(c);
+
+	/* manual resume, the cancel completing synchronously */
+	c = to_paused(10 * SEC);
+	advance(c, 30 * MS);
+	fw.sync = true;
+	assert_int_equal(coord_manual_resume(c), 0);
+	assert_int_equal(fw.cancels, 1);
+	assert_int_equal(coord_state(c), COORD_WAITING);	/* resumed, r1 waits */
+	assert_int_equal(fw.last_reason, COORD_RESUME_MANUAL);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.offload_cancels, 1);
+	coord_free(c);
+
+	/* fail-safe: guest link lost */
+	c = to_paused(10 * SEC);
+	advance(c, 30 * MS);
+	coord_link_down(c);
+	assert_int_equal(fw.cancels, 1);
+	coord_offload_done(c, -ECANCELED);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	coord_get_stats(c, &st);	/* no link to tell the reason to */
+	assert_int_equal(st.resumes_by_reason[COORD_RESUME_FAILSAFE], 1);
+	coord_free(c);
+
+	/* fail-safe: max pause reached while offloading */
+	c = to_paused(100 * SEC);
+	advance(c, 30 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	advance(c, coord_config(c)->max_pause_ns);
+	assert_int_equal(fw.cancels, 1);
+	coord_offload_done(c, -ECANCELED);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_FAILSAFE);
+	coord_free(c);
+}
+
 static void test_ready_during_resume(void **s)
 {
 	struct coord *c = to_paused(10 * SEC);
@@ -825,6 +929,8 @@ int main(void)
 		cmocka_unit_test(test_ready_during_handoff),
 		cmocka_unit_test(test_ready_while_pause_in_flight),
 		cmocka_unit_test(test_ready_during_offload),
+		cmocka_unit_test(test_ready_during_offload_cancels),
+		cmocka_unit_test(test_triggers_cancel_offload),
 		cmocka_unit_test(test_ready_during_resume),
 		cmocka_unit_test(test_link_lost_while_paused),
 		cmocka_unit_test(test_link_lost_while_offloading),
