@@ -55,6 +55,7 @@ def run(name, timeout, cmd, counts):
                          start_new_session=True)
     passed = failed = skipped = 0
     last = ""
+    diag = ""   # last top-level TAP diagnostic ("# ..."): a skip's reason
     timed_out = False
 
     def kill(*_):
@@ -73,6 +74,8 @@ def run(name, timeout, cmd, counts):
             s = line.rstrip("\n")
             if s.strip():
                 last = s.strip()
+            if s.startswith("#"):
+                diag = re.sub(r"^SKIP\b:?\s*", "", s.lstrip("# ").strip())
             m = TAP.match(s)  # top-level only: indented KTAP is a subtest
             if not m:
                 continue
@@ -82,10 +85,15 @@ def run(name, timeout, cmd, counts):
                 failed += 1
                 print(f"  FAIL {name}: {desc}")
             elif sk:
+                # cmocka puts the test name in the directive and the reason
+                # in the diagnostic line before it
                 skipped += 1
-                print(f"  SKIP {name}: {desc.split('#')[0].strip()} ({sk.group(1).strip()})")
+                what = desc.split("#")[0].strip() or sk.group(1).strip()
+                why = sk.group(1).strip() if desc.split("#")[0].strip() else diag
+                print(f"  SKIP {name}: {what}: {why or 'no reason given'}")
             else:
                 passed += 1
+            diag = ""
     rc = p.wait()
     signal.alarm(0)
     dt = time.monotonic() - t0
