@@ -26,23 +26,27 @@
  *            tick of the CPU doing the sampling (it stops when that CPU goes
  *            idle).  On NOHZ-idle CPUs the stopped tick's hrtimer carries
  *            the next timer-wheel event, so it is counted.  The sampling
- *            CPU's own timer wheel is seen the same way: the sampler
- *            (pinned with migrate_disable()) waits for the window's end
- *            on a completion, the window being timed by an hrtimer of
- *            ours (on another CPU if there is one, else on this one), so
- *            its CPU goes idle and NOHZ stops the tick at the next
- *            timer-wheel event (with high resolution timers, NOHZ leaves
- *            hrtimers out of that expiry, so our own window timer does
- *            not hide the wheel), which the hrtimer_start probe records.
- *            Last event wins (struct vmnap_tickview): a later arm of the
- *            tick replaces it (a restart near now is a near budget), a
- *            cancel or expiry makes it blind.  Wheel timers enqueued on
- *            that CPU after the record (timer_start, deferrable ones left
- *            out as NOHZ does) are folded in until the sample is taken.
- *            When no record was made in the window (the CPU never idled,
- *            low resolution mode, the tick not found) the budget is
- *            reported unknown and counted as timer_wheel_blind: the host
- *            then pauses but does not offload.
+ *            CPU's own timer wheel is seen through its stops: whenever a
+ *            CPU goes idle, NOHZ stops its tick at the next timer-wheel
+ *            event (with high resolution timers that expiry leaves
+ *            hrtimers out), which the hrtimer_start probe records per CPU
+ *            (an arm due more than a tick ahead: restarts and periodic
+ *            re-arms are due within one).  Wheel timers enqueued on that
+ *            CPU afterwards (timer_start; deferrable ones left out, as
+ *            NOHZ does) are folded in (struct vmnap_tickview), so the
+ *            last stop bounds the wheel even after the CPU woke for the
+ *            HANDOFF_REQ.  The sampler (pinned with migrate_disable())
+ *            also waits for the window's end on a completion, the window
+ *            timed by an hrtimer of ours (on another CPU if there is one,
+ *            else on this one), so its CPU idles and records a fresh
+ *            stop.  A CPU with no stop recorded since the module loaded
+ *            (low resolution mode, never idle, the tick not found) leaves
+ *            the budget unknown, counted as timer_wheel_blind: the host
+ *            then pauses but does not offload.  Known limit: a timer
+ *            enqueued from another CPU onto this one between NOHZ reading
+ *            the wheel and arming the tick, due within a tick, is missed
+ *            (NOHZ re-stops the tick on the wakeup IPI, but a stop due
+ *            within a tick is not recorded).
  *
  * The tracepoints are found by name (for_each_kernel_tracepoint()): they
  * are not exported to modules.  hrtimer_start gained a was_armed argument
@@ -101,8 +105,6 @@ static DEFINE_PER_CPU(long, vmnap_io_inflight);
 static DEFINE_PER_CPU(unsigned long, vmnap_io_issued);
 static const void *vmnap_tick_fn;		/* resolved lazily */
 static bool vmnap_timers_attached;
-static bool vmnap_watching;			/* a window is under way */
-static bool vmnap_sampling;			/* window start .. sample taken */
 
 /* ---- tracepoint probes ------------------------------------------------ */
 
@@ -128,13 +130,15 @@ static void vmnap_book_arm(struct hrtimer *t)
 	vmnap_tb_arm(&ct->tb, t, t->function,
 		     ktime_sub(hrtimer_get_expires(t), t->base->offset));
 	/*
-	 * The tick armed: NOHZ stopping it at the next wheel event, or the
-	 * periodic tick (re)started near now.  Either is the CPU's next
-	 * wheel-driven wakeup as of now.
+	 * NOHZ stopping the tick of an idle CPU at its next wheel event; a
+	 * restart on idle exit or a periodic re-arm is due within a tick.
 	 */
-	if (READ_ONCE(vmnap_watching) && t->function == READ_ONCE(vmnap_tick_fn))
-		vmnap_tv_tick_armed(&ct->tv, ktime_sub(hrtimer_get_expires(t),
-						       t->base->offset));
+	if (t->function == READ_ONCE(vmnap_tick_fn)) {
+		s64 v = ktime_sub(hrtimer_get_expires(t), t->base->offset);
+
+		if (v - (s64)ktime_get_mono_fast_ns() > (s64)TICK_NSEC)
+			vmnap_tv_tick_armed(&ct->tv, v);
+	}
 	raw_spin_unlock_irqrestore(&ct->lock, flags);
 }
 
@@ -146,14 +150,11 @@ static void vmnap_book_disarm(struct hrtimer *t)
 	if (!ct)
 		return;
 	raw_spin_lock_irqsave(&ct->lock, flags);
-	vmnap_tb_disarm(&ct->tb, t);
 	/*
-	 * A cancelled tick (nothing pending, or the first half of a restart)
-	 * or an expired one (a wheel event is due now) says nothing about
-	 * the next event: blind until the tick is armed again.
+	 * A cancelled or expired tick leaves the CPU's tick view as it was:
+	 * the wheel it bounds only lost timers since.
 	 */
-	if (READ_ONCE(vmnap_watching) && t->function == READ_ONCE(vmnap_tick_fn))
-		vmnap_tv_tick_gone(&ct->tv);
+	vmnap_tb_disarm(&ct->tb, t);
 	raw_spin_unlock_irqrestore(&ct->lock, flags);
 }
 
@@ -188,8 +189,7 @@ static void vmnap_tp_timer_start(VMNAP_TIMER_START_PROBE_ARGS)
 	struct vmnap_cpu_timers *ct;
 	unsigned long irqflags;
 
-	if (!READ_ONCE(vmnap_sampling) || (tflags & TIMER_DEFERRABLE) ||
-	    cpu >= nr_cpu_ids)
+	if ((tflags & TIMER_DEFERRABLE) || cpu >= nr_cpu_ids)
 		return;
 	if (ticks > 0)
 		v += (s64)ticks * TICK_NSEC;
@@ -380,7 +380,7 @@ static bool vmnap_cpu_next_timer(unsigned int cpu, bool this_cpu, s64 *next)
 	if (cb->hres_active && !cb->in_hrtirq && hard != KTIME_MAX &&
 	    cb->expires_next > hard + (s64)TICK_NSEC)
 		ok = false;
-	/* our CPU: its timer wheel as NOHZ saw it when it idled in the window */
+	/* our CPU: its timer wheel as NOHZ saw it when it last idled */
 	if (this_cpu && vmnap_tv_next(&ct->tv, &v)) {
 		live = min(live, v);
 	} else if (this_cpu) {
@@ -439,8 +439,6 @@ struct vmnap_window {
 
 static enum hrtimer_restart vmnap_window_fn(struct hrtimer *t)
 {
-	/* stop watching before the sampler's CPU wakes and restarts its tick */
-	WRITE_ONCE(vmnap_watching, false);
 	complete(&container_of(t, struct vmnap_window, timer)->done);
 	return HRTIMER_NORESTART;
 }
@@ -485,7 +483,7 @@ static void vmnap_find_tick_fn(unsigned int cpu)
  * another CPU when one is online (else to this one), while this task
  * waits on a completion without a timer, so NOHZ shows this CPU's next
  * wheel event when it idles.  The caller keeps this task on its CPU
- * (migrate_disable()) and has reset the CPU's tick view.
+ * (migrate_disable()).
  */
 static void vmnap_window_wait(unsigned int self, unsigned int window_us)
 {
@@ -502,7 +500,6 @@ static void vmnap_window_wait(unsigned int self, unsigned int window_us)
 	vmnap_hrtimer_setup_on_stack(&w.timer, vmnap_window_fn, CLOCK_MONOTONIC,
 				     HRTIMER_MODE_REL_HARD);
 	init_completion(&w.done);
-	WRITE_ONCE(vmnap_watching, true);
 	/*
 	 * Do not wait for the IPI: waiting spins this CPU until the other
 	 * one (maybe halted, slow to wake under emulation) ran it, which
@@ -572,18 +569,6 @@ static u32 vmnap_io_inflight_sum(void)
 
 /* ---- collection -------------------------------------------------------- */
 
-/* From here until the sample is taken, @self's wheel events are watched. */
-static void vmnap_sampling_begin(unsigned int self)
-{
-	struct vmnap_cpu_timers *ct = &vmnap_timers[self];
-	unsigned long flags;
-
-	raw_spin_lock_irqsave(&ct->lock, flags);
-	vmnap_tv_reset(&ct->tv);
-	raw_spin_unlock_irqrestore(&ct->lock, flags);
-	WRITE_ONCE(vmnap_sampling, true);
-}
-
 /*
  * Measure the evidence over @window_us (may sleep).  Called with
  * vmnap.lock held, from the workqueue or a netlink command.
@@ -600,7 +585,6 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	memset(s, 0, sizeof(*s));
 	/* one CPU for the whole sampling: the window watches this CPU */
 	migrate_disable();
-	vmnap_sampling_begin(raw_smp_processor_id());
 	t0 = ktime_get();
 	issued0 = vmnap_io_issued_sum();
 	for_each_online_cpu(cpu)
@@ -627,7 +611,6 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	s->writeback_pages = global_node_page_state(NR_WRITEBACK);
 	s->dirty_pages = global_node_page_state(NR_FILE_DIRTY);
 	s->timer_known = vmnap_next_timer(&s->next_timer_ns);
-	WRITE_ONCE(vmnap_sampling, false);
 	if (!s->timer_known) {
 		s->next_timer_ns = VMNAP_TIMER_UNKNOWN;
 		vmnap_count(VMNAP_CTR_TIMER_UNKNOWN);
@@ -708,6 +691,7 @@ int vmnap_evidence_init(void)
 	for_each_possible_cpu(cpu) {
 		raw_spin_lock_init(&vmnap_timers[cpu].lock);
 		vmnap_tb_reset(&vmnap_timers[cpu].tb);
+		vmnap_tv_reset(&vmnap_timers[cpu].tv);
 	}
 	for_each_kernel_tracepoint(vmnap_find_tp, NULL);
 	vmnap_timers_attached = true;

@@ -82,7 +82,7 @@ bool vmnap_tb_earliest(const struct vmnap_timerbook *tb,
 	return found;
 }
 
-/* ---- the sampling CPU's timer wheel ------------------------------------ */
+/* ---- a CPU's timer wheel, as NOHZ told it --------------------------- */
 
 void vmnap_tv_reset(struct vmnap_tickview *tv)
 {
@@ -90,18 +90,11 @@ void vmnap_tv_reset(struct vmnap_tickview *tv)
 	tv->wheel_armed = false;
 }
 
-/* The tick hrtimer was armed to @expires_ns: wheel timers folded in. */
+/* NOHZ stopped the tick at @expires_ns: the wheel as it was, folded in. */
 void vmnap_tv_tick_armed(struct vmnap_tickview *tv, s64 expires_ns)
 {
 	tv->tick_ns = expires_ns;
 	tv->seen = true;
-	tv->wheel_armed = false;
-}
-
-/* The tick hrtimer was cancelled or expired: nothing known until re-armed. */
-void vmnap_tv_tick_gone(struct vmnap_tickview *tv)
-{
-	tv->seen = false;
 	tv->wheel_armed = false;
 }
 
@@ -113,7 +106,7 @@ void vmnap_tv_wheel_armed(struct vmnap_tickview *tv, s64 expires_ns)
 	tv->wheel_armed = true;
 }
 
-/* The CPU's next wheel event; false when the view is blind. */
+/* The CPU's next wheel event, no later than it; false when never seen. */
 bool vmnap_tv_next(const struct vmnap_tickview *tv, s64 *next_ns)
 {
 	if (!tv->seen)

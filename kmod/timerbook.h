@@ -45,18 +45,21 @@ typedef u32 (*vmnap_tb_classify_t)(const struct vmnap_timer_entry *e,
 				   void *arg);
 
 /**
- * struct vmnap_tickview - the timer wheel of the sampling CPU, as NOHZ
- * told it during an observation window (pure logic, KUnit tested)
- * @tick_ns: expiry the last event gave the CPU's tick hrtimer; with high
- *	resolution timers NOHZ stops the tick of an idle CPU at its next
- *	timer-wheel (or RCU, or timekeeping) event, hrtimers left out
+ * struct vmnap_tickview - the timer wheel of one CPU, as its tick told it
+ * (pure logic, KUnit tested)
+ * @tick_ns: expiry NOHZ gave the tick hrtimer when it last stopped the
+ *	tick (idle entry); with high resolution timers that is the CPU's
+ *	next timer-wheel event (bounded by RCU and timekeeping), hrtimers
+ *	left out, so every wheel timer pending then expires no earlier
  * @wheel_ns: earliest wheel timer enqueued on the CPU since then
- * @seen: @tick_ns comes from an arm of the tick in this window
+ * @seen: a stop was recorded
  * @wheel_armed: @wheel_ns is valid
  *
- * Last event wins: a tick armed (a NOHZ stop, or the periodic tick near
- * now) folds every wheel timer in; a cancelled or expired tick leaves the
- * view blind until the next arm.  A view that is not @seen is blind.
+ * The wheel only changes by enqueues (tracked) and by timers leaving it
+ * (which only makes the bound conservative), so min(@tick_ns, @wheel_ns)
+ * bounds the CPU's next wheel event however long ago the stop was.  The
+ * caller records stops only: a restart or periodic re-arm of the tick
+ * (due within a tick) says nothing about the wheel and is not recorded.
  */
 struct vmnap_tickview {
 	s64 tick_ns;
@@ -67,7 +70,6 @@ struct vmnap_tickview {
 
 void vmnap_tv_reset(struct vmnap_tickview *tv);
 void vmnap_tv_tick_armed(struct vmnap_tickview *tv, s64 expires_ns);
-void vmnap_tv_tick_gone(struct vmnap_tickview *tv);
 void vmnap_tv_wheel_armed(struct vmnap_tickview *tv, s64 expires_ns);
 bool vmnap_tv_next(const struct vmnap_tickview *tv, s64 *next_ns);
 
