@@ -7,6 +7,8 @@
 #   scripts/guest-init        /init
 #   guest kernel modules      /lib/modules/<ver>/... (guest-modules.order,
 #                             modules.dep from depmod: modprobe works)
+#   optional kernel modules   OPTIONAL_MODULES below with their dependencies,
+#                             present for modprobe but not loaded at boot
 #   vmnap.ko                  /lib/modules/vmnap.ko (not loaded at boot)
 #   $(GUEST_PROGRAMS)         /usr/bin/<name>, with their shared libraries
 # Skips the work when none of these inputs changed (content hash).
@@ -54,10 +56,20 @@ shared_libs() {
 }
 mapfile -t libs < <(for p in ${programs[@]+"${programs[@]}"}; do shared_libs "$p"; done | sort -u)
 
+# Modules a test may modprobe: virtio_balloon (it holds free page reporting,
+# vmnap.ko's -EBUSY path).  Resolved with their dependencies like the boot
+# modules (guest-kernel.sh), not loaded at boot.
+OPTIONAL_MODULES="virtio_balloon"
+mapfile -t optional_modules < <(for m in $OPTIONAL_MODULES; do
+	modprobe -d "$kdir" -S "$ver" --show-depends "$m" | sed -n "s|^insmod $moddir/||p" |
+		sed 's/ *$//'
+done)
+
 # Content hash of every input decides whether to rebuild.
 mapfile -t boot_modules <"$kdir/guest-modules.order"
 inputs=("$0" "$init" "$busybox" "$module" "$kdir/.complete"
-	"${boot_modules[@]/#/$moddir/}" ${programs[@]+"${programs[@]}"} ${libs[@]+"${libs[@]}"})
+	"${boot_modules[@]/#/$moddir/}" "${optional_modules[@]/#/$moddir/}"
+	${programs[@]+"${programs[@]}"} ${libs[@]+"${libs[@]}"})
 digest=$( { printf '%s\n' "$ver" ${programs[@]+"${programs[@]}"}; sha256sum "${inputs[@]}"; } | sha256sum | cut -d' ' -f1)
 up_to_date() { [ -f "$out" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; }
 if up_to_date; then
@@ -91,7 +103,7 @@ printf 'root:x:0:0:root:/root:/bin/sh\n' >"$stage/etc/passwd"
 printf 'root:x:0:\n' >"$stage/etc/group"
 
 smod=$stage/lib/modules/$ver
-for m in "${boot_modules[@]}"; do
+for m in "${boot_modules[@]}" "${optional_modules[@]}"; do
 	install -D -m 0644 "$moddir/$m" "$smod/$m"
 done
 cp "$kdir/guest-modules.order" "$smod/"
