@@ -355,13 +355,23 @@ static int mapper_register(struct pager *p, struct pager_mapper *m)
 	return 0;
 }
 
+/*
+ * Unregister, then wake the whole range.  UFFDIO_UNREGISTER wakes the
+ * faults pending in the range, but a fault taken under the per-VMA lock
+ * can queue itself after that wake and before the VMA is write-locked
+ * (seen on 6.18: a thread faulting on a hole hung for good once every page
+ * was back).  Once UNREGISTER returned, every such fault is queued, so
+ * this UFFDIO_WAKE reaches it; the retried fault needs no userfaultfd.
+ */
 static void mapper_unregister(struct pager *p, struct pager_mapper *m)
 {
 	for (unsigned int i = 0; i < p->nr_regions; i++) {
 		struct uffdio_range r = { .start = m->host_addr[i], .len = p->regions[i].size };
 
-		if (m->host_addr[i])
-			(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &r);
+		if (!m->host_addr[i])
+			continue;
+		(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &r);
+		(void)ioctl(m->uffd, UFFDIO_WAKE, &r);
 	}
 	m->registered = false;
 }

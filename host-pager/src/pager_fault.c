@@ -232,9 +232,13 @@ static void handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	default:
 		break;
 	}
-	if (err == -ESRCH || err == -ENOENT) {
-		/* the process exited (or its mapping went): not an error */
+	if (err == -ENOENT) {
+		/* the range is no longer registered (every page came back) or
+		 * the mapping went: wake the faulter, its retry needs no uffd */
+		(void)uffd_wake(m->uffd, page_addr, PAGER_PAGE_SIZE);
 		err = 0;
+	} else if (err == -ESRCH) {
+		err = 0;	/* the process exited: not an error */
 	}
 	p->faults++;
 	p->fault_lat_us[lat_bucket(now_ns() - t0)]++;
