@@ -1024,7 +1024,10 @@ void coord_resume_done(struct coord *c, int err)
 
 void coord_pager_error(struct coord *c, int err)
 {
-	log_err(c->subject, "pager error: %s", strerror(-err));
+	c->st.pager_errors++;
+	log_err(c->subject, "pager error in %s: %s%s", coord_state_name(c->state),
+		strerror(-err), c->state == COORD_PAUSED || c->state == COORD_OFFLOADING ||
+		c->state == COORD_OFFLOADED ? ": fail-safe resume" : "");
 	start_resume(c, COORD_RESUME_FAILSAFE, "pager_error");
 	coord_rearm(c);
 }

@@ -155,6 +155,7 @@ struct coord_stats {
 	uint64_t busy_by_reason[COORD_BUSY_BITS];
 	uint64_t pauses, pause_errors, offloads, offload_errors, resume_errors;
 	uint64_t offload_cancels;	/* offloads cut short by a resume trigger */
+	uint64_t pager_errors;		/* coord_pager_error() calls */
 	uint64_t resumes_by_reason[COORD_NR_RESUME_REASONS];
 	uint64_t paused_ns_total, offloaded_ns_total;
 	uint64_t delivery_hist[COORD_HIST_BUCKETS];	/* power-of-2 µs */

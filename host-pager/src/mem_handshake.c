@@ -24,6 +24,7 @@
 #include "log.h"
 #include "loop.h"
 #include "mem_handshake.h"
+#include "vm_control.h"
 #include "pager.h"
 
 #define HS_MAX_RAM_BYTES	(1ull << 40)	/* per VM */
@@ -339,6 +340,7 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 				"Firecracker form: anonymous memory, no memfd to punch");
 		if (rq->gpa_source != PAGER_GPA_STATED)
 			pager_set_gpa_source(vm->pager, rq->gpa_source);
+		vm_control_pager_attached(vm);	/* pager errors -> coordinator */
 	} else if (pager_regions_match(vm->pager, rq->rd, rq->nr)) {
 		refuse(c, HS_REFUSE_VM, "vm '%s' already has different guest RAM", rq->name);
 		return;

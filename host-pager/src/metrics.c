@@ -83,6 +83,8 @@ static void coord_metrics(FILE *f, struct vmnapd *d)
 	COUNTER("vmnap_offload_errors_total", "failed offloads", offload_errors);
 	COUNTER("vmnap_offload_cancels_total", "offloads cut short by a resume trigger",
 		offload_cancels);
+	COUNTER("vmnap_coord_pager_errors_total",
+		"pager errors that reached the coordinator (fail-safe resume)", pager_errors);
 	COUNTER("vmnap_resume_errors_total", "failed resumes (retried)", resume_errors);
 #undef COUNTER
 
@@ -165,6 +167,10 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_faults_total", "counter", "userfaultfd faults served", st.faults);
 	GAUGE("vmnap_prefetch_pages_total", "counter", "pages brought back by prefetch",
 	      st.prefetch_pages);
+	GAUGE("vmnap_faults_stuck", "gauge",
+	      "faulting threads waiting for a fault that could not be served yet", st.faults_stuck);
+	GAUGE("vmnap_fault_retries_total", "counter", "unserved faults tried again",
+	      st.fault_retries);
 	GAUGE("vmnap_free_pages_dropped_total", "counter",
 	      "guest pages reported free and punched", st.dropped_free_pages);
 	GAUGE("vmnap_gpa_refused_total", "counter",
@@ -189,6 +195,19 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 			fprintf(f, "vmnap_pages{vm=\"%s\",state=\"%s\"} %llu\n", vm->name,
 				pager_page_state_name((enum pager_page_state)s),
 				(unsigned long long)st.pages[s]);
+	}
+	help(f, "vmnap_pager_errors_total", "counter",
+	     "pager errors by kind: fault (not served, retried), restore (store read), offload");
+	FOREACH_VM(d, vm) {
+		if (!vm->pager)
+			continue;
+		pager_get_stats(vm->pager, &st);
+		fprintf(f, "vmnap_pager_errors_total{vm=\"%s\",kind=\"fault\"} %llu\n", vm->name,
+			(unsigned long long)st.fault_errors);
+		fprintf(f, "vmnap_pager_errors_total{vm=\"%s\",kind=\"restore\"} %llu\n", vm->name,
+			(unsigned long long)st.restore_errors);
+		fprintf(f, "vmnap_pager_errors_total{vm=\"%s\",kind=\"offload\"} %llu\n", vm->name,
+			(unsigned long long)st.offload_errors);
 	}
 	help(f, "vmnap_fault_latency_seconds", "histogram", "userfaultfd fault service latency");
 	FOREACH_VM(d, vm) {

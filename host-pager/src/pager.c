@@ -121,6 +121,53 @@ static void ram_ranges_publish(struct pager *p)
 	}
 }
 
+void pager_report_error(struct pager *p, int err, const char *what)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&p->lock);
+	if (!strcmp(what, "fault"))
+		p->fault_errors++;
+	else if (!strcmp(what, "restore"))
+		p->restore_errors++;
+	if (!p->pending_err) {
+		p->pending_err = err;
+		p->pending_what = what;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (write(p->error_fd, &one, sizeof(one)) < 0)
+		log_err(p->subject, "cannot signal a pager error: %s", strerror(errno));
+}
+
+/* Loop callback: hand pending errors to the owner. */
+static void error_cb(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct pager *p = arg;
+	const char *what;
+	uint64_t v;
+	int err;
+
+	(void)l;
+	(void)events;
+	if (read(fd, &v, sizeof(v)) != sizeof(v))
+		return;
+	pthread_mutex_lock(&p->lock);
+	err = p->pending_err;
+	what = p->pending_what;
+	p->pending_err = 0;
+	pthread_mutex_unlock(&p->lock);
+	if (err && p->error_cb)
+		p->error_cb(p, err, what, p->error_arg);
+}
+
+void pager_set_error_cb(struct pager *p,
+			void (*cb)(struct pager *p, int err, const char *what, void *arg),
+			void *arg)
+{
+	p->error_cb = cb;
+	p->error_arg = arg;
+}
+
 static int regions_init(struct pager *p, const struct pager_region_desc *rd,
 			unsigned int nr)
 {
@@ -178,6 +225,7 @@ int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
 	p->store.fd = -1;
 	p->fault_wake_fd = -1;
 	p->offload_done_fd = -1;
+	p->error_fd = -1;
 	p->evictable = true;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->state_cv, NULL);
@@ -200,7 +248,8 @@ int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
 	}
 	p->fault_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->offload_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (p->fault_wake_fd < 0 || p->offload_done_fd < 0) {
+	p->error_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->fault_wake_fd < 0 || p->offload_done_fd < 0 || p->error_fd < 0) {
 		err = -errno;
 		goto fail;
 	}
@@ -208,6 +257,11 @@ int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
 			  offload_done_cb, p);
 	if (err)
 		goto fail;
+	err = loop_add_fd(vm->d->loop, p->error_fd, EPOLLIN, error_cb, p);
+	if (err) {
+		loop_del_fd(vm->d->loop, p->offload_done_fd);
+		goto fail;
+	}
 	err = pager_fault_thread_start(p);
 	if (!err)
 		err = pager_prefetch_thread_start(p);
@@ -222,11 +276,14 @@ int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
 fail_loop:
 	pager_fault_thread_stop(p);
 	loop_del_fd(vm->d->loop, p->offload_done_fd);
+	loop_del_fd(vm->d->loop, p->error_fd);
 fail:
 	if (p->fault_wake_fd >= 0)
 		close(p->fault_wake_fd);
 	if (p->offload_done_fd >= 0)
 		close(p->offload_done_fd);
+	if (p->error_fd >= 0)
+		close(p->error_fd);
 	store_close(&p->store);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
@@ -280,6 +337,8 @@ void pager_vm_detach(struct vm *vm)
 		p->offloading = false;
 	}
 	loop_del_fd(vm->d->loop, p->offload_done_fd);
+	loop_del_fd(vm->d->loop, p->error_fd);
+	p->error_cb = NULL;	/* detaching: nobody to tell */
 	pthread_mutex_lock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m; m = m->next)
 		live_mappers |= !m->dead;
@@ -309,6 +368,7 @@ void pager_vm_detach(struct vm *vm)
 	store_close(&p->store);
 	close(p->fault_wake_fd);
 	close(p->offload_done_fd);
+	close(p->error_fd);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -530,13 +590,14 @@ int pager_install_run(struct pager *p, uint64_t pg, uint64_t n, const void *buf,
 		err = w < 0 ? -errno : (size_t)w != len ? -EIO : 0;
 	}
 	if (err)
-		log_err(p->subject, "restore of %llu page(s) at gpa %#llx: %s",
-			(unsigned long long)n,
-			(unsigned long long)(r->gpa + (pg - r->first_page) * PAGER_PAGE_SIZE),
-			strerror(-err));
+		log_err(p->subject, "restore of %llu page(s) at memfd offset %#llx: %s "
+			"(pages stay offloaded)", (unsigned long long)n,
+			(unsigned long long)pg_memfd_off(r, pg), strerror(-err));
 	pthread_mutex_lock(&p->lock);
 	pager_finish_run_locked(p, pg, n, !err);
 	pthread_mutex_unlock(&p->lock);
+	if (err)
+		pager_report_error(p, err, "restore");
 	return err;
 }
 
@@ -919,6 +980,10 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->offloads = p->offloads;
 	st->offload_errors = p->offload_errors;
 	st->offload_cancels = p->offload_cancels;
+	st->fault_errors = p->fault_errors;
+	st->restore_errors = p->restore_errors;
+	st->fault_retries = p->fault_retries;
+	st->faults_stuck = p->faults_stuck;
 	st->last_offload_ns = p->last_offload_ns;
 	st->last_offload_written = p->last_offload_written;
 	st->dropped_free_pages = p->dropped_free_pages;

@@ -116,6 +116,10 @@ struct pager_stats {
 	uint64_t offloads;		/* completed offloads */
 	uint64_t offload_errors;	/* aborted offloads (ENOSPC, EIO, ...) */
 	uint64_t offload_cancels;	/* offloads stopped by pager_offload_cancel */
+	uint64_t fault_errors;		/* faults that could not be served (yet) */
+	uint64_t restore_errors;	/* store reads failed: prefetch, make_resident */
+	uint64_t fault_retries;		/* unserved faults tried again */
+	uint32_t faults_stuck;		/* faulting threads waiting for a retry */
 	uint64_t last_offload_ns;	/* duration of the last offload */
 	uint64_t last_offload_written;	/* bytes written by the last offload */
 	uint64_t dropped_free_pages;	/* pages made ZERO by pager_drop_free */
@@ -175,6 +179,18 @@ void pager_set_gpa_source(struct pager *p, enum pager_gpa_source src);
 int pager_set_gpa_map(struct pager *p, const struct pager_mem_table_region *r,
 		      unsigned int nr);
 const char *pager_gpa_source_name(enum pager_gpa_source s);
+
+/*
+ * Errors the VM must know about: a fault that cannot be served (the
+ * faulting thread stays blocked and is retried: never answered with
+ * zeros), a failed read back (prefetch, make_resident), an offload I/O
+ * error.  @cb runs on the loop thread with -errno and what failed
+ * ("fault", "restore", "offload"); several errors before it runs are
+ * reported once (every one is counted in pager_stats).  NULL: none.
+ */
+void pager_set_error_cb(struct pager *p,
+			void (*cb)(struct pager *p, int err, const char *what, void *arg),
+			void *arg);
 
 /*
  * Block until [gpa, gpa+len) is resident (OFFLOADED pages read back into

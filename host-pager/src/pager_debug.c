@@ -78,6 +78,11 @@ json_t *pager_stats_json(struct pager *p)
 		      "evictable", st.evictable);
 	if (o) {
 		json_object_set_new(o, "fault_latency_us_log2", lat);
+		json_object_set_new(o, "fault_errors", json_integer((json_int_t)st.fault_errors));
+		json_object_set_new(o, "restore_errors",
+				    json_integer((json_int_t)st.restore_errors));
+		json_object_set_new(o, "fault_retries", json_integer((json_int_t)st.fault_retries));
+		json_object_set_new(o, "faults_stuck", json_integer((json_int_t)st.faults_stuck));
 		json_object_set_new(o, "offload_cancels",
 				    json_integer((json_int_t)st.offload_cancels));
 		json_object_set_new(o, "dropped_free_pages",

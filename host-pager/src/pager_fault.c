@@ -14,6 +14,11 @@
  *   IN_FLIGHT  wait until its owner is done, then as above
  *
  * A process that exited (ESRCH) is not an error: its mapper is dropped.
+ * A fault that cannot be served (the store read or UFFDIO_COPY failed) is
+ * never answered with zeros: the page stays OFFLOADED, the faulting thread
+ * stays blocked, the error goes to the pager's error callback once, and
+ * the fault is tried again every FAULT_RETRY_MS until it is served (the
+ * store came back, or the page became resident another way).
  */
 #include <errno.h>
 #include <linux/userfaultfd.h>
@@ -32,12 +37,23 @@
 #define UFFD_EAGAIN_RETRIES	100	/* mm changing under UFFDIO_COPY */
 /* A faulting vCPU waits for this thread: run it ahead of batch work. */
 #define FAULT_THREAD_NICE	-10
+#define FAULT_RETRY_MS		100	/* an unserved fault is tried again */
+#define MAX_STUCK_FAULTS	256	/* unserved faults remembered */
+
+/* A fault that could not be served: its thread still waits. */
+struct stuck_fault {
+	struct pager_mapper *m;
+	uint64_t addr;
+};
 
 struct fault_ctx {
 	struct pager *p;
 	void *buf;			/* PAGER_MAX_FAULT_AROUND pages, aligned */
 	struct pollfd pfd[PAGER_MAX_MAPPERS + 1];
 	struct pager_mapper *pm[PAGER_MAX_MAPPERS + 1];
+	struct stuck_fault stuck[MAX_STUCK_FAULTS];
+	unsigned int nstuck;
+	uint64_t retry_at_ns;
 };
 
 void pager_fault_kick(struct pager *p)
@@ -188,8 +204,13 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	return 0;
 }
 
-static void handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
-			 uint64_t addr)
+/*
+ * Serve the fault at @addr; 0 when served (or nothing to serve), else
+ * -errno and the faulting thread still waits.  @retry: a stuck fault tried
+ * again (not counted as a new fault, not logged again).
+ */
+static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
+			uint64_t addr, bool retry)
 {
 	struct pager *p = fc->p;
 	struct pager_region *r = NULL;
@@ -209,7 +230,7 @@ static void handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		log_warn(p->subject, "mapper pid %d: fault at %#llx outside guest RAM",
 			 (int)m->pid, (unsigned long long)addr);
 		(void)uffd_wake(m->uffd, page_addr, PAGER_PAGE_SIZE);
-		return;
+		return 0;
 	}
 	pg = r->first_page + (addr - m->host_addr[ri]) / PAGER_PAGE_SIZE;
 	pthread_mutex_lock(&p->lock);
@@ -221,6 +242,7 @@ static void handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		break;
 	case PAGE_ZERO:
 	case PAGE_RESIDENT:
+		/* a hole of the memfd: zero is its content (EEXIST: present) */
 		err = uffd_zeropage(p, m->uffd, page_addr);
 		if (!err) {
 			if (pg_state(p, pg) == PAGE_ZERO)
@@ -240,14 +262,79 @@ static void handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	} else if (err == -ESRCH) {
 		err = 0;	/* the process exited: not an error */
 	}
-	p->faults++;
-	p->fault_lat_us[lat_bucket(now_ns() - t0)]++;
+	if (!retry) {
+		p->faults++;
+		p->fault_lat_us[lat_bucket(now_ns() - t0)]++;
+	} else {
+		p->fault_retries++;
+	}
 	pager_maybe_unregister_locked(p);
 	pthread_mutex_unlock(&p->lock);
-	if (err)
-		log_err(p->subject, "mapper pid %d: fault at %#llx (page %llu): %s",
-			(int)m->pid, (unsigned long long)addr,
-			(unsigned long long)pg, strerror(-err));
+	if (err && !retry) {
+		log_err(p->subject, "mapper pid %d: fault at %#llx (page %llu) not served: %s; "
+			"the faulting thread waits, retried every %d ms",
+			(int)m->pid, (unsigned long long)addr, (unsigned long long)pg,
+			strerror(-err), FAULT_RETRY_MS);
+		pager_report_error(p, err, "fault");
+	} else if (!err && retry) {
+		log_info(p->subject, "mapper pid %d: fault at %#llx served on retry",
+			 (int)m->pid, (unsigned long long)addr);
+	}
+	return err;
+}
+
+static void stuck_count(struct fault_ctx *fc)
+{
+	pthread_mutex_lock(&fc->p->lock);
+	fc->p->faults_stuck = fc->nstuck;
+	pthread_mutex_unlock(&fc->p->lock);
+}
+
+/* Remember an unserved fault for a retry. */
+static void stuck_add(struct fault_ctx *fc, struct pager_mapper *m, uint64_t addr)
+{
+	for (unsigned int i = 0; i < fc->nstuck; i++)
+		if (fc->stuck[i].m == m && fc->stuck[i].addr == addr)
+			return;
+	if (fc->nstuck == MAX_STUCK_FAULTS) {
+		log_err(fc->p->subject, "more than %d unserved faults: fault at %#llx is "
+			"retried only when it faults again", MAX_STUCK_FAULTS,
+			(unsigned long long)addr);
+		return;
+	}
+	if (!fc->nstuck)
+		fc->retry_at_ns = now_ns() + FAULT_RETRY_MS * 1000000ull;
+	fc->stuck[fc->nstuck++] = (struct stuck_fault){ .m = m, .addr = addr };
+	stuck_count(fc);
+}
+
+/* Try every stuck fault again once its time has come. */
+static void stuck_retry(struct fault_ctx *fc)
+{
+	struct stuck_fault again[MAX_STUCK_FAULTS];
+	unsigned int n = fc->nstuck;
+
+	if (!n || now_ns() < fc->retry_at_ns)
+		return;
+	memcpy(again, fc->stuck, n * sizeof(again[0]));
+	fc->nstuck = 0;
+	for (unsigned int i = 0; i < n; i++)
+		if (handle_fault(fc, again[i].m, again[i].addr, true))
+			stuck_add(fc, again[i].m, again[i].addr);
+	fc->retry_at_ns = now_ns() + FAULT_RETRY_MS * 1000000ull;
+	stuck_count(fc);
+}
+
+/* Poll timeout: until the next retry of a stuck fault, or forever. */
+static int poll_timeout_ms(const struct fault_ctx *fc)
+{
+	uint64_t now = now_ns();
+
+	if (!fc->nstuck)
+		return -1;
+	if (fc->retry_at_ns <= now)
+		return 0;
+	return (int)((fc->retry_at_ns - now + 999999) / 1000000);
 }
 
 static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
@@ -270,7 +357,8 @@ static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
 		for (size_t i = 0; i < (size_t)n / sizeof(msgs[0]); i++) {
 			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;	/* no other events requested */
-			handle_fault(fc, m, msgs[i].arg.pagefault.address);
+			if (handle_fault(fc, m, msgs[i].arg.pagefault.address, false))
+				stuck_add(fc, m, msgs[i].arg.pagefault.address);
 		}
 		atomic_fetch_sub(&fc->p->faults_active, 1);
 		if ((size_t)n < sizeof(msgs))
@@ -291,6 +379,12 @@ static nfds_t poll_set(struct fault_ctx *fc)
 		struct pager_mapper *m = *pp;
 
 		if (m->removed) {
+			for (unsigned int i = 0; i < fc->nstuck;)	/* its faults went too */
+				if (fc->stuck[i].m == m)
+					fc->stuck[i] = fc->stuck[--fc->nstuck];
+				else
+					i++;
+			p->faults_stuck = fc->nstuck;
 			*pp = m->next;
 			close(m->uffd);
 			free(m);
@@ -321,12 +415,13 @@ static void *fault_main(void *arg)
 	}
 	n = poll_set(&fc);
 	while (!atomic_load(&p->stop)) {
-		if (poll(fc.pfd, n, -1) < 0) {
+		if (poll(fc.pfd, n, poll_timeout_ms(&fc)) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_err(p->subject, "fault thread: poll: %s", strerror(errno));
 			break;
 		}
+		stuck_retry(&fc);
 		if (fc.pfd[0].revents) {
 			uint64_t v;
 

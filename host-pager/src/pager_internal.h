@@ -116,9 +116,18 @@ struct pager {
 	void (*offload_done)(struct pager *p, int err, void *arg);
 	void *offload_arg;
 
+	/* errors for the loop thread (pager_report_error) */
+	int error_fd;			/* eventfd watched by the loop */
+	void (*error_cb)(struct pager *p, int err, const char *what, void *arg);
+	void *error_arg;
+	int pending_err;		/* under lock; 0: none */
+	const char *pending_what;
+
 	/* statistics (under lock) */
 	uint64_t faults, fault_pages, zero_faults, eexist, prefetch_pages;
 	uint64_t offloads, offload_errors, offload_cancels;
+	uint64_t fault_errors, restore_errors, fault_retries;
+	uint32_t faults_stuck;
 	uint64_t last_offload_ns, last_offload_written;
 	uint64_t dropped_free_pages;
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
@@ -158,6 +167,10 @@ static inline uint64_t pg_memfd_off(const struct pager_region *r, uint64_t pg)
 }
 
 /* pager.c */
+/* Count an error of kind @what ("fault", "restore", "offload") and have the
+ * loop thread tell pager_set_error_cb's callback.  Any thread, lock not
+ * held. */
+void pager_report_error(struct pager *p, int err, const char *what);
 int pager_register_all_locked(struct pager *p);
 void pager_maybe_unregister_locked(struct pager *p);
 /* Read claimed pages [pg, pg+n) of one region back into its memfd. */

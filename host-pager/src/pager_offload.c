@@ -477,21 +477,23 @@ void *pager_offload_main(void *arg)
 	else
 		p->offloads++;
 	pthread_mutex_unlock(&p->lock);
-	if (err == -ECANCELED)
+	if (err == -ECANCELED) {
 		log_info(p->subject, "offload cancelled after %llu MiB in %llu ms: %llu page(s) "
 			 "out (served by faults), the rest stays resident",
 			 (unsigned long long)(o.written >> 20),
 			 (unsigned long long)(ns / 1000000),
 			 (unsigned long long)p->count[PAGE_OFFLOADED]);
-	else if (err)
+	} else if (err) {
 		log_err(p->subject, "offload aborted after %llu MiB: %s (unwritten pages stay resident)",
 			(unsigned long long)(o.written >> 20), strerror(-err));
-	else
+		pager_report_error(p, err, "offload");
+	} else {
 		log_info(p->subject, "offload: %llu MiB written in %llu ms, %llu page(s) out, %llu zero",
 			 (unsigned long long)(o.written >> 20),
 			 (unsigned long long)(ns / 1000000),
 			 (unsigned long long)p->count[PAGE_OFFLOADED],
 			 (unsigned long long)p->count[PAGE_ZERO]);
+	}
 	if (write(p->offload_done_fd, &one, sizeof(one)) < 0)
 		log_err(p->subject, "offload: cannot signal completion: %s",
 			strerror(errno));

@@ -214,6 +214,28 @@ static int ctl_offload(void *arg)
 	return err;
 }
 
+/* The pager hit an error the VM must not run into blind: fail-safe. */
+static void pager_error(struct pager *p, int err, const char *what, void *arg)
+{
+	struct vm *vm = arg;
+
+	(void)p;
+	if (!vm->control)
+		return;
+	log_err(vm->subject, "pager error (%s): %s", what, strerror(-err));
+	events_emit(vm->d, vm->name, "pager_error",
+		    json_pack("{s:s,s:i,s:s}", "what", what, "err", err,
+			      "error", strerror(-err)));
+	if (vm->coord)
+		coord_pager_error(vm->coord, err);
+}
+
+void vm_control_pager_attached(struct vm *vm)
+{
+	if (vm->pager && vm->control)
+		pager_set_error_cb(vm->pager, pager_error, vm);
+}
+
 static int ctl_offload_cancel(void *arg)
 {
 	struct vm *vm = arg;
@@ -473,6 +495,7 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 	if (ret)
 		goto fail;
 	sync_guest_clock(vm);
+	vm_control_pager_attached(vm);
 	coord_set_managed(vm->coord, spec->managed);
 	log_info(vm->subject, "coordinator attached (pause %s, guest link via %s, %s)",
 		 vm->pause ? vm->pause->ops->name : "none",
@@ -520,6 +543,8 @@ void vm_control_detach(struct vm *vm)
 
 	if (!ctl)
 		return;
+	if (vm->pager)
+		pager_set_error_cb(vm->pager, NULL, NULL);
 	if (vm->coord) {
 		enum coord_state s = coord_state(vm->coord);
 
@@ -607,6 +632,8 @@ json_t *vm_control_json(struct vm *vm)
 		json_object_set_new(o, "counters", stats_json(&st));
 		json_object_set_new(json_object_get(o, "counters"), "offload_cancels",
 				    json_integer((json_int_t)st.offload_cancels));
+		json_object_set_new(json_object_get(o, "counters"), "pager_errors",
+				    json_integer((json_int_t)st.pager_errors));
 		json_object_set_new(o, "policy", config_coord_to_json(coord_config(vm->coord)));
 		json_object_set_new(o, "evidence", json_pack("{s:o,s:i,s:i,s:i,s:i}",
 			"next_timer_ns", ev->next_timer_ns == COORD_BUDGET_UNKNOWN ? json_null() :

@@ -58,6 +58,9 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec,
 int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, size_t errlen);
 /* Undo vm_control_attach (resumes a paused VM first).  NULL-safe. */
 void vm_control_detach(struct vm *vm);
+/* vm->pager appeared (memory handshake): route its errors to the
+ * coordinator (coord_pager_error, fail-safe resume).  No-op without one. */
+void vm_control_pager_attached(struct vm *vm);
 /* The VMM's pid for PSS and cgroup memory (0: from the pause backend). */
 void vm_control_set_vmm_pid(struct vm *vm, pid_t pid);
 pid_t vm_control_vmm_pid(struct vm *vm);

@@ -18,6 +18,10 @@
  *   cancel  [MiB]  cancel an offload mid-way: written-and-punched pages stay
  *                  OFFLOADED, the rest RESIDENT, done gets -ECANCELED; every
  *                  byte verified through faults; a full offload follows
+ *   storeerr [MiB] the store fails under a fault: the faulting thread stays
+ *                  blocked (never zeros), the error callback hears of it;
+ *                  once the store is back the retried fault is served and
+ *                  every byte is right
  *   enospc  [MiB]  store on a small tmpfs: offload aborts with ENOSPC, the
  *                  VM stays correct (skips if mounting is impossible)
  *   bench   [MiB]  figures for scripts/bench-pager.sh, JSON on stdout
@@ -66,6 +70,9 @@
 #define CANCEL_BATCH_BYTES	(64u << 10)	/* cancel: small batches, */
 #define CANCEL_QUEUE_DEPTH	1		/* one at a time */
 #define CANCEL_POLL_US		50
+#define PEEK_WAIT_MS		500	/* storeerr: "blocked" after this long */
+#define ERROR_WAIT_S		5
+#define RETRY_WAIT_POLLS	200	/* x 20 ms: served once the store is back */
 
 /* ---------------------------------------------------------------- patterns */
 
@@ -252,6 +259,43 @@ static int read_line(int fd, char *buf, size_t len)
 }
 
 /* Serve commands on @in, answer on @out. */
+struct peek {
+	const volatile uint64_t *word;
+	uint64_t value;
+	sem_t done;
+};
+
+static void *peek_thread(void *arg)
+{
+	struct peek *pk = arg;
+
+	pk->value = *pk->word;	/* may fault and wait for vmnapd */
+	sem_post(&pk->done);
+	return NULL;
+}
+
+/* Read the first word of page @i in a thread; "blocked" if it takes more
+ * than PEEK_WAIT_MS (the thread keeps waiting and finishes later). */
+static void peek(struct vmm *v, uint64_t i, int out)
+{
+	static struct peek pk;	/* outlives a blocked thread */
+	struct timespec ts;
+	pthread_t t;
+
+	pk.word = (const volatile uint64_t *)(const void *)(v->mem + i * PAGE);
+	sem_init(&pk.done, 0, 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += PEEK_WAIT_MS * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_create(&t, NULL, peek_thread, &pk);
+	pthread_detach(t);
+	if (sem_timedwait(&pk.done, &ts))
+		send_line(out, "blocked");
+	else
+		send_line(out, "value %#llx", (unsigned long long)pk.value);
+}
+
 static int vmm_serve(struct vmm *v, int in, int out)
 {
 	char line[LINE_MAX_LEN];
@@ -283,6 +327,8 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				send_line(out, "bad in second mapper");
 			else
 				send_line(out, "ok");
+		} else if (sscanf(line, "peek %llu", &zlo) == 1) {
+			peek(v, zlo, out);
 		} else if (!strcmp(line, "zero")) {
 			memset(v->mem, 0, v->npages * PAGE);
 			send_line(out, "ok");
@@ -385,6 +431,9 @@ struct harness {
 	int offload_err;
 	bool mounted;
 	bool signal_storm;	/* eintr mode */
+	sem_t pager_error;	/* storeerr: the error callback ran */
+	int pager_err;
+	const char *pager_err_what;
 	int tap;
 	int failures;
 };
@@ -869,6 +918,92 @@ static int mode_cancel(const char *self, uint64_t mib)
 	return h.failures ? 1 : 0;
 }
 
+static void pager_error_cb(struct pager *p, int err, const char *what, void *arg)
+{
+	struct harness *h = arg;
+
+	(void)p;
+	h->pager_err = err;
+	h->pager_err_what = what;
+	sem_post(&h->pager_error);
+}
+
+static void set_error_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_set_error_cb(the_pager(h), pager_error_cb, h);
+}
+
+static int mode_storeerr(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_stats st;
+	char ans[LINE_MAX_LEN], path[PATH_MAX + 16];
+	struct timespec ts;
+	struct stat sb;
+	char *saved = NULL;
+	int fd, polls;
+
+	sem_init(&h.pager_error, 0, 0);
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1)) {
+		printf("Bail out! harness setup failed\n");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(&h, !strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+	on_loop(&h, set_error_cb, NULL);
+	tap(&h, !offload(&h), "offloaded");
+
+	/* the store loses its contents: every slot read fails (EIO) */
+	snprintf(path, sizeof(path), "%s/%s.store", h.store_dir, VM_NAME);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && !fstat(fd, &sb))
+		saved = malloc((size_t)sb.st_size);
+	if (!saved || pread(fd, saved, (size_t)sb.st_size, 0) != sb.st_size ||
+	    ftruncate(fd, 0)) {
+		printf("Bail out! cannot take the store away: %s\n", strerror(errno));
+		return 1;
+	}
+	vmm_cmd(&h, ans, "peek 0");
+	tap(&h, !strcmp(ans, "blocked"),
+	    "a fault the store cannot serve blocks the guest thread, no zeros (%s)", ans);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ERROR_WAIT_S;
+	tap(&h, !sem_timedwait(&h.pager_error, &ts) && h.pager_err == -EIO &&
+	    !strcmp(h.pager_err_what, "fault"),
+	    "error callback on the loop: %s (%s)", strerror(-h.pager_err),
+	    h.pager_err_what ? h.pager_err_what : "none");
+	usleep(300000);	/* a few retries against the broken store */
+	st = stats(&h, NULL);
+	tap(&h, st.fault_errors == 1 && st.faults_stuck == 1 && st.fault_retries > 0 &&
+	    st.pages[PAGE_OFFLOADED] > 0,
+	    "counted once (%llu), fault waits (%u stuck, %llu retries), pages stay offloaded",
+	    (unsigned long long)st.fault_errors, st.faults_stuck,
+	    (unsigned long long)st.fault_retries);
+
+	/* the store comes back: the retried fault is served */
+	if (pwrite(fd, saved, (size_t)sb.st_size, 0) != sb.st_size) {
+		printf("Bail out! cannot put the store back: %s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	free(saved);
+	for (polls = 0; polls < RETRY_WAIT_POLLS; polls++) {
+		st = stats(&h, NULL);
+		if (!st.faults_stuck)
+			break;
+		usleep(20000);
+	}
+	tap(&h, !st.faults_stuck, "store back: the waiting fault was served on retry");
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(&h, !strcmp(ans, "ok"), "every byte right, the blocked page included (%s)", ans);
+	vmm_cmd(&h, ans, "quit");
+	wait_vmm_exit(&h);
+	harness_stop(&h);
+	printf("1..%d\n", h.tap);
+	return h.failures ? 1 : 0;
+}
+
 static void slow_cb(struct harness *h, void *arg)
 {
 	(void)h;
@@ -1096,6 +1231,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	mib = argc >= 3 ? strtoull(argv[2], NULL, 0) : 0;
+	if (argc >= 2 && !strcmp(argv[1], "storeerr"))
+		return mode_storeerr(argv[0], mib ? mib : 8);
 	if (argc >= 2 && !strcmp(argv[1], "cancel"))
 		return mode_cancel(argv[0], mib ? mib : 64);
 	if (argc >= 2 && !strcmp(argv[1], "eintr"))

@@ -844,6 +844,31 @@ static void test_pager_error_while_offloaded(void **s)
 	coord_free(c);
 }
 
+/* A pager error (e.g. a fault the store cannot serve) while OFFLOADING:
+ * counted, the offload cancelled, fail-safe resume; while running: counted
+ * only. */
+static void test_pager_error_while_offloading(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+	struct coord_stats st;
+
+	(void)s;
+	advance(c, 30 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_pager_error(c, -EIO);
+	assert_int_equal(fw.cancels, 1);
+	coord_offload_done(c, -ECANCELED);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_FAILSAFE);
+	coord_pager_error(c, -EIO);	/* running (waiting): nothing to resume */
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.pager_errors, 2);
+	assert_int_equal(st.resumes_by_reason[COORD_RESUME_FAILSAFE], 1);
+	coord_free(c);
+}
+
 static void test_confirmed_delivery(void **s)
 {
 	struct coord *c = mk(true);
@@ -943,6 +968,7 @@ int main(void)
 		cmocka_unit_test(test_offload_failure_resumes),
 		cmocka_unit_test(test_resume_failure_retries),
 		cmocka_unit_test(test_pager_error_while_offloaded),
+		cmocka_unit_test(test_pager_error_while_offloading),
 		cmocka_unit_test(test_confirmed_delivery),
 		cmocka_unit_test(test_wait_errors),
 		cmocka_unit_test(test_unmanage_while_offloaded),
