@@ -31,7 +31,15 @@
 
 #define PORT		5151
 #define DISK		"/dev/vda"
-#define PARAMS		"host_cid=1 port=5151 test_hooks=1 reconnect_min_ms=50 reconnect_max_ms=400"
+/*
+ * TCG on a shared 2-core machine: a vCPU thread preempted on the host while
+ * the guest runs counts as guest busy time, so an idle guest reads 600..990
+ * per mille of a 10 ms window.  The threshold is KUnit-tested; here a CPU
+ * hog (~0) must still read busy and an idle guest ready.
+ */
+#define MIN_IDLE_PERMILLE	500
+#define PARAMS		"host_cid=1 port=5151 test_hooks=1 reconnect_min_ms=50 " \
+			"reconnect_max_ms=400 min_idle_permille=500"
 #define IO_CHUNK	(256 * 1024)
 #define FILL_MIB	96
 
@@ -383,7 +391,7 @@ static void test_idle_ready(void)
 	tap(ok && (vmnap_le32(a.ev.flags) & VMNAP_EV_TIMER_KNOWN) &&
 	    t != VMNAP_TIMER_UNKNOWN && t > 0,
 	    "idle guest: finite, known next timer", NULL);
-	tap(ok && vmnap_le32(a.ev.cpu_idle_permille) >= 900 &&
+	tap(ok && vmnap_le32(a.ev.cpu_idle_permille) >= MIN_IDLE_PERMILLE &&
 	    !vmnap_le32(a.ev.nr_runnable) && !vmnap_le32(a.ev.io_inflight) &&
 	    vmnap_le64(a.ev.window_ns) > 0,
 	    "idle guest: plausible evidence", NULL);
@@ -434,9 +442,14 @@ static void test_timer_budget(void)
 /*
  * recv() with SO_RCVTIMEO sleeps in schedule_timeout(): a timer-wheel
  * timer, not an hrtimer (nanosleep, poll and select timeouts are
- * hrtimers).  On one vCPU it sits on the sampling CPU's wheel.
+ * hrtimers).  Re-armed in a loop, so one is always pending, due within
+ * WHEEL_SLEEP_MS: shorter than what an idle guest's hrtimers alone give
+ * (hundreds of ms to seconds), so a budget that missed the wheel shows.
+ * On one vCPU it sits on the sampling CPU's wheel.
  */
-#define WHEEL_SLEEP_MS	700
+#define WHEEL_SLEEP_MS		40
+#define WHEEL_SLACK_MS		8	/* two jiffies at HZ=250 */
+#define WHEEL_ATTEMPTS		4
 static void wheel_sleeper(void *arg __attribute__((unused)))
 {
 	struct timeval tv = { .tv_usec = WHEEL_SLEEP_MS * 1000 };
@@ -445,31 +458,38 @@ static void wheel_sleeper(void *arg __attribute__((unused)))
 
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
 		_exit(1);
-	recv(fd, &b, 1, 0);
-	_exit(0);
+	for (;;)
+		recv(fd, &b, 1, 0);
 }
 
 /* A budget that is known must not reach past a pending wheel timer. */
 static void test_wheel_budget(void)
 {
 	struct vmnap_handoff_ack a;
-	const uint64_t limit = WHEEL_SLEEP_MS * 1000000ULL;
+	const uint64_t limit = (WHEEL_SLEEP_MS + WHEEL_SLACK_MS) * 1000000ULL;
 	uint64_t id, t = VMNAP_TIMER_UNKNOWN;
 	pid_t pid = spawn(wheel_sleeper, NULL);
-	bool ok, known = false;
+	bool ok = false, known = false;
+	int i;
 
 	usleep(100000);
-	ok = handoff(&id, &a);
-	if (ok) {
+	/* known in every answer; retried only for an unknown one */
+	for (i = 0; i < WHEEL_ATTEMPTS && !known; i++) {
+		ok = handoff(&id, &a);
+		if (!ok)
+			break;
 		t = vmnap_le64(a.ev.next_timer_ns);
 		known = vmnap_le32(a.ev.flags) & VMNAP_EV_TIMER_KNOWN;
 		if (vmnap_le32(a.verdict) == VMNAP_READY)
 			peer_resumed(&peer, id);
+		diag("next timer with a %d ms timer-wheel sleeper: %llu ns, known %d",
+		     WHEEL_SLEEP_MS, (unsigned long long)t, known);
+		if (!known)
+			usleep(300000);
 	}
-	diag("next timer with a %d ms wheel sleeper: %llu ns, known %d",
-	     WHEEL_SLEEP_MS, (unsigned long long)t, known);
-	tap(ok && known && t > 0 && t < limit,
+	tap(ok && known && t <= limit,
 	    "next timer accounts for a timer-wheel sleeper", NULL);
+	kill(pid, SIGKILL);
 	reap(pid);
 }
 
