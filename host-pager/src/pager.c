@@ -84,7 +84,7 @@ static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
 	(void)events;
 	if (read(fd, &v, sizeof(v)) != sizeof(v))
 		return;
-	pthread_join(p->offload_thread, NULL);
+	/* the thread still tidies the store: joined by the next offload */
 	pthread_mutex_lock(&p->lock);
 	p->offloading = false;
 	err = p->offload_err;
@@ -293,6 +293,15 @@ fail:
 	return err;
 }
 
+/* Wait for the last offload thread (it may still be discarding slots). */
+static void offload_thread_join(struct pager *p)
+{
+	if (p->offload_thread_live) {
+		pthread_join(p->offload_thread, NULL);
+		p->offload_thread_live = false;
+	}
+}
+
 /* Bring every offloaded page back (detach while mappers still live). */
 static void restore_all(struct pager *p)
 {
@@ -331,11 +340,10 @@ void pager_vm_detach(struct vm *vm)
 	if (!p)
 		return;
 	pager_prefetch_thread_stop(p);
-	if (p->offloading) {
+	if (p->offloading)
 		atomic_store(&p->offload_abort, true);
-		pthread_join(p->offload_thread, NULL);
-		p->offloading = false;
-	}
+	offload_thread_join(p);
+	p->offloading = false;
 	loop_del_fd(vm->d->loop, p->offload_done_fd);
 	loop_del_fd(vm->d->loop, p->error_fd);
 	p->error_cb = NULL;	/* detaching: nobody to tell */
@@ -889,6 +897,7 @@ int pager_offload_start(struct pager *p,
 	}
 	if (p->offloading)
 		return -EBUSY;
+	offload_thread_join(p);
 	pager_prefetch_quiesce(p);
 	pthread_mutex_lock(&p->lock);
 	if (!p->nr_mappers) {
@@ -917,6 +926,7 @@ int pager_offload_start(struct pager *p,
 	atomic_store(&p->offload_abort, false);
 	pthread_mutex_unlock(&p->lock);
 	err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
+	p->offload_thread_live = !err;
 	if (err) {
 		pthread_mutex_lock(&p->lock);
 		p->offloading = false;

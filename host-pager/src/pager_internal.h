@@ -108,6 +108,7 @@ struct pager {
 
 	/* offload */
 	pthread_t offload_thread;
+	bool offload_thread_live;	/* not joined yet (loop thread only) */
 	bool offloading;
 	atomic_bool offload_abort;
 	int offload_done_fd;		/* eventfd watched by the loop */

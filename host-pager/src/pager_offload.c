@@ -424,25 +424,32 @@ static void offload_fini(struct offload *o)
 }
 
 /*
- * Slots of pages that are not OFFLOADED hold stale copies: give their
- * blocks back so store_file_bytes tracks what is stored.  The VM is paused,
- * so holding the lock over the fallocate calls stalls nobody.
+ * Slots of RESIDENT and ZERO pages hold stale copies (the page came back,
+ * or was dropped): give their blocks back so store_file_bytes tracks what
+ * is stored.  Runs after the offload reported done (it is bookkeeping, not
+ * on the VM's path), so the VM may run meanwhile: the lock is held only to
+ * find a run, never over the fallocate.  A RESIDENT or ZERO page cannot
+ * become OFFLOADED meanwhile (only an offload does that, and the next one
+ * joins this thread first); IN_FLIGHT pages may be reading their slot and
+ * are skipped.
  */
 static void discard_stale_slots(struct pager *p)
 {
-	pthread_mutex_lock(&p->lock);
 	for (uint64_t pg = 0; pg < p->npages;) {
 		uint64_t run = 0;
 
-		while (pg + run < p->npages && pg_state(p, pg + run) != PAGE_OFFLOADED)
+		pthread_mutex_lock(&p->lock);
+		while (pg < p->npages && pg_state(p, pg) != PAGE_RESIDENT &&
+		       pg_state(p, pg) != PAGE_ZERO)
+			pg++;
+		while (pg + run < p->npages && (pg_state(p, pg + run) == PAGE_RESIDENT ||
+						pg_state(p, pg + run) == PAGE_ZERO))
 			run++;
+		pthread_mutex_unlock(&p->lock);
 		if (run)
 			store_discard(&p->store, pg_store_off(pg), run * PAGER_PAGE_SIZE);
 		pg += run;
-		while (pg < p->npages && pg_state(p, pg) == PAGE_OFFLOADED)
-			pg++;
 	}
-	pthread_mutex_unlock(&p->lock);
 }
 
 void *pager_offload_main(void *arg)
@@ -464,7 +471,6 @@ void *pager_offload_main(void *arg)
 	if (!err && o.cancelled)
 		err = -ECANCELED;
 	offload_fini(&o);
-	discard_stale_slots(p);
 	ns = now_ns() - p->offload_t0;
 	pthread_mutex_lock(&p->lock);
 	p->offload_err = err;
@@ -497,5 +503,6 @@ void *pager_offload_main(void *arg)
 	if (write(p->offload_done_fd, &one, sizeof(one)) < 0)
 		log_err(p->subject, "offload: cannot signal completion: %s",
 			strerror(errno));
+	discard_stale_slots(p);	/* after done: the VM need not wait for it */
 	return NULL;
 }
