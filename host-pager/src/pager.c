@@ -867,8 +867,10 @@ int pager_set_gpa_map(struct pager *p, const struct pager_mem_table_region *mt,
 		return -ENOENT;
 	}
 	pthread_mutex_lock(&p->lock);
-	changed = n != p->nr_gpa || memcmp(map, p->gpa_map, n * sizeof(map[0]));
-	if (changed && p->gpa_source == PAGER_GPA_GUESSED)
+	changed = p->gpa_source != PAGER_GPA_MEM_TABLE || n != p->nr_gpa ||
+		  memcmp(map, p->gpa_map, n * sizeof(map[0]));
+	if (changed && p->gpa_source == PAGER_GPA_GUESSED &&
+	    (n != p->nr_gpa || memcmp(map, p->gpa_map, n * sizeof(map[0]))))
 		log_warn(p->subject, "the handshake's GPA guess (memfd offset) was wrong: "
 			 "replaced by the vhost-user memory table");
 	memcpy(p->gpa_map, map, n * sizeof(map[0]));
@@ -876,11 +878,12 @@ int pager_set_gpa_map(struct pager *p, const struct pager_mem_table_region *mt,
 	p->gpa_source = PAGER_GPA_MEM_TABLE;
 	ram_ranges_publish(p);
 	pthread_mutex_unlock(&p->lock);
+	/* QEMU sends the same table again on every cont: say it once */
 	for (unsigned int i = 0; i < n; i++)
-		log_info(p->subject, "GPA map (vhost-user memory table): gpa %#llx+%#llx = "
-			 "guest RAM page %llu", (unsigned long long)map[i].gpa,
-			 (unsigned long long)map[i].size,
-			 (unsigned long long)map[i].first_page);
+		log_msg(changed ? LOG_INFO : LOG_DEBUG, p->subject,
+			"GPA map (vhost-user memory table): gpa %#llx+%#llx = guest RAM page %llu",
+			(unsigned long long)map[i].gpa, (unsigned long long)map[i].size,
+			(unsigned long long)map[i].first_page);
 	return 0;
 }
 
