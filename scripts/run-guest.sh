@@ -57,6 +57,9 @@ options:
                       and runs the command there (writes go to a throw-away
                       snapshot; busybox, vmnap.ko in /run/vmnap)
   --append ARGS       extra kernel command line
+  --noisy-timers      keep the stock guest's periodic timers (default: boot
+                      with tsc=reliable and vm.compaction_proactiveness=0
+                      so an idle guest has a timer budget worth offloading)
   --verbose           copy the console to stderr while the guest runs
   -h, --help          this text
 
@@ -72,7 +75,7 @@ die() { echo "run-guest: $*" >&2; exit "$EXIT_NO_STATUS"; }
 usage_error() { echo "run-guest: $*" >&2; echo "try --help" >&2; exit "$EXIT_USAGE"; }
 
 mem=512 cpus=1 timeout=120 name=guest log='' qmp='' ctl='' disk='' vsock_user='' initrd=''
-net=0 rootfs='' append='' verbose=0
+net=0 rootfs='' append='' verbose=0 quiet=1
 envs=() qemu_extra=()
 need_arg() { [ $# -ge 2 ] || usage_error "$1 needs an argument"; }
 while [ $# -gt 0 ]; do
@@ -92,6 +95,7 @@ while [ $# -gt 0 ]; do
 	--net) net=1; shift ;;
 	--rootfs) need_arg "$@"; rootfs=$2; shift 2 ;;
 	--append) need_arg "$@"; append=$2; shift 2 ;;
+	--noisy-timers) quiet=0; shift ;;
 	--verbose) verbose=1; shift ;;
 	-h|--help) usage; exit 0 ;;
 	--) shift; break ;;
@@ -156,6 +160,7 @@ printf '%s' "$command" >"$cmd_file"
 cmdline="console=ttyS0 panic=-1 vmnap_nonce=$nonce vmnap_name=$name"
 [ "$net" = 1 ] && cmdline+=" vmnap_net=1"
 [ -n "$rootfs" ] && cmdline+=" vmnap_rootfs=1"
+[ "$quiet" = 1 ] && cmdline+=" tsc=reliable vmnap_quiet=1"
 [ -n "$append" ] && cmdline+=" $append"
 
 disk_format() { case $1 in *.qcow2) echo qcow2 ;; *) echo raw ;; esac; }
