@@ -114,7 +114,7 @@ def _():
     gib = replay.GIB
     sampler = types.SimpleNamespace(
         rows=[(t / 10, vm, gib, 2 * gib, 3 * gib, 100.0) for t in range(0, 101) for vm in ("a", "b")],
-        gaps_ms=[100.0] * 100, read_max_ms={}, priority="test")
+        gaps_ms=[100.0] * 100, read_max_ms={}, priority="test", pss_age_max_ms=0.0)
     ns = replay.NS
     cr.summarise(sampler, 0, 0, 10 * ns, {}, {"a": {}, "b": {}}, {"a": {}, "b": {}})
     r = cr.result
