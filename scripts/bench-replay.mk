@@ -6,7 +6,8 @@
 # build/bench/replay/<run-id>/, linked as latest-1vm, latest-<N>vm and latest
 # (the last run).
 #
-# The full configuration (README): make bench-replay REPLAY_VMS=4 REPLAY_REPEATS=5
+# About 100 min on 2 cores (12 cohort runs of ~4 min, twice).  Bigger:
+#   make bench-replay REPLAY_VMS=4 REPLAY_REPEATS=5
 
 REPLAY_TRAJECTORY	?= tests/data/replay-full.jsonl
 REPLAY_COHORTS		?= baseline,pause,offload,swap
@@ -25,8 +26,8 @@ REPLAY_RUN = python3 scripts/replay.py run --trajectory $(REPLAY_TRAJECTORY) \
 
 bench-replay: bench-replay-1vm bench-replay-nvm
 
-bench-replay-1vm: userspace
+bench-replay-1vm: all
 	$(REPLAY_RUN) --vms 1 --out $(BUILD)/bench/replay
 
-bench-replay-nvm: userspace | bench-replay-1vm
+bench-replay-nvm: all | bench-replay-1vm
 	$(REPLAY_RUN) --vms $(REPLAY_VMS) --out $(BUILD)/bench/replay
