@@ -18,6 +18,7 @@
 #include "coord.h"
 #include "events.h"
 #include "log.h"
+#include "usock.h"
 #include "metrics.h"
 #include "vhost_vsock.h"
 #include "vm_control.h"
@@ -45,6 +46,7 @@ struct api {
 	struct vmnapd *d;
 	struct MHD_Daemon *mhd;
 	int listen_fd;
+	struct usock_id listen_id;	/* remove only the socket we bound */
 	int mhd_epfd;
 	struct loop_timer timer;
 	char path[108];
@@ -857,30 +859,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_vmsg(LOG_WARN, "api", fmt, ap);
 }
 
-static int listen_unix(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	mode_t old;
-	int fd, err;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	unlink(path);
-	old = umask(0177);	/* born 0600: no window with a wider mode */
-	err = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (err < 0 || chmod(path, 0600) < 0 || listen(fd, API_BACKLOG) < 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
 int api_start(struct vmnapd *d, const char *path)
 {
 	const struct vmnapd_settings *s = d->settings;
@@ -899,10 +877,10 @@ int api_start(struct vmnapd *d, const char *path)
 		free(a);
 		return -ENAMETOOLONG;
 	}
-	a->listen_fd = listen_unix(a->path);
+	a->listen_fd = usock_listen(a->path, 0600, API_BACKLOG, "api", &a->listen_id);
 	if (a->listen_fd < 0) {
 		err = a->listen_fd;
-		log_err(NULL, "api: cannot listen on %s: %s", a->path, strerror(-err));
+		log_err(NULL, "api: cannot listen on %s: %s", a->path, usock_listen_strerror(err));
 		free(a);
 		return err;
 	}
@@ -920,7 +898,7 @@ int api_start(struct vmnapd *d, const char *path)
 	if (!a->mhd) {
 		log_err(NULL, "api: libmicrohttpd failed to start on %s", a->path);
 		close(a->listen_fd);
-		unlink(a->path);
+		usock_unlink(a->path, &a->listen_id);
 		free(a);
 		return -EIO;
 	}
@@ -930,7 +908,7 @@ int api_start(struct vmnapd *d, const char *path)
 	err = a->mhd_epfd < 0 ? -EIO : loop_add_fd(d->loop, a->mhd_epfd, EPOLLIN, on_mhd_fd, a);
 	if (err) {
 		MHD_stop_daemon(a->mhd);
-		unlink(a->path);
+		usock_unlink(a->path, &a->listen_id);
 		free(a);
 		return err;
 	}
@@ -948,7 +926,7 @@ void api_stop(struct vmnapd *d)
 	loop_timer_cancel(d->loop, &a->timer);
 	loop_del_fd(d->loop, a->mhd_epfd);
 	MHD_stop_daemon(a->mhd);	/* closes the listen socket it was given */
-	unlink(a->path);
+	usock_unlink(a->path, &a->listen_id);
 	free(a);
 	d->api = NULL;
 }

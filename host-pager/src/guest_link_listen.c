@@ -34,6 +34,7 @@
 #include "guest_link_listen.h"
 #include "log.h"
 #include "loop.h"
+#include "usock.h"
 
 #define NSEC_PER_MSEC		1000000ULL
 #define UNIX_PATH_MAX		sizeof(((struct sockaddr_un *)0)->sun_path)
@@ -65,8 +66,7 @@ struct guest_link_listener {
 	struct vm *vm;
 	struct acceptor hybrid;
 	char path[UNIX_PATH_MAX];	/* the socket file we bound */
-	dev_t dev;			/* and its identity, to remove only it */
-	ino_t ino;
+	struct usock_id id;		/* and its identity, to remove only it */
 	bool has_cid;
 	uint32_t cid;
 	unsigned int conn_logged;
@@ -263,72 +263,15 @@ static void hybrid_conn(struct acceptor *a, int cfd,
 	attach_to_vm(ll, cfd, from);
 }
 
-/*
- * Make @path free for bind(2): absent, or a stale socket (nobody accepts
- * on it), which is removed.  A live socket or any other file is left.
- */
-static int hybrid_clear_stale(const char *subject, const struct sockaddr_un *sa)
-{
-	struct stat st;
-	int fd, err;
-
-	if (lstat(sa->sun_path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode))
-		return -EEXIST;		/* not ours to remove */
-	/* a listener, if any, sees this probe as a connection that closes */
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	err = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 ? errno : 0;
-	close(fd);
-	if (err == 0 || err == EAGAIN || err == EINPROGRESS)
-		return -EADDRINUSE;	/* live: someone accepts there */
-	if (err == ENOENT)
-		return 0;	/* removed meanwhile */
-	if (err != ECONNREFUSED)
-		return -err;
-	log_info(subject, "removing stale socket %s", sa->sun_path);
-	if (unlink(sa->sun_path) < 0 && errno != ENOENT)
-		return -errno;
-	return 0;
-}
-
-/* Bind and listen on @sa, mode 0600 before anyone can connect.  fd/-errno. */
-static int hybrid_socket(const struct sockaddr_un *sa, struct stat *bound)
-{
-	int fd, err;
-
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	/* connect(2) is refused until listen(2): nobody gets in before this */
-	if (chmod(sa->sun_path, HYBRID_SOCKET_MODE) < 0 ||
-	    lstat(sa->sun_path, bound) < 0 ||
-	    listen(fd, GUEST_LINK_LISTEN_BACKLOG) < 0) {
-		err = -errno;
-		close(fd);
-		unlink(sa->sun_path);
-		return err;
-	}
-	return fd;
-}
-
 int guest_link_listen_unix(struct vm *vm, const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct guest_link_listener *ll;
-	struct stat bound;
+	struct usock_id id;
 	int fd, err;
 
 	if (!path || !path[0])
 		return -EINVAL;
-	if (strlen(path) >= sizeof(sa.sun_path)) {
+	if (strlen(path) >= UNIX_PATH_MAX) {
 		log_err(vm->subject, "hybrid socket path too long: %s", path);
 		return -ENAMETOOLONG;
 	}
@@ -336,29 +279,21 @@ int guest_link_listen_unix(struct vm *vm, const char *path)
 		log_err(vm->subject, "already listens on %s", vm->link_listener->path);
 		return -EEXIST;
 	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	err = hybrid_clear_stale(vm->subject, &sa);
-	if (err) {
-		log_err(vm->subject, "cannot listen on %s: %s", path,
-			err == -EEXIST ? "exists and is not a socket (left alone)" :
-			err == -EADDRINUSE ? "another process listens there" :
-			strerror(-err));
-		return err;
-	}
 	ll = listener_get(vm);
 	if (!ll)
 		return -ENOMEM;
-	fd = hybrid_socket(&sa, &bound);
+	fd = usock_listen(path, HYBRID_SOCKET_MODE, GUEST_LINK_LISTEN_BACKLOG,
+			  vm->subject, &id);
 	if (fd < 0) {
-		log_err(vm->subject, "cannot listen on %s: %s", path, strerror(-fd));
+		log_err(vm->subject, "cannot listen on %s: %s", path,
+			usock_listen_strerror(fd));
 		return fd;
 	}
-	memcpy(ll->path, sa.sun_path, sizeof(ll->path));
-	ll->dev = bound.st_dev;
-	ll->ino = bound.st_ino;
+	snprintf(ll->path, sizeof(ll->path), "%s", path);
+	ll->id = id;
 	err = acceptor_start(&ll->hybrid, fd);
 	if (err) {
-		unlink(ll->path);
+		usock_unlink(ll->path, &ll->id);
 		log_err(vm->subject, "watch %s: %s", path, strerror(-err));
 		return err;
 	}
@@ -385,17 +320,13 @@ int guest_link_listen_hybrid(struct vm *vm, const char *uds_base, uint32_t port)
 /* Remove the socket file only while it is the one we bound. */
 static void hybrid_remove_file(struct guest_link_listener *ll)
 {
-	struct stat st;
+	int err = usock_unlink(ll->path, &ll->id);
 
-	if (lstat(ll->path, &st) < 0)
-		return;
-	if (!S_ISSOCK(st.st_mode) || st.st_dev != ll->dev || st.st_ino != ll->ino) {
+	if (err == -ESTALE)
 		log_info(ll->vm->subject, "%s was replaced meanwhile: leaving it",
 			 ll->path);
-		return;
-	}
-	if (unlink(ll->path) < 0)
-		log_warn(ll->vm->subject, "remove %s: %s", ll->path, strerror(errno));
+	else if (err)
+		log_warn(ll->vm->subject, "remove %s: %s", ll->path, strerror(-err));
 }
 
 /* ---- AF_VSOCK ---- */

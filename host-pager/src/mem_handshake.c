@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "usock.h"
 #include "loop.h"
 #include "mem_handshake.h"
 #include "vm_control.h"
@@ -55,6 +56,7 @@ struct mem_handshake {
 	struct vmnapd *d;
 	int fd;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct usock_id id;		/* the socket file we bound */
 	struct pager_config cfg;
 	struct hs_conn *conns;
 	struct mem_handshake_stats st;
@@ -583,7 +585,6 @@ static void on_accept(struct loop *l, int fd, uint32_t events, void *arg)
 int mem_handshake_start(struct vmnapd *d, const char *path,
 			const struct pager_config *cfg)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct mem_handshake *hs;
 	int n, err;
 
@@ -604,26 +605,18 @@ int mem_handshake_start(struct vmnapd *d, const char *path,
 		free(hs);
 		return -ENAMETOOLONG;
 	}
-	memcpy(sa.sun_path, hs->path, sizeof(hs->path));
-	hs->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	hs->fd = usock_listen(hs->path, 0600, SOMAXCONN, NULL, &hs->id);
 	if (hs->fd < 0) {
-		err = -errno;
-		free(hs);
-		return err;
-	}
-	unlink(hs->path);
-	if (bind(hs->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(hs->path, 0600) < 0 || listen(hs->fd, SOMAXCONN) < 0) {
-		err = -errno;
-		log_err(NULL, "memory handshake socket %s: %s", hs->path, strerror(-err));
-		close(hs->fd);
+		err = hs->fd;
+		log_err(NULL, "memory handshake socket %s: %s", hs->path,
+			usock_listen_strerror(err));
 		free(hs);
 		return err;
 	}
 	err = loop_add_fd(d->loop, hs->fd, EPOLLIN, on_accept, hs);
 	if (err) {
 		close(hs->fd);
-		unlink(hs->path);
+		usock_unlink(hs->path, &hs->id);
 		free(hs);
 		return err;
 	}
@@ -642,7 +635,7 @@ void mem_handshake_stop(struct vmnapd *d)
 		conn_free(hs->conns);
 	loop_del_fd(d->loop, hs->fd);
 	close(hs->fd);
-	unlink(hs->path);
+	usock_unlink(hs->path, &hs->id);
 	free(hs);
 	d->mem_handshake = NULL;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "usock.h"
 #include "loop.h"
 #include "pager.h"
 #include "pager_debug.h"
@@ -41,6 +42,7 @@ struct pager_debug {
 	struct vmnapd *d;
 	int fd;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct usock_id id;		/* the socket file we bound */
 	struct dbg_conn *conns;
 };
 
@@ -252,7 +254,6 @@ static void on_accept(struct loop *l, int fd, uint32_t events, void *arg)
 
 int pager_debug_start(struct vmnapd *d)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct pager_debug *pd = calloc(1, sizeof(*pd));
 	int n, err;
 
@@ -265,19 +266,19 @@ int pager_debug_start(struct vmnapd *d)
 		free(pd);
 		return -ENAMETOOLONG;
 	}
-	memcpy(sa.sun_path, pd->path, sizeof(pd->path));
-	pd->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	pd->fd = usock_listen(pd->path, 0600, SOMAXCONN, NULL, &pd->id);
 	if (pd->fd < 0) {
+		err = pd->fd;
+		log_err(NULL, "pager debug socket %s: %s", pd->path,
+			usock_listen_strerror(err));
 		free(pd);
-		return -errno;
+		return err;
 	}
-	unlink(pd->path);
-	if (bind(pd->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(pd->path, 0600) < 0 || listen(pd->fd, SOMAXCONN) < 0 ||
-	    (err = loop_add_fd(d->loop, pd->fd, EPOLLIN, on_accept, pd)) < 0) {
-		err = -errno;
+	err = loop_add_fd(d->loop, pd->fd, EPOLLIN, on_accept, pd);
+	if (err < 0) {
 		log_err(NULL, "pager debug socket %s: %s", pd->path, strerror(-err));
 		close(pd->fd);
+		usock_unlink(pd->path, &pd->id);
 		free(pd);
 		return err;
 	}
@@ -295,7 +296,7 @@ void pager_debug_stop(struct vmnapd *d)
 		conn_free(pd->conns);
 	loop_del_fd(d->loop, pd->fd);
 	close(pd->fd);
-	unlink(pd->path);
+	usock_unlink(pd->path, &pd->id);
 	free(pd);
 	d->pager_debug = NULL;
 }

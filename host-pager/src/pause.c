@@ -16,6 +16,7 @@
 #include "log.h"
 #include "loop.h"
 #include "pause.h"
+#include "usock.h"
 
 #define NS_PER_MS	1000000ull
 
@@ -185,22 +186,10 @@ int pause_ms_left(uint64_t deadline_ns)
 
 int pause_unix_connect(const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
+	/* a backend call runs on its own thread: the connect may block */
+	int fd = usock_connect(path, false);
 
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
+	if (fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
 		int err = -errno;
 
 		close(fd);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "usock.h"
 #include "vhost_user.h"
 
 #define VHOST_USER_HDR_SIZE	sizeof(struct vhost_user_hdr)
@@ -62,6 +63,7 @@ struct vhost_user {
 	const struct vhost_user_ops *ops;
 	void *opaque;
 	int listen_fd;
+	struct usock_id listen_id;	/* remove only the socket we bound */
 	int conn_fd;
 
 	uint64_t acked_features;
@@ -882,33 +884,6 @@ static void on_listen(struct loop *l, int fd, uint32_t events, void *arg)
 	log_info(vu->subject, "front-end connected on %s", vu->path);
 }
 
-static int listen_unix(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode))
-			return -EEXIST;
-		unlink(path);	/* a stale socket of an earlier run */
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(path, 0600) < 0 || listen(fd, VHOST_USER_BACKLOG) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
 struct vhost_user *vhost_user_new(struct loop *l, const struct vhost_user_config *cfg,
 				  const struct vhost_user_ops *ops, void *opaque)
 {
@@ -943,16 +918,18 @@ struct vhost_user *vhost_user_new(struct loop *l, const struct vhost_user_config
 	}
 	vu->cfg.socket_path = vu->path;
 	vu->cfg.subject = vu->subject;
-	vu->listen_fd = listen_unix(vu->path);
+	vu->listen_fd = usock_listen(vu->path, 0600, VHOST_USER_BACKLOG, vu->subject,
+				     &vu->listen_id);
 	if (vu->listen_fd < 0) {
 		err = vu->listen_fd;
-		log_err(vu->subject, "cannot listen on %s: %s", vu->path, strerror(-err));
+		log_err(vu->subject, "cannot listen on %s: %s", vu->path,
+			usock_listen_strerror(err));
 		goto fail;
 	}
 	err = loop_add_fd(l, vu->listen_fd, EPOLLIN, on_listen, vu);
 	if (err) {
 		close(vu->listen_fd);
-		unlink(vu->path);
+		usock_unlink(vu->path, &vu->listen_id);
 		goto fail;
 	}
 	log_info(vu->subject, "vhost-user socket %s", vu->path);
@@ -977,7 +954,7 @@ void vhost_user_free(struct vhost_user *vu)
 	device_reset(vu);
 	loop_del_fd(vu->loop, vu->listen_fd);
 	close(vu->listen_fd);
-	unlink(vu->path);
+	usock_unlink(vu->path, &vu->listen_id);
 	free(vu->path);
 	free(vu->subject);
 	free(vu);

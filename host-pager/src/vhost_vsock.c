@@ -38,6 +38,7 @@
 
 #include "guest_link.h"
 #include "log.h"
+#include "usock.h"
 #include "pager.h"
 #include "vhost_user.h"
 #include "vhost_vsock.h"
@@ -671,26 +672,19 @@ static int unix_listen(const char *path)
 	return fd;
 }
 
-/* connect(2) to "<uds>_<port>"; the fd or -errno. */
+/*
+ * connect(2) to "<uds>_<port>" without blocking the loop: a unix stream
+ * connect completes at once or fails (-EAGAIN: backlog full).  fd/-errno.
+ */
 static int unix_connect_port(struct vhost_vsock *vs, uint32_t port)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd, n;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int n;
 
-	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", vs->uds_path, port);
-	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+	n = snprintf(path, sizeof(path), "%s_%u", vs->uds_path, port);
+	if (n < 0 || (size_t)n >= sizeof(path))
 		return -ENAMETOOLONG;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* a unix stream connect completes at once or fails (EAGAIN: backlog full) */
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
+	return usock_connect(path, true);
 }
 
 /* ---- the guest link as the host end of a connection ------------------- */
