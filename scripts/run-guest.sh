@@ -161,6 +161,9 @@ cmdline="console=ttyS0 panic=-1 vmnap_nonce=$nonce vmnap_name=$name"
 [ "$net" = 1 ] && cmdline+=" vmnap_net=1"
 [ -n "$rootfs" ] && cmdline+=" vmnap_rootfs=1"
 [ "$quiet" = 1 ] && cmdline+=" tsc=reliable vmnap_quiet=1"
+# TCG on a busy host can miss the IO-APIC timer check at boot and panic
+# ("IO-APIC + timer doesn't work"): the emulated timer is sound, skip it.
+[ "$accel" = tcg ] && cmdline+=" no_timer_check"
 [ -n "$append" ] && cmdline+=" $append"
 
 disk_format() { case $1 in *.qcow2) echo qcow2 ;; *) echo raw ;; esac; }
