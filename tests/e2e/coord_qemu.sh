@@ -46,52 +46,29 @@ scripts/guest-kernel.sh >/dev/null 2>&1 || skip "guest kernel unavailable (scrip
 W=$(mktemp -d /tmp/vmnap-coord-e2e.XXXXXX)
 RUN=$W/run
 . tests/lib/guest.sh
+. tests/lib/vmnapd.sh
 cleanup() {
 	guest_cleanup
 	[ -n "${CG:-}" ] && [ -d "$CG" ] && { echo 0 >"$CG/cgroup.freeze" 2>/dev/null; sleep 0.2; rmdir "$CG" 2>/dev/null; }
-	[ -n "${vmnapd_pid:-}" ] && kill "$vmnapd_pid" 2>/dev/null
-	wait 2>/dev/null
-	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then echo "# logs kept in $W"; else rm -rf "$W"; fi
+	vmnapd_cleanup "$W"
 }
 trap cleanup EXIT
 
-api() { curl -s --max-time 30 --unix-socket "$RUN/api.sock" "$@"; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
-vm_json() { api "http://vmnapd/vms/$VM"; }
-state() { vm_json | jget '["state"]'; }
-resident() { vm_json | jget '.get("pager", {}).get("resident_bytes", -1)'; }
-wait_state() { # STATE TIMEOUT
-	local deadline=$((SECONDS + $2))
-	while [ "$SECONDS" -lt "$deadline" ]; do
-		[ "$(state)" = "$1" ] && return 0
-		sleep 0.1
-	done
-	echo "# state $(state), wanted $1"
-	return 1
-}
-
-"$BUILD/vmnapd" -r "$RUN" -s "$W/store" -e "$W/events.jsonl" -l debug >"$W/vmnapd.log" 2>&1 &
-vmnapd_pid=$!
-for _ in $(seq 50); do [ -S "$RUN/api.sock" ] && break; sleep 0.1; done
+vmnapd_start "$W/vmnapd.log" "$RUN/api.sock" -- \
+	-r "$RUN" -s "$W/store" -e "$W/events.jsonl" -l debug
 
 QMP=$W/$VM.qmp
 # QEMU connects to the vsock device at start: register it first; the QMP
 # socket exists only once QEMU runs, so the pause backend comes by PATCH.
-reg=$(api -X PUT "http://vmnapd/vms/$VM" -w ' %{http_code}' \
-	-d "{\"vsock\": {\"vhost_user\": \"$W/vu.sock\", \"cid\": $CID, \"uds\": \"$W/v.sock\"}}")
+reg=$(vm_register_vsock "$W/vu.sock" "$CID" "$W/v.sock" -w ' %{http_code}')
 check "VM registered with a vsock device" sh -c "echo '$reg' | grep -q ' 20[01]\$'"
 
+preload_opts
 guest_start "$VM" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" --qmp "$QMP" \
-	--vsock-user "$W/vu.sock" \
-	--env "LD_PRELOAD=$PWD/$BUILD/libvmnap-preload.so" \
-	--env "VMNAP_SOCKET=$RUN/mem.sock" --env "VMNAP_VM=$VM" -- "
+	--vsock-user "$W/vu.sock" "${PRELOAD_OPTS[@]}" -- "
 dd if=/dev/urandom of=/tmp/fill bs=1M count=$FILL_MIB 2>/dev/null
 insmod /lib/modules/vmnap.ko || echo INSMOD-FAILED
-for i in \$(seq 60); do vmnap-guest status 2>/dev/null | grep -q '^link=up' && break; sleep 1; done
-echo GUEST-UP
-exec 3</dev/ttyS1
-while read -r cmd <&3; do eval \"\$cmd\"; done
-"
+$VMNAPD_GUEST_LOOP"
 if guest_wait_console "$VM" '^GUEST-UP' "$BOOT_WAIT"; then
 	ok "guest booted, module loaded"
 else
@@ -99,8 +76,7 @@ else
 	tail -n 20 "$GUEST_DIR/$VM.log" "$W/vmnapd.log" | sed 's/^/# /'
 	echo "1..$n"; exit 1
 fi
-for _ in $(seq 50); do [ -S "$QMP" ] && break; sleep 0.1; done
-check "QMP pause backend set (PATCH)" sh -c "curl -s --unix-socket '$RUN/api.sock' -X PATCH http://x/vms/$VM -d '{\"pause\": {\"backend\": \"qmp\", \"path\": \"$QMP\"}}' | grep -q '\"backend\":\"qmp\"'"
+check "QMP pause backend set (PATCH)" vm_set_qmp_pause "$QMP"
 check "guest link up (module HELLO over vhost-user-vsock)" \
 	sh -c "for i in \$(seq 50); do [ \"\$(curl -s --unix-socket '$RUN/api.sock' http://x/vms/$VM | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"link\"][\"state\"])')\" = up ] && exit 0; sleep 0.2; done; exit 1"
 check "pager attached through the preload shim" test "$(resident)" -gt 0

@@ -54,39 +54,9 @@ done
 W=$(mktemp -d /tmp/vmnap-kmod-vmnapd.XXXXXX)
 RUN=$W/run
 . tests/lib/guest.sh
-cleanup() {
-	guest_cleanup
-	if [ -n "${vmnapd_pid:-}" ]; then
-		kill -CONT "$vmnapd_pid" 2>/dev/null
-		kill "$vmnapd_pid" 2>/dev/null
-	fi
-	wait 2>/dev/null
-	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then echo "# logs kept in $W"; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
+. tests/lib/vmnapd.sh
+trap 'vmnapd_cleanup "$W"' EXIT
 
-api() { curl -s --max-time 30 --unix-socket "$RUN/api.sock" "$@"; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
-vm_json() { api "http://vmnapd/vms/$VM"; }
-state() { vm_json | jget '["state"]'; }
-link_state() { vm_json | jget '.get("link", {}).get("state", "")'; }
-wait_state() { # STATE TIMEOUT
-	local deadline=$((SECONDS + $2))
-	while [ "$SECONDS" -lt "$deadline" ]; do
-		[ "$(state)" = "$1" ] && return 0
-		sleep 0.1
-	done
-	echo "# state $(state), wanted $1"
-	return 1
-}
-wait_link() { # STATE TIMEOUT
-	local deadline=$((SECONDS + $2))
-	while [ "$SECONDS" -lt "$deadline" ]; do
-		[ "$(link_state)" = "$1" ] && return 0
-		sleep 0.2
-	done
-	return 1
-}
 # back to RUNNING whatever the coordinator did meanwhile (resume if paused)
 settle_running() {
 	local deadline=$((SECONDS + STEP_WAIT)) s
@@ -174,25 +144,19 @@ gdo() {
 # gval TAG KEY: value of KEY=... in what gdo TAG printed
 gval() { tr -d '\r' <"$GUEST_DIR/$VM.log" | sed -n "s/^$1:$2=//p" | tail -n 1; }
 
-"$BUILD/vmnapd" -r "$RUN" -s "$W/store" -e "$W/events.jsonl" -l debug >"$W/vmnapd.log" 2>&1 &
-vmnapd_pid=$!
-for _ in $(seq 50); do [ -S "$RUN/api.sock" ] && break; sleep 0.1; done
+vmnapd_start "$W/vmnapd.log" "$RUN/api.sock" -- \
+	-r "$RUN" -s "$W/store" -e "$W/events.jsonl" -l debug
 
 QMP=$W/$VM.qmp
 disk=$W/disk.img
 truncate -s 64M "$disk"
-reg=$(api -X PUT "http://vmnapd/vms/$VM" -w ' %{http_code}' \
-	-d "{\"vsock\": {\"vhost_user\": \"$W/vu.sock\", \"cid\": $CID, \"uds\": \"$W/v.sock\"}}")
+reg=$(vm_register_vsock "$W/vu.sock" "$CID" "$W/v.sock" -w ' %{http_code}')
 check "VM registered with a vsock device" sh -c "echo '$reg' | grep -q ' 20[01]\$'"
 
 guest_start "$VM" --cpus "$CPUS" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" \
 	--qmp "$QMP" --vsock-user "$W/vu.sock" --disk "$disk" -- "
 insmod /lib/modules/vmnap.ko host_cid=2 test_hooks=1 min_idle_permille=$MIN_IDLE_PERMILLE || echo INSMOD-FAILED
-for i in \$(seq 60); do vmnap-guest status 2>/dev/null | grep -q '^link=up' && break; sleep 1; done
-echo GUEST-UP
-exec 3</dev/ttyS1
-while read -r cmd <&3; do eval \"\$cmd\"; done
-"
+$VMNAPD_GUEST_LOOP"
 if guest_wait_console "$VM" '^GUEST-UP' "$BOOT_WAIT"; then
 	ok "guest booted on $CPUS vCPUs, module loaded (host_cid=2)"
 else
@@ -200,8 +164,7 @@ else
 	tail -n 20 "$GUEST_DIR/$VM.log" "$W/vmnapd.log" | sed 's/^/# /'
 	echo "1..$n"; exit 1
 fi
-for _ in $(seq 50); do [ -S "$QMP" ] && break; sleep 0.1; done
-check "QMP pause backend set (PATCH)" sh -c "curl -s --unix-socket '$RUN/api.sock' -X PATCH http://x/vms/$VM -d '{\"pause\": {\"backend\": \"qmp\", \"path\": \"$QMP\"}}' | grep -q '\"backend\":\"qmp\"'"
+check "QMP pause backend set (PATCH)" vm_set_qmp_pause "$QMP"
 check "vmnapd sees the link up" wait_link up 30
 
 # ---- HELLO as vmnapd saw it ----

@@ -36,48 +36,24 @@ done
 scripts/guest-kernel.sh >/dev/null 2>&1 || skip_all "guest kernel unavailable (scripts/guest-kernel.sh)"
 
 tmp=$(mktemp -d /tmp/vmnap-pager-e2e.XXXXXX)
-run=$tmp/run store=$tmp/store
-vmnapd_pid=
+RUN=$tmp/run store=$tmp/store
 
 # shellcheck source=tests/lib/guest.sh
 . tests/lib/guest.sh
+# shellcheck source=tests/lib/vmnapd.sh
+. tests/lib/vmnapd.sh
 finish() {
 	guest_cleanup
-	if [ -n "$vmnapd_pid" ]; then
-		kill -TERM "$vmnapd_pid" 2>/dev/null
-		wait "$vmnapd_pid" 2>/dev/null
-	fi
+	vmnapd_stop
 	rm -rf "$tmp"
 }
 trap finish EXIT
 
-# One command to the pager debug endpoint; prints its JSON answer.
-dbg() {
-	python3 - "$run/pager-debug.sock" "$*" <<'EOF'
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(300)
-s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode() + b"\n")
-buf = b""
-while not buf.endswith(b"\n"):
-    b = s.recv(65536)
-    if not b:
-        break
-    buf += b
-print(buf.decode().strip())
-EOF
-}
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
+vmnapd_start "$tmp/vmnapd.log" "$RUN/pager-debug.sock" -- -r "$RUN" -s "$store" -l info
+check "vmnapd listens on mem.sock and pager-debug.sock" test -S "$RUN/mem.sock" -a -S "$RUN/pager-debug.sock"
 
-"$BUILD/vmnapd" -r "$run" -s "$store" -l info 2>"$tmp/vmnapd.log" &
-vmnapd_pid=$!
-for _ in $(seq 50); do [ -S "$run/pager-debug.sock" ] && break; sleep 0.1; done
-check "vmnapd listens on mem.sock and pager-debug.sock" test -S "$run/mem.sock" -a -S "$run/pager-debug.sock"
-
-guest_start "$VM" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" \
-	--env "LD_PRELOAD=$PWD/$BUILD/libvmnap-preload.so" \
-	--env "VMNAP_SOCKET=$run/mem.sock" --env "VMNAP_VM=$VM" \
+preload_opts
+guest_start "$VM" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" "${PRELOAD_OPTS[@]}" \
 	-- "memfill $FILL_PERCENT </dev/ttyS1"
 if guest_wait_console "$VM" 'MEMFILL READY' "$READY_TIMEOUT"; then
 	ok "guest filled its RAM: $(tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -o 'MEMFILL READY.*')"
@@ -87,14 +63,14 @@ else
 	echo "1..$n"
 	exit 1
 fi
-stats=$(dbg stats "$VM")
+stats=$(pager_dbg stats "$VM")
 check "QEMU's guest RAM reached vmnapd through the preload shim" \
 	test "$(echo "$stats" | jget '["stats"]["ram_bytes"]')" = $((GUEST_MIB << 20))
 
 for round in 1 2; do
 	guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
-	before=$(dbg stats "$VM" | jget '["stats"]["resident_bytes"]')
-	out=$(dbg offload "$VM")
+	before=$(pager_dbg stats "$VM" | jget '["stats"]["resident_bytes"]')
+	out=$(pager_dbg offload "$VM")
 	after=$(echo "$out" | jget '["stats"]["resident_bytes"]')
 	offloaded=$(echo "$out" | jget '["stats"]["pages"]["offloaded"]')
 	check "round $round: offload succeeded ($offloaded pages out)" \
@@ -102,17 +78,17 @@ for round in 1 2; do
 	check "round $round: resident bytes $before -> $after (< $RESIDENT_MAX_PERCENT%)" \
 		test $((after * 100)) -lt $((before * RESIDENT_MAX_PERCENT))
 	guest_qmp "$VM" '{"execute":"cont"}' >/dev/null
-	dbg resumed "$VM" >/dev/null
+	pager_dbg resumed "$VM" >/dev/null
 	guest_send "$VM" verify
 	if guest_wait_console "$VM" "MEMFILL VERIFY $round (OK|BAD)" "$VERIFY_TIMEOUT" &&
 		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -q "MEMFILL VERIFY $round OK"; then
-		ok "round $round: the guest verified every byte after faults ($(dbg stats "$VM" | jget '["stats"]["faults"]') faults so far)"
+		ok "round $round: the guest verified every byte after faults ($(pager_dbg stats "$VM" | jget '["stats"]["faults"]') faults so far)"
 	else
 		not_ok "round $round: the guest verified every byte"
 		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep MEMFILL | sed 's/^/# /'
 	fi
 done
-out=$(dbg stats "$VM")
+out=$(pager_dbg stats "$VM")
 echo "# pager: $out"
 guest_send "$VM" quit
 rc=0

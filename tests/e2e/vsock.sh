@@ -20,6 +20,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 export BUILD
 . tests/lib/guest.sh
+. tests/lib/vmnapd.sh
 
 XFER=$BUILD/tests/selftests/vsock_xfer
 VMNAPD=$BUILD/vmnapd
@@ -47,19 +48,11 @@ pids=()
 cleanup() {
 	guest_cleanup
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	[ -n "${vmnapd_pid:-}" ] && kill "$vmnapd_pid" 2>/dev/null
-	wait 2>/dev/null
-	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then
-		echo "# logs kept in $W"
-	else
-		rm -rf "$W"
-	fi
+	vmnapd_cleanup "$W"
 }
 trap cleanup EXIT
 
-"$VMNAPD" -r "$W/run" -s "$W/store" --vsock "vsk:$VU:$CID:$UDS" >"$W/vmnapd.log" 2>&1 &
-vmnapd_pid=$!
-for _ in $(seq 50); do [ -S "$VU" ] && break; sleep 0.1; done
+vmnapd_start "$W/vmnapd.log" "$VU" -- -r "$W/run" -s "$W/store" --vsock "vsk:$VU:$CID:$UDS"
 [ -S "$VU" ] || { cat "$W/vmnapd.log"; echo "not ok 1 - vmnapd serves $VU"; exit 1; }
 
 # Host servers the guest connects to (<uds>_<port>).

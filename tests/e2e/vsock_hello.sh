@@ -14,8 +14,11 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 export BUILD
 . tests/lib/guest.sh
+VMNAPD_API_MAX_SEC=10
+. tests/lib/vmnapd.sh
 
 VMNAPD=$BUILD/vmnapd
+VM=hello
 CID=3
 BOOT_WAIT=300
 LINK_WAIT=60
@@ -33,22 +36,13 @@ command -v curl >/dev/null || skip "curl not installed"
 [ -f vmnap.ko ] || skip "vmnap.ko not built (make module)"
 
 W=$(mktemp -d /tmp/vmnap-vsock-hello.XXXXXX)
-cleanup() {
-	guest_cleanup
-	[ -n "${vmnapd_pid:-}" ] && kill "$vmnapd_pid" 2>/dev/null
-	wait 2>/dev/null
-	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then echo "# logs kept in $W"; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
+RUN=$W/run
+trap 'vmnapd_cleanup "$W"' EXIT
 
-"$VMNAPD" -r "$W/run" -s "$W/store" -l debug >"$W/vmnapd.log" 2>&1 &
-vmnapd_pid=$!
-for _ in $(seq 50); do [ -S "$W/run/api.sock" ] && break; sleep 0.1; done
-api() { curl -s --max-time 10 --unix-socket "$W/run/api.sock" "$@"; }
-link_state() { api http://vmnapd/vms/hello | python3 -c 'import json,sys; print(json.load(sys.stdin).get("link",{}).get("state",""))'; }
+vmnapd_start "$W/vmnapd.log" "$RUN/api.sock" -- -r "$RUN" -s "$W/store" -l debug
 
 expect "VM with a vsock device registered through the API" \
-	eval 'api -X PUT http://vmnapd/vms/hello -d "{\"vsock\":{\"vhost_user\":\"$W/vu.sock\",\"cid\":$CID,\"uds\":\"$W/v.sock\"}}" | grep -q "\"name\""'
+	eval 'vm_register_vsock "$W/vu.sock" "$CID" "$W/v.sock" | grep -q "\"name\""'
 
 guest_start hello --vsock-user "$W/vu.sock" --timeout $GUEST_TIMEOUT -- "
 up() { for i in \$(seq $LINK_WAIT); do vmnap-guest status 2>/dev/null | grep -q '^link=up' && return 0; sleep 1; done; return 1; }

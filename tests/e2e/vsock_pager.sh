@@ -19,6 +19,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 export BUILD
 . tests/lib/guest.sh
+. tests/lib/vmnapd.sh
 
 VM=vp
 CID=3
@@ -44,42 +45,16 @@ for f in "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" "$BUILD/tests/selftests/me
 done
 
 W=$(mktemp -d /tmp/vmnap-vsock-pager.XXXXXX)
-run=$W/run
-cleanup() {
-	guest_cleanup
-	[ -n "${vmnapd_pid:-}" ] && kill "$vmnapd_pid" 2>/dev/null
-	wait 2>/dev/null
-	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then echo "# logs kept in $W"; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
+RUN=$W/run
+trap 'vmnapd_cleanup "$W"' EXIT
 
-dbg() {
-	python3 - "$run/pager-debug.sock" "$*" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(300)
-s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode() + b"\n")
-buf = b""
-while not buf.endswith(b"\n"):
-    b = s.recv(65536)
-    if not b:
-        break
-    buf += b
-print(buf.decode().strip())
-PY
-}
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
+vmnapd_start "$W/vmnapd.log" "$RUN/pager-debug.sock" "$W/vu.sock" -- \
+	-r "$RUN" -s "$W/store" --vsock "$VM:$W/vu.sock:$CID:$W/v.sock"
+[ -S "$RUN/pager-debug.sock" ] || skip "this vmnapd has no pager debug endpoint"
 
-"$BUILD/vmnapd" -r "$run" -s "$W/store" --vsock "$VM:$W/vu.sock:$CID:$W/v.sock" \
-	>"$W/vmnapd.log" 2>&1 &
-vmnapd_pid=$!
-for _ in $(seq 50); do [ -S "$run/pager-debug.sock" ] && [ -S "$W/vu.sock" ] && break; sleep 0.1; done
-[ -S "$run/pager-debug.sock" ] || skip "this vmnapd has no pager debug endpoint"
-
+preload_opts
 guest_start "$VM" --mem $GUEST_MIB --timeout $GUEST_TIMEOUT --vsock-user "$W/vu.sock" \
-	--env "LD_PRELOAD=$PWD/$BUILD/libvmnap-preload.so" \
-	--env "VMNAP_SOCKET=$run/mem.sock" --env "VMNAP_VM=$VM" -- "
+	"${PRELOAD_OPTS[@]}" -- "
 vsock_xfer serve vsock:$ANY:1234 sink -n 1 -t $STEP_TIMEOUT >/tmp/sink.log 2>&1 &
 memfill $FILL_PERCENT </dev/ttyS1"
 if ! guest_wait_console "$VM" 'MEMFILL READY' $READY_TIMEOUT; then
@@ -91,7 +66,7 @@ fi
 ok "guest boots with the preload shim and the vsock device, RAM filled"
 
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
-out=$(dbg offload "$VM")
+out=$(pager_dbg offload "$VM")
 offloaded=$(echo "$out" | jget '["stats"]["pages"]["offloaded"]')
 expect "offload while stopped ($offloaded pages out, RX buffers included)" \
 	[ "$(echo "$out" | jget '["ok"]')" = True ]
