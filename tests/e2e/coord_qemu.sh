@@ -31,11 +31,8 @@ BOOT_WAIT=400
 STATE_WAIT=60
 FILL_MIB=64
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
-skip() { echo "coord e2e skipped: $*"; exit 77; }
+TAP_NAME="coord e2e"
+. tests/lib/tap.sh
 
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 for f in "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" vmnap.ko; do

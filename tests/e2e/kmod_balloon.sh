@@ -20,11 +20,8 @@ BOOT_WAIT=180
 FREE_REPORT_BIT=2	# VMNAP_F_FREE_REPORT
 PEER_SECONDS=30
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
-skip() { echo "kmod balloon skipped: $*"; exit 77; }
+TAP_NAME="kmod balloon"
+. tests/lib/tap.sh
 
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 [ -f vmnap.ko ] || skip "vmnap.ko not built (make module)"

@@ -39,11 +39,8 @@ MIN_IDLE_PERMILLE=500
 READY_ATTEMPTS=8
 FREE_REPORT_BIT=2	# VMNAP_F_FREE_REPORT
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
-skip() { echo "kmod vmnapd e2e skipped: $*"; exit 77; }
+TAP_NAME="kmod vmnapd e2e"
+. tests/lib/tap.sh
 
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 command -v curl >/dev/null || skip "curl not installed"

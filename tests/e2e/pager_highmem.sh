@@ -31,11 +31,8 @@ READY_TIMEOUT=600
 STEP_TIMEOUT=600
 SEND_BYTES=$((8 << 20))
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-expect() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
-skip() { echo "pager highmem skipped: $*"; exit 77; }
+TAP_NAME="pager highmem"
+. tests/lib/tap.sh
 
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 [ -e /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no userfaultfd access"
@@ -66,21 +63,21 @@ fi
 ok "guest boots with $GUEST_MIB MiB, the preload shim and the vsock device, RAM filled"
 
 st=$(pager_dbg stats "$VM")
-expect "the handshake's GPA map was only a guess: replaced by the memory table" \
+check "the handshake's GPA map was only a guess: replaced by the memory table" \
 	grep -q "GPA guess (memfd offset) was wrong" "$W/vmnapd.log"
-expect "GPA map from the vhost-user memory table ($(echo "$st" | jget '["stats"]["gpa_source"]'))" \
+check "GPA map from the vhost-user memory table ($(echo "$st" | jget '["stats"]["gpa_source"]'))" \
 	[ "$(echo "$st" | jget '["stats"]["gpa_source"]')" = mem_table ]
-expect "RAM above the PCI hole: gpa $HIGH_GPA is guest RAM page 524288 (memfd offset 2 GiB)" \
+check "RAM above the PCI hole: gpa $HIGH_GPA is guest RAM page 524288 (memfd offset 2 GiB)" \
 	grep -q "gpa $HIGH_GPA+0x40000000 = guest RAM page 524288" "$W/vmnapd.log"
 
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
 out=$(pager_dbg offload "$VM")
 offloaded=$(echo "$out" | jget '["stats"]["pages"]["offloaded"]')
-expect "offload while stopped ($offloaded pages out, RX buffers included)" \
+check "offload while stopped ($offloaded pages out, RX buffers included)" \
 	[ "$(echo "$out" | jget '["ok"]')" = True ]
 guest_qmp "$VM" '{"execute":"cont"}' >/dev/null
 # no 'resumed': no prefetch, the RX buffers stay out until someone needs them
-expect "8 MiB into evicted RX buffers arrive intact (guest sink checked every byte)" \
+check "8 MiB into evicted RX buffers arrive intact (guest sink checked every byte)" \
 	"$BUILD/tests/selftests/vsock_xfer" client "hybrid:$W/v.sock:1234" send:$SEND_BYTES -t $STEP_TIMEOUT
 guest_send "$VM" verify
 if guest_wait_console "$VM" 'MEMFILL VERIFY 1 (OK|BAD)' $STEP_TIMEOUT &&
@@ -91,8 +88,8 @@ else
 fi
 guest_send "$VM" quit
 guest_wait "$VM"
-expect "guest exited cleanly, no kernel complaints" [ $? -eq 0 ]
-expect "vmnapd logged no residency error" eval '! grep -q "cannot make .* resident" "$W/vmnapd.log"'
-expect "no GPA operation was refused" eval '! grep -q "refused: the guest-physical map" "$W/vmnapd.log"'
+check "guest exited cleanly, no kernel complaints" [ $? -eq 0 ]
+check "vmnapd logged no residency error" eval '! grep -q "cannot make .* resident" "$W/vmnapd.log"'
+check "no GPA operation was refused" eval '! grep -q "refused: the guest-physical map" "$W/vmnapd.log"'
 echo "1..$n"
 [ "$failed" -eq 0 ]

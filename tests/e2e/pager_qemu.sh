@@ -22,10 +22,8 @@ READY_TIMEOUT=600
 VERIFY_TIMEOUT=600
 RESIDENT_MAX_PERCENT=10
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
+TAP_NAME="test"
+. tests/lib/tap.sh
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 
 [ -e /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip_all "no userfaultfd access"

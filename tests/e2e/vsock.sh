@@ -33,11 +33,8 @@ BOOT_WAIT=300
 PAUSE_SEC=3			# how long the VM stays stopped
 LOCAL_PORT_FIRST=1073741824	# host ports of host-initiated streams
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-expect() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
-skip() { echo "vsock e2e skipped: $*"; exit 77; }
+TAP_NAME="vsock e2e"
+. tests/lib/tap.sh
 
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 [ -x "$VMNAPD" ] && [ -x "$XFER" ] || skip "build first: $VMNAPD, $XFER missing (make all)"
@@ -107,30 +104,30 @@ print(line.decode().strip())
 EOF
 }
 reply=$(connect_reply)
-expect "CONNECT is answered 'OK <host port>' ($reply)" \
+check "CONNECT is answered 'OK <host port>' ($reply)" \
 	eval '[[ $reply =~ ^OK\ ([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge $LOCAL_PORT_FIRST ]'
 
-expect "host CONNECT reaches the guest echo server (1 MiB echoed)" \
+check "host CONNECT reaches the guest echo server (1 MiB echoed)" \
 	"$XFER" client "hybrid:$UDS:1234" echo:$((1 << 20)) -t $STEP_TIMEOUT
-expect "32 concurrent connections (256 KiB echoed each)" \
+check "32 concurrent connections (256 KiB echoed each)" \
 	"$XFER" client "hybrid:$UDS:1234" echo:$((256 << 10)) -p 32 -t $STEP_TIMEOUT
-expect "64 MiB host -> guest, checked by the guest" \
+check "64 MiB host -> guest, checked by the guest" \
 	"$XFER" client "hybrid:$UDS:1235" send:$BIG -t $STEP_TIMEOUT
-expect "64 MiB guest -> host on a host-initiated stream, checked by the host" \
+check "64 MiB guest -> host on a host-initiated stream, checked by the host" \
 	"$XFER" client "hybrid:$UDS:1236" recv:$BIG -t $STEP_TIMEOUT
-expect "CONNECT to a guest port nobody listens on is refused" \
+check "CONNECT to a guest port nobody listens on is refused" \
 	eval '! "$XFER" client "hybrid:$UDS:1299" echo:16 -t 60 2>/dev/null'
 
 guest_wait_console vsock1 '^VSOCK-GUEST-DONE' $STEP_TIMEOUT || true
 result() { tr -d '\r' <"$GUEST_DIR/vsock1.log" | sed -n "s/^RESULT $1 //p" | head -1; }
-expect "guest reaches a host listener <uds>_7002" [ "$(result listener)" = 0 ]
-expect "64 MiB guest -> host listener, checked by the host" [ "$(result send)" = 0 ]
-expect "64 MiB host listener -> guest, checked by the guest" [ "$(result recv)" = 0 ]
-expect "guest connect to a closed host port fails (RST)" \
+check "guest reaches a host listener <uds>_7002" [ "$(result listener)" = 0 ]
+check "64 MiB guest -> host listener, checked by the host" [ "$(result send)" = 0 ]
+check "64 MiB host listener -> guest, checked by the guest" [ "$(result recv)" = 0 ]
+check "guest connect to a closed host port fails (RST)" \
 	eval '[ -n "$(result closed)" ] && [ "$(result closed)" != 0 ]'
-expect "guest sink and source servers passed" \
+check "guest sink and source servers passed" \
 	eval '[ "$(result sink)" = 0 ] && [ "$(result source)" = 0 ]'
-expect "host servers passed" wait "$h_sink" "$h_source" "$h_echo"
+check "host servers passed" wait "$h_sink" "$h_source" "$h_echo"
 
 # A stream open across stop/cont, and data sent while stopped.
 "$XFER" client "hybrid:$UDS:1234" echo:$((32 << 20)) -t $STEP_TIMEOUT >"$W/across.log" 2>&1 &
@@ -140,10 +137,10 @@ guest_qmp vsock1 '{"execute":"stop"}' >/dev/null
 "$XFER" client "hybrid:$UDS:1234" echo:$((1 << 20)) -t $STEP_TIMEOUT >"$W/paused.log" 2>&1 &
 paused=$!
 sleep $PAUSE_SEC
-expect "host data sent to a stopped VM waits (no echo while stopped)" kill -0 "$paused"
+check "host data sent to a stopped VM waits (no echo while stopped)" kill -0 "$paused"
 guest_qmp vsock1 '{"execute":"cont"}' >/dev/null
-expect "after cont the waiting data is delivered and echoed intact" wait "$paused"
-expect "a stream open across QMP stop/cont completes intact" wait "$across"
+check "after cont the waiting data is delivered and echoed intact" wait "$paused"
+check "a stream open across QMP stop/cont completes intact" wait "$across"
 
 # QEMU dies with streams open.
 "$XFER" client "hybrid:$UDS:1234" echo:$((1 << 30)) -t 120 >"$W/killed.log" 2>&1 &
@@ -153,27 +150,27 @@ guest_kill vsock1
 t0=$SECONDS
 wait "$killed"
 rc=$?
-expect "streams open when QEMU died are closed on the host side (rc $rc, $((SECONDS - t0))s)" \
+check "streams open when QEMU died are closed on the host side (rc $rc, $((SECONDS - t0))s)" \
 	eval '[ "$rc" -ne 0 ] && [ $((SECONDS - t0)) -lt 60 ]'
-expect "vmnapd survives QEMU's death" kill -0 "$vmnapd_pid"
+check "vmnapd survives QEMU's death" kill -0 "$vmnapd_pid"
 
 guest_start vsock2 --vsock-user "$VU" --timeout $GUEST_TIMEOUT --mem 256 -- "
 vsock_xfer serve vsock:$ANY:1234 echo -n 1 -t $STEP_TIMEOUT & s=\$!
 sleep 1; echo VSOCK-READY; wait \$s; echo RESULT restart \$?"
 if guest_wait_console vsock2 '^VSOCK-READY' $BOOT_WAIT; then
-	expect "a restarted QEMU reconnects and a new stream works" \
+	check "a restarted QEMU reconnects and a new stream works" \
 		"$XFER" client "hybrid:$UDS:1234" echo:$((1 << 20)) -t $STEP_TIMEOUT
 	guest_wait vsock2
-	expect "restarted guest exits cleanly" [ $? -eq 0 ]
+	check "restarted guest exits cleanly" [ $? -eq 0 ]
 else
 	not_ok "a restarted QEMU reconnects and a new stream works"
 fi
 
-expect "no vhost-user protocol errors logged" \
+check "no vhost-user protocol errors logged" \
 	eval '! grep -E "refused|bad message|outside guest RAM" "$W/vmnapd.log"'
 kill "$vmnapd_pid"
 wait "$vmnapd_pid"
-expect "vmnapd exits cleanly on SIGTERM" [ $? -eq 0 ]
+check "vmnapd exits cleanly on SIGTERM" [ $? -eq 0 ]
 vmnapd_pid=
 echo "1..$n"
 [ "$failed" -eq 0 ]

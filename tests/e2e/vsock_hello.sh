@@ -24,11 +24,8 @@ BOOT_WAIT=300
 LINK_WAIT=60
 GUEST_TIMEOUT=400
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-expect() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
-skip() { echo "vsock hello skipped: $*"; exit 77; }
+TAP_NAME="vsock hello"
+. tests/lib/tap.sh
 
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 command -v curl >/dev/null || skip "curl not installed"
@@ -41,7 +38,7 @@ trap 'vmnapd_cleanup "$W"' EXIT
 
 vmnapd_start "$W/vmnapd.log" "$RUN/api.sock" -- -r "$RUN" -s "$W/store" -l debug
 
-expect "VM with a vsock device registered through the API" \
+check "VM with a vsock device registered through the API" \
 	eval 'vm_register_vsock "$W/vu.sock" "$CID" "$W/v.sock" | grep -q "\"name\""'
 
 guest_start hello --vsock-user "$W/vu.sock" --timeout $GUEST_TIMEOUT -- "
@@ -58,13 +55,13 @@ if guest_wait_console hello '^LINK-UP-1' $BOOT_WAIT; then
 else
 	not_ok "module HELLO through the device: the guest sees the link up"
 fi
-expect "vmnapd sees the link up (API link.state)" [ "$(link_state)" = up ]
-expect "vmnapd logged the module's HELLO" grep -q "guest HELLO: vmnap.ko" "$W/vmnapd.log"
+check "vmnapd sees the link up (API link.state)" [ "$(link_state)" = up ]
+check "vmnapd logged the module's HELLO" grep -q "guest HELLO: vmnap.ko" "$W/vmnapd.log"
 
 guest_send hello go
 guest_wait_console hello '^MODULE-GONE' $LINK_WAIT || true
 for _ in $(seq 20); do [ "$(link_state)" = closed ] && break; sleep 0.5; done
-expect "module unloaded: vmnapd sees the link closed" [ "$(link_state)" = closed ]
+check "module unloaded: vmnapd sees the link closed" [ "$(link_state)" = closed ]
 
 guest_send hello go
 if guest_wait_console hello '^LINK-UP-2' $BOOT_WAIT; then
@@ -72,9 +69,9 @@ if guest_wait_console hello '^LINK-UP-2' $BOOT_WAIT; then
 else
 	not_ok "module reloaded: HELLO again over the device"
 fi
-expect "vmnapd sees the link up again" [ "$(link_state)" = up ]
+check "vmnapd sees the link up again" [ "$(link_state)" = up ]
 guest_send hello go
 guest_wait hello
-expect "guest exits cleanly (no kernel complaints)" [ $? -eq 0 ]
+check "guest exits cleanly (no kernel complaints)" [ $? -eq 0 ]
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -31,11 +31,8 @@ READY_TIMEOUT=600
 STEP_TIMEOUT=600
 SEND_BYTES=$((8 << 20))
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-expect() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
-skip() { echo "vsock pager skipped: $*"; exit 77; }
+TAP_NAME="vsock pager"
+. tests/lib/tap.sh
 
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 [ -e /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no userfaultfd access"
@@ -68,11 +65,11 @@ ok "guest boots with the preload shim and the vsock device, RAM filled"
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
 out=$(pager_dbg offload "$VM")
 offloaded=$(echo "$out" | jget '["stats"]["pages"]["offloaded"]')
-expect "offload while stopped ($offloaded pages out, RX buffers included)" \
+check "offload while stopped ($offloaded pages out, RX buffers included)" \
 	[ "$(echo "$out" | jget '["ok"]')" = True ]
 guest_qmp "$VM" '{"execute":"cont"}' >/dev/null
 # no 'resumed': no prefetch, the RX buffers stay out until someone needs them
-expect "8 MiB into evicted RX buffers arrive intact (guest sink checked every byte)" \
+check "8 MiB into evicted RX buffers arrive intact (guest sink checked every byte)" \
 	"$BUILD/tests/selftests/vsock_xfer" client "hybrid:$W/v.sock:1234" send:$SEND_BYTES -t $STEP_TIMEOUT
 guest_send "$VM" verify
 if guest_wait_console "$VM" 'MEMFILL VERIFY 1 (OK|BAD)' $STEP_TIMEOUT &&
@@ -83,7 +80,7 @@ else
 fi
 guest_send "$VM" quit
 guest_wait "$VM"
-expect "guest exited cleanly, no kernel complaints" [ $? -eq 0 ]
-expect "vmnapd logged no residency error" eval '! grep -q "cannot make .* resident" "$W/vmnapd.log"'
+check "guest exited cleanly, no kernel complaints" [ $? -eq 0 ]
+check "vmnapd logged no residency error" eval '! grep -q "cannot make .* resident" "$W/vmnapd.log"'
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -24,11 +24,8 @@ PORT=5151
 START_WAIT=100		# tenths of a second for vmnapd's API socket
 STATE_WAIT=100		# tenths of a second for a link state to show
 
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
-skip() { echo "link daemon test skipped: $*"; exit 77; }
+TAP_NAME="link daemon test"
+. tests/lib/tap.sh
 
 GUEST=$BUILD/tests/integration/link_fake_guest
 for f in "$BUILD/vmnapd" "$GUEST"; do
