@@ -10,7 +10,8 @@ that cannot run at all — counted as one skip, never as a pass; nested/indented
 KTAP lines are only echoed) or, when it prints no TAP, through its exit
 status: 0 passed, 77 skipped (reason on its last output line), else failed.
 A command that exits non-zero after TAP lines adds one failure unless a
-"not ok" already accounts for it.  A timeout is a failure.
+"not ok" already accounts for it, and so does a TAP plan "1..N" that the
+results do not match.  A timeout is a failure.
 
 Output: each command's output goes to $BUILD/check/<name>.log; a line per
 result is printed; the last line is exactly
@@ -25,6 +26,7 @@ BUILD = os.environ.get("BUILD", "build")
 LOGDIR = os.path.join(ROOT, BUILD, "check")
 TAP = re.compile(r"^(not ok|ok)\b\s*(\d+)?\s*-?\s*(.*)$")
 SKIP = re.compile(r"#\s*SKIP\b\s*(.*)$", re.I)
+PLAN = re.compile(r"^1\.\.(\d+)\b")
 PLAN_NONE = re.compile(r"^1\.\.0\b(?:\s*#\s*(?:SKIP\b:?)?\s*(.*))?$", re.I)
 
 
@@ -60,6 +62,7 @@ def run(name, timeout, cmd, counts):
     passed = failed = skipped = 0
     last = ""
     diag = ""   # last top-level TAP diagnostic ("# ..."): a skip's reason
+    plan = None  # N of a top-level "1..N" plan
     timed_out = False
 
     def kill(*_):
@@ -84,6 +87,10 @@ def run(name, timeout, cmd, counts):
             if m:
                 skipped += 1
                 print(f"  SKIP {name}: {(m.group(1) or '').strip() or 'plan 1..0 (no tests run)'}")
+                continue
+            m = PLAN.match(s)
+            if m:
+                plan = int(m.group(1))
                 continue
             m = TAP.match(s)  # top-level only: indented KTAP is a subtest
             if not m:
@@ -122,6 +129,9 @@ def run(name, timeout, cmd, counts):
     elif rc != 0 and failed == 0:
         failed += 1
         print(f"  FAIL {name}: exit {rc} after {tap} TAP results: {last}")
+    elif plan is not None and plan != tap:
+        failed += 1   # died (or lost results) part way, whatever its status
+        print(f"  FAIL {name}: planned {plan} results, got {tap}")
     print(f"{name}: {passed} passed, {failed} failed, {skipped} skipped "
           f"({dt:.1f}s, log {os.path.relpath(log, ROOT)})", flush=True)
     counts[0] += passed
