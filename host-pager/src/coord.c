@@ -57,6 +57,7 @@ struct coord {
 	uint64_t paused_at_ns;
 	uint64_t offload_at_ns;		/* NO_DEADLINE: not eligible */
 	bool offloaded;			/* RAM evicted in this cycle */
+	bool critical_window;		/* pre_resume done, not delivered yet */
 	uint64_t offloaded_at_ns;
 	bool has_offloaded;
 	uint64_t last_offload_ns;	/* start of this VM's last offload */
@@ -247,6 +248,11 @@ static void deliver_pending(struct coord *c)
 	if ((c->state != COORD_RUNNING && c->state != COORD_WAITING) ||
 	    c->awaiting_resume_ack)
 		return;
+	if (c->critical_window) {
+		c->critical_window = false;
+		if (c->ops->resume_delivered)
+			c->ops->resume_delivered(c->arg);
+	}
 	now = clock_now(c);
 	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
 		struct coord_wait *w = &c->waits[i];
@@ -382,6 +388,12 @@ static void start_resume(struct coord *c, enum coord_resume_reason reason,
 	c->resume_pending = COORD_RESUME_NONE;
 	c->resume_retry_at_ns = COORD_NO_DEADLINE;
 	set_state(c, COORD_RESUMING, why);
+	if (c->offloaded && c->ops->pre_resume) {
+		err = c->ops->pre_resume(c->arg);
+		if (err < 0)	/* the faults will serve what is missing */
+			log_warn(c->subject, "pre-resume restore: %s", strerror(-err));
+		c->critical_window = true;
+	}
 	err = c->ops->resume(c->arg);
 	if (err)
 		coord_resume_done(c, err);

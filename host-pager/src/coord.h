@@ -138,6 +138,16 @@ struct coord_ops {
 	 * runs to its end before the resume.
 	 */
 	int (*offload_cancel)(void *arg);
+	/*
+	 * A resume of a VM whose RAM was offloaded in this cycle is about
+	 * to call ->resume (vCPUs still stopped): bring the resume-critical
+	 * pages back first.  Synchronous and bounded (a few ms); its result
+	 * does not stop the resume.  NULL: none.
+	 */
+	int (*pre_resume)(void *arg);
+	/* ... and the guest has its data again (RESUME_ACK, or delivered
+	 * without it): the critical window after that resume ends. */
+	void (*resume_delivered)(void *arg);
 	/* Can this VM be offloaded right now (pager attached, evictable)?
 	 * NULL: whenever offload is set. */
 	bool (*can_offload)(void *arg);

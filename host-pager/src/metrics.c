@@ -167,6 +167,12 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_faults_total", "counter", "userfaultfd faults served", st.faults);
 	GAUGE("vmnap_prefetch_pages_total", "counter", "pages brought back by prefetch",
 	      st.prefetch_pages);
+	GAUGE("vmnap_critical_restored_pages_total", "counter",
+	      "resume-critical pages made resident before the VMM resumed",
+	      st.critical_restored_pages);
+	GAUGE("vmnap_critical_window_faults_total", "counter",
+	      "faults between a resume and its delivery (what the critical set avoids)",
+	      st.critical_window_faults);
 	GAUGE("vmnap_faults_stuck", "gauge",
 	      "faulting threads waiting for a fault that could not be served yet", st.faults_stuck);
 	GAUGE("vmnap_fault_retries_total", "counter", "unserved faults tried again",

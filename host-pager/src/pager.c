@@ -52,6 +52,7 @@ void pager_config_default(struct pager_config *cfg, const char *store_dir)
 		.prefetch_min_bytes = DEFAULT_PREFETCH_MIN_BYTES,
 		.prefetch_max_bytes = DEFAULT_PREFETCH_MAX_BYTES,
 		.prefetch = true,
+		.critical_budget_ns = PAGER_CRITICAL_BUDGET_NS,
 		.direct_io = true,
 	};
 }
@@ -373,6 +374,7 @@ void pager_vm_detach(struct vm *vm)
 		if (p->regions[i].memfd >= 0 && !dup)
 			close(p->regions[i].memfd);
 	}
+	pager_critical_release(p);
 	store_close(&p->store);
 	close(p->fault_wake_fd);
 	close(p->offload_done_fd);
@@ -921,6 +923,7 @@ int pager_offload_start(struct pager *p,
 		p->state[pg] = (uint8_t)((s & ~(PG_WS_CUR | PG_WS_PREV)) |
 					 ((s & PG_WS_CUR) ? PG_WS_PREV : 0));
 	}
+	p->crit_recording = false;	/* this cycle's delivery never came */
 	p->offloading = true;
 	p->offload_err = 0;
 	p->offload_done = done;
@@ -1007,6 +1010,11 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->evictable = p->evictable;
 	st->not_evictable_reason = p->not_evictable_reason;
 	memcpy(st->fault_lat_us, p->fault_lat_us, sizeof(st->fault_lat_us));
+	st->critical_set_pages = p->crit_nr;
+	st->critical_restored_pages = p->crit_restored_pages;
+	st->critical_window_faults = p->crit_window_faults;
+	st->critical_budget_stops = p->crit_budget_stops;
+	st->critical_last_restore_ns = p->crit_last_restore_ns;
 	pthread_mutex_unlock(&p->lock);
 	st->resident_bytes = memfd_allocated_bytes(p);
 	st->store_file_bytes = store_allocated_bytes(&p->store);

@@ -40,6 +40,11 @@
 #define PAGER_MAX_MAPPERS	16	/* processes mapping one VM's RAM */
 #define PAGER_LAT_BUCKETS	32	/* fault latency: power-of-2 µs buckets */
 #define PAGER_MAX_FAULT_AROUND	256	/* pages (1 MiB) */
+/* Resume-critical set: at most this many pages (4 MiB) are recorded and
+ * restored before a resume; by default the restore stops after this long
+ * (pager_config.critical_budget_ns). */
+#define PAGER_CRITICAL_MAX_PAGES	1024
+#define PAGER_CRITICAL_BUDGET_NS	5000000ull	/* 5 ms */
 
 /* Tunables; pager_config_default() fills the defaults. */
 struct pager_config {
@@ -51,6 +56,8 @@ struct pager_config {
 	uint32_t prefetch_min_bytes;	/* prefetch transfer size after a fault */
 	uint32_t prefetch_max_bytes;	/* ... grows x2 per quiet chunk up to this */
 	bool prefetch;			/* working-set prefetch after resume */
+	uint64_t critical_budget_ns;	/* pre-resume restore stops after this
+					 * (0: no pre-resume restore) */
 	bool direct_io;			/* O_DIRECT on the store (falls back if
 					 * the file system refuses it) */
 };
@@ -131,6 +138,13 @@ struct pager_stats {
 	const char *not_evictable_reason;	/* static string or NULL */
 	/* bucket i: latency in [2^i, 2^(i+1)) µs; bucket 0 also < 1 µs */
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
+	/* resume-critical set (pager_resume_prepare) */
+	uint64_t critical_set_pages;		/* pages in the set now */
+	uint64_t critical_restored_pages;	/* restored before a resume */
+	uint64_t critical_window_faults;	/* faults between resume and
+						 * delivery (what the set avoids) */
+	uint64_t critical_budget_stops;		/* restores cut by the budget */
+	uint64_t critical_last_restore_ns;	/* duration of the last restore */
 };
 
 struct pager;
@@ -216,6 +230,23 @@ int pager_offload_start(struct pager *p,
  * 0, or -EALREADY if no offload is running.
  */
 int pager_offload_cancel(struct pager *p);
+/*
+ * A resume after an offload is about to continue the VMM (vCPUs still
+ * stopped): make the resume-critical set resident - the pages faulted in
+ * while earlier resumes were being delivered, in large runs from the
+ * store - bounded by PAGER_CRITICAL_MAX_PAGES and PAGER_CRITICAL_BUDGET_NS;
+ * then record this resume's faults until pager_resume_delivered().  The
+ * set keeps the restored pages and the newest faults replace the oldest
+ * entries, so pages that no longer fault because they were restored stay
+ * in it.  Loop thread.  Pages restored, or -errno (-ENOMEM; a store error
+ * leaves the pages offloaded, to be served by faults).
+ */
+int pager_resume_prepare(struct pager *p);
+/* The guest has its data again (RESUME_ACK): stop recording the set. */
+void pager_resume_delivered(struct pager *p);
+/* Change the pre-resume restore's time budget (0: no restore).  Loop
+ * thread. */
+void pager_set_critical_budget(struct pager *p, uint64_t ns);
 /* The VM runs again: start working-set prefetch. */
 void pager_resumed(struct pager *p);
 /*

@@ -87,6 +87,16 @@ json_t *pager_stats_json(struct pager *p)
 		json_object_set_new(o, "faults_stuck", json_integer((json_int_t)st.faults_stuck));
 		json_object_set_new(o, "offload_cancels",
 				    json_integer((json_int_t)st.offload_cancels));
+		json_object_set_new(o, "critical_set_pages",
+				    json_integer((json_int_t)st.critical_set_pages));
+		json_object_set_new(o, "critical_restored_pages",
+				    json_integer((json_int_t)st.critical_restored_pages));
+		json_object_set_new(o, "critical_window_faults",
+				    json_integer((json_int_t)st.critical_window_faults));
+		json_object_set_new(o, "critical_budget_stops",
+				    json_integer((json_int_t)st.critical_budget_stops));
+		json_object_set_new(o, "critical_last_restore_ns",
+				    json_integer((json_int_t)st.critical_last_restore_ns));
 		json_object_set_new(o, "dropped_free_pages",
 				    json_integer((json_int_t)st.dropped_free_pages));
 		json_object_set_new(o, "gpa_source",

@@ -201,6 +201,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	}
 	pager_finish_run_locked(p, start, n, true);
 	p->fault_pages += n;
+	pager_critical_note_locked(p, start, n);
 	return 0;
 }
 
@@ -264,6 +265,8 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	}
 	if (!retry) {
 		p->faults++;
+		if (p->crit_recording)
+			p->crit_window_faults++;
 		p->fault_lat_us[lat_bucket(now_ns() - t0)]++;
 	} else {
 		p->fault_retries++;

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <limits.h>
+#include <liburing.h>
 
 #include "pager.h"
 #include "store.h"
@@ -132,6 +133,16 @@ struct pager {
 	uint64_t last_offload_ns, last_offload_written;
 	uint64_t dropped_free_pages;
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
+
+	/* resume-critical set (pager_critical.c; under lock): pages faulted
+	 * in while a resume was being delivered, a ring in fault order */
+	uint64_t crit_pg[PAGER_CRITICAL_MAX_PAGES];
+	unsigned int crit_head, crit_nr;	/* oldest entry, entries */
+	bool crit_recording;		/* resume .. delivered */
+	struct io_uring crit_ring;	/* loop thread only */
+	bool crit_ring_up;
+	uint64_t crit_restored_pages, crit_window_faults;
+	uint64_t crit_last_restore_ns, crit_budget_stops;
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -200,6 +211,12 @@ int pager_prefetch_thread_start(struct pager *p);
 void pager_prefetch_thread_stop(struct pager *p);
 /* Abort a running prefetch and wait until it is idle. */
 void pager_prefetch_quiesce(struct pager *p);
+
+/* pager_critical.c */
+/* A fault on pages [pg, pg+n) was served; lock held. */
+void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n);
+/* Free what the pre-resume restore keeps between resumes (detach). */
+void pager_critical_release(struct pager *p);
 
 /* pager_offload.c */
 void *pager_offload_main(void *arg);

@@ -236,6 +236,21 @@ void vm_control_pager_attached(struct vm *vm)
 		pager_set_error_cb(vm->pager, pager_error, vm);
 }
 
+static int ctl_pre_resume(void *arg)
+{
+	struct vm *vm = arg;
+
+	return vm->pager ? pager_resume_prepare(vm->pager) : 0;
+}
+
+static void ctl_resume_delivered(void *arg)
+{
+	struct vm *vm = arg;
+
+	if (vm->pager)
+		pager_resume_delivered(vm->pager);
+}
+
 static int ctl_offload_cancel(void *arg)
 {
 	struct vm *vm = arg;
@@ -294,6 +309,8 @@ static const struct coord_ops ctl_coord_ops = {
 	.resume = ctl_resume,
 	.offload = ctl_offload,
 	.offload_cancel = ctl_offload_cancel,
+	.pre_resume = ctl_pre_resume,
+	.resume_delivered = ctl_resume_delivered,
 	.can_offload = ctl_can_offload,
 	.transition = ctl_transition,
 	.delivered = ctl_delivered,

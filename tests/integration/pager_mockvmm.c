@@ -24,6 +24,12 @@
  *                  every byte is right
  *   enospc  [MiB]  store on a small tmpfs: offload aborts with ENOSPC, the
  *                  VM stays correct (skips if mounting is impossible)
+ *   critical [MiB] resume-critical set: cycle 1 offload, resume, touch a
+ *                  set S, delivered; cycle 2 offload, the pre-resume
+ *                  restore puts S in the memfd before the mapper touches
+ *                  it (SEEK_DATA), touching S takes no fault, every byte
+ *                  verified; the set is bounded and recorded only until
+ *                  delivery
  *   bench   [MiB]  figures for scripts/bench-pager.sh, JSON on stdout
  *   swap MiB CGROUP  the peer, Linux swap: fill anonymous memory in memory
  *                  cgroup (v1) directory CGROUP, reclaim it to swap by
@@ -73,6 +79,16 @@
 #define PEEK_WAIT_MS		500	/* storeerr: "blocked" after this long */
 #define ERROR_WAIT_S		5
 #define RETRY_WAIT_POLLS	200	/* x 20 ms: served once the store is back */
+/* critical: the set S the "guest" touches after a resume - a run and
+ * scattered pages, data pages only (they are offloaded, not ZERO) */
+#define CRIT_RUN_FIRST		100
+#define CRIT_RUN_PAGES		40
+#define CRIT_SCATTER_FIRST	1000
+#define CRIT_SCATTER_STRIDE	13
+#define CRIT_SCATTER_PAGES	60
+#define CRIT_SET_MAX		(CRIT_RUN_PAGES + CRIT_SCATTER_PAGES)
+#define CRIT_NO_BUDGET_NS	UINT64_MAX
+#define CRIT_TINY_BUDGET_NS	1
 
 /* ---------------------------------------------------------------- patterns */
 
@@ -215,6 +231,37 @@ static void touch_latency(struct vmm *v, uint64_t *p50, uint64_t *p99)
 	*p99 = lat[n * 99 / 100];
 }
 
+/* critical: the pages of S (data pages only); returns how many */
+static unsigned int crit_set(uint64_t npages, uint64_t *pgs)
+{
+	unsigned int n = 0;
+
+	for (uint64_t i = CRIT_RUN_FIRST; i < CRIT_RUN_FIRST + CRIT_RUN_PAGES; i++)
+		if (i < npages && page_kind(i) == PK_DATA)
+			pgs[n++] = i;
+	for (uint64_t k = 0; k < CRIT_SCATTER_PAGES; k++) {
+		uint64_t i = CRIT_SCATTER_FIRST + k * CRIT_SCATTER_STRIDE;
+
+		if (i < npages && page_kind(i) == PK_DATA)
+			pgs[n++] = i;
+	}
+	return n;
+}
+
+/* Touch every page of S and check all its bytes; -1 or the bad page. */
+static int64_t touch_set(struct vmm *v, unsigned int round)
+{
+	uint64_t pgs[CRIT_SET_MAX], want[PAGE / 8];
+	unsigned int n = crit_set(v->npages, pgs);
+
+	for (unsigned int k = 0; k < n; k++) {
+		page_pattern(pgs[k], round, want);
+		if (memcmp(v->mem + pgs[k] * PAGE, want, PAGE))
+			return (int64_t)pgs[k];
+	}
+	return -1;
+}
+
 static uint64_t touch_all(struct vmm *v)
 {
 	volatile char sink;
@@ -338,6 +385,13 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			touch_latency(v, &p50, &p99);
 			send_line(out, "ok %llu %llu", (unsigned long long)p50,
 				  (unsigned long long)p99);
+		} else if (sscanf(line, "touchset %u", &round) == 1) {
+			int64_t bad = touch_set(v, round);
+
+			if (bad >= 0)
+				send_line(out, "bad page %lld", (long long)bad);
+			else
+				send_line(out, "ok");
 		} else if (!strcmp(line, "touchall")) {
 			send_line(out, "ok %llu", (unsigned long long)touch_all(v));
 		} else if (!strcmp(line, "quit")) {
@@ -1215,6 +1269,162 @@ static int mode_swap(uint64_t mib, const char *cg)
 	return 0;
 }
 
+struct prepare_call {
+	int ret;
+};
+
+static void prepare_cb(struct harness *h, void *arg)
+{
+	((struct prepare_call *)arg)->ret = pager_resume_prepare(the_pager(h));
+}
+
+static void budget_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_set_critical_budget(the_pager(h), CRIT_TINY_BUDGET_NS);
+}
+
+static void delivered_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_resume_delivered(the_pager(h));
+}
+
+/* How many pages of S the memfd holds (allocated, not a hole), and are
+ * their contents round @round's? */
+struct set_resident_call {
+	unsigned int round, resident, n;
+	bool contents_ok;
+};
+
+static void set_resident_cb(struct harness *h, void *arg)
+{
+	struct set_resident_call *sc = arg;
+	uint64_t pgs[CRIT_SET_MAX], want[PAGE / 8], got[PAGE / 8], off;
+	struct pager_stats st;
+	int fd;
+
+	pager_get_stats(the_pager(h), &st);
+	sc->n = crit_set(st.pages_total, pgs);
+	sc->resident = 0;
+	sc->contents_ok = !pager_gpa_to_memfd(the_pager(h), 0, &fd, &off);
+	for (unsigned int k = 0; k < sc->n; k++) {
+		off_t at = (off_t)(off + pgs[k] * PAGE);
+		bool in = lseek(fd, at, SEEK_DATA) == at;
+
+		sc->resident += in;
+		page_pattern(pgs[k], sc->round, want);
+		if (in && (pread(fd, got, PAGE, at) != PAGE || memcmp(got, want, PAGE)))
+			sc->contents_ok = false;
+	}
+}
+
+static int mode_critical(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_config pcfg;
+	struct pager_stats st, st1;
+	struct prepare_call pc;
+	struct set_resident_call sc = { .round = 1 };
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	pager_config_default(&pcfg, "");
+	pcfg.prefetch = false;	/* only the pre-resume restore brings pages back */
+	/* the time bound is checked on its own below: no speed asserted here */
+	pcfg.critical_budget_ns = CRIT_NO_BUDGET_NS;
+	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
+		printf("Bail out! harness setup failed\n");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(&h, !strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+
+	/* cycle 1: nothing recorded yet; record S between resume and delivery */
+	err = offload(&h);
+	tap(&h, !err, "offload 1: %s", strerror(-err));
+	on_loop(&h, set_resident_cb, &sc);
+	tap(&h, sc.n > 0 && sc.resident == 0, "S (%u pages) out of the memfd after the offload",
+	    sc.n);
+	on_loop(&h, prepare_cb, &pc);
+	tap(&h, pc.ret == 0, "cycle 1: nothing to restore before the resume (%d)", pc.ret);
+	vmm_cmd(&h, ans, "touchset 1");
+	st = stats(&h, NULL);
+	tap(&h, !strcmp(ans, "ok") && st.faults > 0 && st.critical_window_faults == st.faults,
+	    "cycle 1: S verified through %llu fault(s) in the critical window (%s)",
+	    (unsigned long long)st.faults, ans);
+	tap(&h, st.critical_set_pages >= sc.n && st.critical_set_pages <= PAGER_CRITICAL_MAX_PAGES,
+	    "critical set: %llu page(s) (S and its fault-around)",
+	    (unsigned long long)st.critical_set_pages);
+	on_loop(&h, delivered_cb, NULL);
+	vmm_cmd(&h, ans, "verify 1 2");
+	st1 = stats(&h, NULL);
+	tap(&h, !strcmp(ans, "ok") && st1.faults > st.faults &&
+	    st1.critical_set_pages == st.critical_set_pages &&
+	    st1.critical_window_faults == st.critical_window_faults,
+	    "after delivery: faults (%llu more) are not recorded (%s)",
+	    (unsigned long long)(st1.faults - st.faults), ans);
+
+	/* cycle 2: S is resident before the mapper runs, and takes no fault */
+	vmm_cmd(&h, ans, "fill 2");
+	err = offload(&h);
+	sc = (struct set_resident_call){ .round = 2 };
+	on_loop(&h, set_resident_cb, &sc);
+	tap(&h, !err && sc.resident == 0, "offload 2: %s; S out of the memfd", strerror(-err));
+	on_loop(&h, prepare_cb, &pc);
+	st = stats(&h, NULL);
+	on_loop(&h, set_resident_cb, &sc);
+	tap(&h, pc.ret >= (int)sc.n && (uint64_t)pc.ret == st.critical_restored_pages,
+	    "pre-resume restore: %d page(s) in %llu us", pc.ret,
+	    (unsigned long long)(st.critical_last_restore_ns / 1000));
+	tap(&h, sc.resident == sc.n && sc.contents_ok,
+	    "S in the memfd before the mapper touches it: %u of %u pages, contents right",
+	    sc.resident, sc.n);
+	vmm_cmd(&h, ans, "touchset 2");
+	st1 = stats(&h, NULL);
+	tap(&h, !strcmp(ans, "ok") && st1.faults == st.faults &&
+	    st1.critical_window_faults == st.critical_window_faults,
+	    "touching S took no fault (%llu before, %llu after), every byte right (%s)",
+	    (unsigned long long)st.faults, (unsigned long long)st1.faults, ans);
+
+	/* still in cycle 2's window: a storm of faults fills the set to its bound */
+	vmm_cmd(&h, ans, "verify 2 2");
+	st = stats(&h, NULL);
+	tap(&h, !strcmp(ans, "ok") && st.critical_set_pages == PAGER_CRITICAL_MAX_PAGES,
+	    "every byte verified; the set stays bounded at %llu pages",
+	    (unsigned long long)st.critical_set_pages);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 3: a full set is restored in the size bound, then all is right */
+	vmm_cmd(&h, ans, "fill 3");
+	err = offload(&h);
+	on_loop(&h, prepare_cb, &pc);
+	st = stats(&h, NULL);
+	tap(&h, !err && pc.ret == PAGER_CRITICAL_MAX_PAGES && !st.critical_budget_stops,
+	    "full set: %d page(s) restored in %llu us", pc.ret,
+	    (unsigned long long)(st.critical_last_restore_ns / 1000));
+	vmm_cmd(&h, ans, "verify 3 2");
+	tap(&h, !strcmp(ans, "ok"), "cycle 3: every byte verified (%s)", ans);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 4: the time bound stops the restore after its first run */
+	vmm_cmd(&h, ans, "fill 4");
+	err = offload(&h);
+	on_loop(&h, budget_cb, NULL);
+	on_loop(&h, prepare_cb, &pc);
+	st = stats(&h, NULL);
+	tap(&h, !err && pc.ret > 0 && pc.ret < PAGER_CRITICAL_MAX_PAGES &&
+	    st.critical_budget_stops == 1,
+	    "time bound reached: %d page(s) restored, the rest left to faults", pc.ret);
+	vmm_cmd(&h, ans, "verify 4 2");
+	tap(&h, !strcmp(ans, "ok"), "cycle 4: every byte verified (%s)", ans);
+	vmm_cmd(&h, ans, "quit");
+	wait_vmm_exit(&h);
+	harness_stop(&h);
+	printf("1..%d\n", h.tap);
+	return h.failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t mib;
@@ -1233,6 +1443,8 @@ int main(int argc, char **argv)
 	mib = argc >= 3 ? strtoull(argv[2], NULL, 0) : 0;
 	if (argc >= 2 && !strcmp(argv[1], "storeerr"))
 		return mode_storeerr(argv[0], mib ? mib : 8);
+	if (argc >= 2 && !strcmp(argv[1], "critical"))
+		return mode_critical(argv[0], mib ? mib : 16);
 	if (argc >= 2 && !strcmp(argv[1], "cancel"))
 		return mode_cancel(argv[0], mib ? mib : 64);
 	if (argc >= 2 && !strcmp(argv[1], "eintr"))

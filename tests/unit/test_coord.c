@@ -31,6 +31,8 @@ struct fake {
 	unsigned int cancels;
 	int cancel_err;
 	unsigned int delivered;
+	unsigned int pre_resumes, resumes_before_pre_resume, resume_delivered;
+	enum coord_state state_at_pre_resume;
 	uint64_t next_req, last_req, last_abort;
 	uint32_t last_flags;
 	enum coord_resume_reason last_reason;
@@ -116,6 +118,21 @@ static int f_offload_cancel(void *a)
 	return 0;
 }
 
+static int f_pre_resume(void *a)
+{
+	struct fake *f = a;
+
+	f->pre_resumes++;
+	f->resumes_before_pre_resume = f->resumes;
+	f->state_at_pre_resume = coord_state(f->c);
+	return 0;
+}
+
+static void f_resume_delivered(void *a)
+{
+	((struct fake *)a)->resume_delivered++;
+}
+
 static void f_transition(void *a, enum coord_state from, enum coord_state to, const char *why)
 {
 	struct fake *f = a;
@@ -137,6 +154,7 @@ static const struct coord_ops ops_link = {
 	.now = f_now, .arm_timer = f_arm, .handoff = f_handoff, .handoff_abort = f_abort,
 	.resumed = f_resumed, .pause = f_pause, .resume = f_resume, .offload = f_offload,
 	.offload_cancel = f_offload_cancel, .transition = f_transition, .delivered = f_delivered,
+	.pre_resume = f_pre_resume, .resume_delivered = f_resume_delivered,
 };
 
 static struct fake fw;
@@ -295,6 +313,63 @@ static void test_full_cycle_offload(void **s)
 	assert_int_equal(st.resumes_by_reason[COORD_RESUME_DATA_READY], 1);
 	assert_int_equal(st.delivery_hist[coord_hist_bucket(5 * MS)], 1);
 	assert_int_equal(fw.deadline, COORD_NO_DEADLINE);
+	coord_free(c);
+}
+
+/* After an offload the resume-critical pages come back before the VMM
+ * resumes; the critical window ends with the delivery (RESUME_ACK). */
+static void test_pre_resume_before_vmm_resume(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	advance(c, 30 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	assert_int_equal(fw.pre_resumes, 0);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(fw.pre_resumes, 1);
+	assert_int_equal(fw.resumes, 1);
+	assert_int_equal(fw.resumes_before_pre_resume, 0);	/* VMM still stopped */
+	assert_int_equal(fw.state_at_pre_resume, COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.resume_delivered, 0);	/* the guest has not answered */
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.delivered, 1);
+	assert_int_equal(fw.resume_delivered, 1);
+	coord_free(c);
+}
+
+/* A cancelled offload still left pages out: the restore runs too. */
+static void test_pre_resume_after_cancelled_offload(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	advance(c, 30 * MS);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(fw.cancels, 1);
+	assert_int_equal(fw.pre_resumes, 0);
+	coord_offload_done(c, -ECANCELED);
+	assert_int_equal(fw.pre_resumes, 1);
+	assert_int_equal(fw.resumes_before_pre_resume, 0);
+	coord_free(c);
+}
+
+/* Paused without an offload: nothing to restore, no pre-resume step. */
+static void test_no_pre_resume_without_offload(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+
+	(void)s;
+	advance(c, 10 * MS);	/* 30 ms: before the offload policy */
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(fw.resumes, 1);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.offloads, 0);
+	assert_int_equal(fw.pre_resumes, 0);
+	assert_int_equal(fw.resume_delivered, 0);
 	coord_free(c);
 }
 
@@ -943,6 +1018,9 @@ int main(void)
 		cmocka_unit_test(test_unmanaged_never_pauses),
 		cmocka_unit_test(test_short_wait_costs_nothing),
 		cmocka_unit_test(test_full_cycle_offload),
+		cmocka_unit_test(test_pre_resume_before_vmm_resume),
+		cmocka_unit_test(test_pre_resume_after_cancelled_offload),
+		cmocka_unit_test(test_no_pre_resume_without_offload),
 		cmocka_unit_test(test_short_wait_pauses_without_offload),
 		cmocka_unit_test(test_small_budget_no_offload_timer_resume),
 		cmocka_unit_test(test_frozen_guest_clock_timer),

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_critical.c - the resume-critical set.  After an offload, the pages
+ * the guest needs to answer again (kernel stacks, vsock rings and socket
+ * buffers, the module's work items) come back one userfaultfd round trip
+ * each, and the working-set prefetch only starts after the resume.  So the
+ * pager records the pages faulted in between a resume and its delivery
+ * (RESUME_ACK) and, before the next resume from an offload continues the
+ * VMM, reads exactly those back: runs of consecutive pages, a wave of
+ * store reads in flight at once through io_uring, each written into the
+ * memfd by pager_install_run as every restore does; bounded in pages and
+ * time (checked between waves).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "loop.h"
+#include "pager_internal.h"
+
+#define CRITICAL_RUN_MAX_PAGES	PAGER_MAX_FAULT_AROUND	/* one store read */
+#define CRITICAL_QUEUE_DEPTH	64	/* store reads in flight per wave; the
+					 * time budget is checked between waves */
+
+void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n)
+{
+	if (!p->crit_recording)
+		return;
+	for (uint64_t i = 0; i < n; i++) {
+		unsigned int at = (p->crit_head + p->crit_nr) % PAGER_CRITICAL_MAX_PAGES;
+
+		p->crit_pg[at] = pg + i;
+		if (p->crit_nr < PAGER_CRITICAL_MAX_PAGES) {
+			p->crit_nr++;
+		} else {	/* full: the newest fault replaces the oldest entry */
+			p->crit_head = (p->crit_head + 1) % PAGER_CRITICAL_MAX_PAGES;
+		}
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sorted, without duplicates: the set's pages in guest-RAM order. */
+static unsigned int snapshot_locked(struct pager *p, uint64_t *pgs)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < p->crit_nr; i++)
+		pgs[i] = p->crit_pg[(p->crit_head + i) % PAGER_CRITICAL_MAX_PAGES];
+	qsort(pgs, p->crit_nr, sizeof(*pgs), cmp_u64);
+	for (unsigned int i = 0; i < p->crit_nr; i++)
+		if (!n || pgs[n - 1] != pgs[i])
+			pgs[n++] = pgs[i];
+	return n;
+}
+
+/* One wave of store reads in flight at once. */
+struct crit_run {
+	uint64_t pg, n;
+	char *buf;
+};
+
+/* Claim the runs of the sorted set from *@i on, up to CRITICAL_QUEUE_DEPTH
+ * runs; their buffers are consecutive in @buf (room for the whole set). */
+static unsigned int claim_wave(struct pager *p, const uint64_t *pgs, unsigned int nr,
+			       unsigned int *i, char *buf, struct crit_run *runs)
+{
+	unsigned int nruns = 0;
+	uint64_t used = 0;
+
+	pthread_mutex_lock(&p->lock);
+	while (*i < nr && nruns < CRITICAL_QUEUE_DEPTH) {
+		uint64_t want = 1, n;
+
+		/* the run of consecutive set pages from pgs[*i] */
+		while (*i + want < nr && want < CRITICAL_RUN_MAX_PAGES &&
+		       pgs[*i + want] == pgs[*i] + want)
+			want++;
+		n = pager_claim_run_locked(p, pgs[*i], want, 0);
+		if (!n) {	/* not offloaded (or being restored): skip it */
+			(*i)++;
+			continue;
+		}
+		runs[nruns++] = (struct crit_run){ pgs[*i], n, buf + used * PAGER_PAGE_SIZE };
+		used += n;
+		*i += (unsigned int)n;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return nruns;
+}
+
+/* Read a wave of claimed runs from the store at once, then write each
+ * into the memfd (pager_install_run finishes every claim).  -errno of
+ * the first failed run; every run is finished either way. */
+static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run *runs,
+			unsigned int nruns, uint64_t *restored)
+{
+	int res[CRITICAL_QUEUE_DEPTH], err = 0;
+	unsigned int done = 0;
+
+	for (unsigned int k = 0; k < nruns; k++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+		res[k] = -EIO;
+		io_uring_prep_read(sqe, p->store.fd, runs[k].buf,
+				   (unsigned int)(runs[k].n * PAGER_PAGE_SIZE),
+				   pg_store_off(runs[k].pg));
+		io_uring_sqe_set_data(sqe, &res[k]);
+	}
+	if (io_uring_submit(ring) != (int)nruns)
+		done = nruns;	/* not all submitted: nothing to wait for safely */
+	while (done < nruns) {
+		struct io_uring_cqe *cqe;
+		int r = io_uring_wait_cqe(ring, &cqe);
+
+		if (r == -EINTR)
+			continue;
+		if (r < 0)
+			break;
+		*(int *)io_uring_cqe_get_data(cqe) = cqe->res;
+		io_uring_cqe_seen(ring, cqe);
+		done++;
+	}
+	for (unsigned int k = 0; k < nruns; k++) {
+		size_t len = runs[k].n * PAGER_PAGE_SIZE;
+		int rerr = res[k] < 0 ? res[k] : (size_t)res[k] != len ? -EIO : 0;
+
+		/* a short or failed read: the pread path (retries, EINTR) */
+		if (rerr)
+			rerr = store_read(&p->store, runs[k].buf, len, pg_store_off(runs[k].pg));
+		rerr = pager_install_run(p, runs[k].pg, runs[k].n, runs[k].buf, rerr);
+		if (!rerr)
+			*restored += runs[k].n;
+		else if (!err)
+			err = rerr;
+	}
+	return err;
+}
+
+int pager_resume_prepare(struct pager *p)
+{
+	uint64_t pgs[PAGER_CRITICAL_MAX_PAGES], t0 = now_ns(), restored = 0;
+	struct crit_run runs[CRITICAL_QUEUE_DEPTH];
+	unsigned int nr, i = 0;
+	bool budget_hit = false;
+	char *buf = NULL;
+	int err = 0;
+
+	pthread_mutex_lock(&p->lock);
+	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns ?
+	     snapshot_locked(p, pgs) : 0;
+	pthread_mutex_unlock(&p->lock);
+	if (nr) {
+		/* the ring lives with the pager: setting one up and tearing it
+		 * down costs milliseconds, more than the reads */
+		if (!p->crit_ring_up)
+			err = io_uring_queue_init(CRITICAL_QUEUE_DEPTH, &p->crit_ring, 0);
+		p->crit_ring_up = !err;
+		buf = err ? NULL : store_buf_alloc((size_t)nr * PAGER_PAGE_SIZE);
+		if (!err && !buf)
+			err = -ENOMEM;
+	}
+	while (!err && i < nr) {
+		unsigned int nruns;
+
+		/* the first wave always: a budget below one read still helps */
+		if (restored && now_ns() - t0 >= p->cfg.critical_budget_ns) {
+			budget_hit = true;
+			break;
+		}
+		nruns = claim_wave(p, pgs, nr, &i, buf, runs);
+		if (nruns)
+			err = restore_wave(p, &p->crit_ring, runs, nruns, &restored);
+	}
+	free(buf);
+	pthread_mutex_lock(&p->lock);
+	p->crit_restored_pages += restored;
+	p->crit_last_restore_ns = now_ns() - t0;
+	p->crit_budget_stops += budget_hit;
+	p->crit_recording = true;
+	pthread_mutex_unlock(&p->lock);
+	if (nr)
+		log_info(p->subject, "resume-critical set: %llu of %u page(s) restored in "
+			 "%llu us%s", (unsigned long long)restored, nr,
+			 (unsigned long long)((now_ns() - t0) / 1000),
+			 budget_hit ? " (time budget reached)" : "");
+	return err ? err : (int)restored;
+}
+
+void pager_resume_delivered(struct pager *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->crit_recording = false;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void pager_set_critical_budget(struct pager *p, uint64_t ns)
+{
+	p->cfg.critical_budget_ns = ns;
+}
+
+void pager_critical_release(struct pager *p)
+{
+	if (p->crit_ring_up)
+		io_uring_queue_exit(&p->crit_ring);
+	p->crit_ring_up = false;
+}
