@@ -1509,6 +1509,10 @@ def cmd_record(args):
 
 def cmd_table(args):
     """A Markdown table of a run's cohorts (for the README)."""
+    if not os.path.isfile(os.path.join(args.run_dir, "summary.json")):
+        print(f"replay: {args.run_dir} has no summary.json: the run is not "
+              "finished, or it failed (see its log)", file=sys.stderr)
+        return 1
     with open(os.path.join(args.run_dir, "summary.json")) as f:
         s = json.load(f)
     with open(os.path.join(args.run_dir, "validation.json")) as f:
