@@ -11,6 +11,12 @@
  * framing error drops the link: devices are released, and a reconnect is
  * scheduled with capped exponential backoff.  While connected nothing is
  * scheduled: an idle link costs no wakeups.
+ *
+ * The socket is bound to a reserved local port (below 1024, as NFS and RPC
+ * clients do) before connecting: only the kernel or a process with
+ * CAP_NET_BIND_SERVICE can hold one, so the host refuses the guest link
+ * from any other port and an unprivileged guest process cannot take over
+ * the VM's session.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -24,6 +30,13 @@
 
 /* A blocked send (host not reading) gives up after this long. */
 #define VMNAP_SEND_TIMEOUT_S	2
+
+/*
+ * Local ports tried for the client socket, highest first: reserved ports
+ * (below 1024), which af_vsock lets only CAP_NET_BIND_SERVICE bind.
+ */
+#define VMNAP_RESV_PORT_MAX	1023U
+#define VMNAP_RESV_PORT_MIN	512U
 
 static void vmnap_sk_data_ready(struct sock *sk)
 {
@@ -156,6 +169,29 @@ static void vmnap_lost(void)
 	vmnap_schedule_connect();
 }
 
+/*
+ * Bind @sock to the highest free reserved port.  -EADDRNOTAVAIL when all
+ * are taken, another -errno when binding fails otherwise.
+ */
+static int vmnap_bind_reserved(struct socket *sock)
+{
+	struct sockaddr_vm local = {
+		.svm_family = AF_VSOCK,
+		.svm_cid = VMADDR_CID_ANY,
+	};
+	unsigned int port;
+	int ret;
+
+	for (port = VMNAP_RESV_PORT_MAX; port >= VMNAP_RESV_PORT_MIN; port--) {
+		local.svm_port = port;
+		ret = kernel_bind(sock, (struct sockaddr *)&local,
+				  sizeof(local));
+		if (ret != -EADDRINUSE)
+			return ret;
+	}
+	return -EADDRNOTAVAIL;
+}
+
 static void vmnap_connect_work(struct work_struct *work)
 {
 	struct sockaddr_vm addr = {
@@ -176,6 +212,22 @@ static void vmnap_connect_work(struct work_struct *work)
 		return;
 	}
 	sock_set_sndtimeo(sock->sk, VMNAP_SEND_TIMEOUT_S);
+	ret = vmnap_bind_reserved(sock);
+	if (ret) {
+		sock_release(sock);
+		vmnap_count(VMNAP_CTR_CONNECT_FAILS);
+		if (ret == -EADDRNOTAVAIL) {
+			vmnap_count(VMNAP_CTR_NO_RESV_PORT);
+			pr_warn_ratelimited("no free reserved port in %u..%u, retrying\n",
+					    VMNAP_RESV_PORT_MIN,
+					    VMNAP_RESV_PORT_MAX);
+		} else {
+			pr_warn_ratelimited("bind a reserved port: %d, retrying\n",
+					    ret);
+		}
+		vmnap_schedule_connect();
+		return;
+	}
 	ret = kernel_connect(sock, (struct sockaddr *)&addr, sizeof(addr), 0);
 	if (ret) {
 		sock_release(sock);

@@ -100,6 +100,7 @@ enum vmnap_counter {
 	VMNAP_CTR_TIMER_RESYNCS,	/* timer book rebuilt from the queues */
 	VMNAP_CTR_TIMER_UNKNOWN,	/* evidence with an unknown timer */
 	VMNAP_CTR_TIMER_WHEEL_BLIND,	/* sampling CPU's timer wheel unseen */
+	VMNAP_CTR_NO_RESV_PORT,		/* connects with no reserved port free */
 	VMNAP_CTR_MAX,
 };
 

@@ -362,6 +362,15 @@ static void vsock_conn(struct acceptor *a, int cfd,
 		close(cfd);
 		return;
 	}
+	if (svm->svm_port >= GUEST_LINK_RESERVED_PORT_END) {
+		vl->st.unreserved_port++;
+		if (guest_link_log_nth(vl->st.unreserved_port))
+			log_warn(VSOCK_SUBJECT, "connection from cid %u port %u refused: "
+				 "not a reserved port (%" PRIu64 " so far)",
+				 svm->svm_cid, svm->svm_port, vl->st.unreserved_port);
+		close(cfd);
+		return;
+	}
 	guest_link_vsock_route(vl->d, cfd, svm->svm_cid);
 }
 

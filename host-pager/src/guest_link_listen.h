@@ -38,6 +38,7 @@
 #ifndef VMNAP_GUEST_LINK_LISTEN_H
 #define VMNAP_GUEST_LINK_LISTEN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "vmnapd.h"
@@ -49,6 +50,22 @@
 #define GUEST_LINK_ACCEPT_RETRY_MS	100U
 /* Lowest CID a guest can have (0 hypervisor, 1 local, 2 host). */
 #define GUEST_LINK_VSOCK_MIN_CID	3U
+/*
+ * The guest module connects from a reserved vsock port (below this), which
+ * only the guest kernel or a guest process with CAP_NET_BIND_SERVICE can
+ * bind.  Where the transport tells the guest's port (vmnapd's vsock device,
+ * the AF_VSOCK listener) a guest link connection from any other port is
+ * refused, counted and logged, so an unprivileged guest process cannot take
+ * over its VM's session.  The hybrid unix socket does not carry the guest's
+ * port: there the VMM's own checks are all there is.
+ */
+#define GUEST_LINK_RESERVED_PORT_END	1024U
+
+/* Log a refusal on the 1st, 2nd, 4th, 8th... one: a flood stays quiet. */
+static inline bool guest_link_log_nth(uint64_t n)
+{
+	return n && !(n & (n - 1));
+}
 
 struct guest_link_listener;
 struct guest_link_vsock_listener;
@@ -67,6 +84,7 @@ struct guest_link_listen_stats {
 struct guest_link_vsock_stats {
 	uint64_t accepts;
 	uint64_t unknown_cid;		/* closed: no VM has the peer's CID */
+	uint64_t unreserved_port;	/* closed: peer port not reserved */
 	uint64_t bad_peer;		/* closed: peer address not AF_VSOCK */
 	uint64_t accept_errors;
 };

@@ -37,6 +37,7 @@
 #include <linux/virtio_vsock.h>
 
 #include "guest_link.h"
+#include "guest_link_listen.h"
 #include "log.h"
 #include "usock.h"
 #include "pager.h"
@@ -730,6 +731,15 @@ static void guest_request(struct vhost_vsock *vs, uint32_t local_port, uint32_t 
 	struct vsock_conn *c;
 	int fd = -1;
 
+	if (local_port == VMNAP_DEFAULT_PORT && peer_port >= GUEST_LINK_RESERVED_PORT_END) {
+		vs->stats.unreserved_port++;
+		if (guest_link_log_nth(vs->stats.unreserved_port))
+			log_warn(vs->subject, "guest port %u -> host port %u refused: "
+				 "not a reserved port (%" PRIu64 " so far)",
+				 peer_port, local_port, vs->stats.unreserved_port);
+		queue_rst(vs, local_port, peer_port);
+		return;
+	}
 	if (!to_link) {
 		fd = unix_connect_port(vs, local_port);
 		if (fd < 0) {

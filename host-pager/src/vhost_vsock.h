@@ -72,6 +72,7 @@ struct vhost_vsock_stats {
 	uint64_t credit_violations;	/* sent beyond our credit: RST */
 	uint64_t unknown_conn;		/* packet for no connection: RST */
 	uint64_t conn_limit;		/* REQUEST beyond VSOCK_CONN_MAX */
+	uint64_t unreserved_port;	/* guest link REQUEST from port >= 1024: RST */
 	uint64_t rst_dropped;		/* stray RST queue full */
 	uint64_t bad_connect_lines;	/* host client sent a bad CONNECT */
 	uint64_t residency_errors;	/* pager could not make RAM resident */

@@ -49,6 +49,7 @@ static const char *const vmnap_counter_names[VMNAP_CTR_MAX] = {
 	[VMNAP_CTR_TIMER_RESYNCS] = "timer_resyncs",
 	[VMNAP_CTR_TIMER_UNKNOWN] = "timer_unknown",
 	[VMNAP_CTR_TIMER_WHEEL_BLIND] = "timer_wheel_blind",
+	[VMNAP_CTR_NO_RESV_PORT] = "no_reserved_port",
 };
 
 struct vmnap_status {

@@ -8,7 +8,8 @@
 # device: coordinator + guest link + device), the guest loads vmnap.ko,
 # the module says HELLO over virtio-vsock; both ends must report the link
 # up.  Then the guest unloads the module: the link closes on both sides,
-# and a reload says HELLO again.
+# and a reload says HELLO again.  A guest process without privileges
+# (source port >= 1024) is refused at port 5151 and the link stays up.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -44,6 +45,9 @@ check "VM with a vsock device registered through the API" \
 guest_start hello --vsock-user "$W/vu.sock" --timeout $GUEST_TIMEOUT -- "
 up() { for i in \$(seq $LINK_WAIT); do vmnap-guest status 2>/dev/null | grep -q '^link=up' && return 0; sleep 1; done; return 1; }
 insmod /lib/modules/vmnap.ko && up && echo LINK-UP-1
+echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >>/etc/passwd
+if su -s /bin/sh nobody -c 'vsock_xfer client vsock:2:5151 echo:16 -t 30'; then
+	echo UNPRIV-CONNECTED; else echo UNPRIV-REFUSED; fi
 read line </dev/ttyS1
 rmmod vmnap && echo MODULE-GONE
 read line </dev/ttyS1
@@ -57,6 +61,15 @@ else
 fi
 check "vmnapd sees the link up (API link.state)" [ "$(link_state)" = up ]
 check "vmnapd logged the module's HELLO" grep -q "guest HELLO: vmnap.ko" "$W/vmnapd.log"
+
+# An unprivileged guest process (ephemeral source port >= 1024) is refused
+# at port 5151: it cannot take over the module's session.
+guest_wait_console hello '^UNPRIV-' $LINK_WAIT || true
+check "unprivileged guest process refused at port 5151" \
+	grep -q '^UNPRIV-REFUSED' "$GUEST_DIR/hello.log"
+check "vmnapd logged the refusal (not a reserved port)" \
+	grep -q "host port 5151 refused: not a reserved port" "$W/vmnapd.log"
+check "the module's link is still up" [ "$(link_state)" = up ]
 
 guest_send hello go
 guest_wait_console hello '^MODULE-GONE' $LINK_WAIT || true

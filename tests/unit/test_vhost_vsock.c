@@ -28,6 +28,7 @@
 #include <cmocka.h>
 #include <linux/virtio_vsock.h>
 
+#include "guest_link_listen.h"
 #include "log.h"
 #include "loop.h"
 #include "pager.h"
@@ -331,9 +332,9 @@ static void fill_hdr(struct virtio_vsock_hdr *h, uint16_t op, uint32_t len)
 	h->buf_alloc = 256 * 1024;
 }
 
-/* Guest sends one packet; @gpa_override != 0 points the descriptor there. */
-static void tx_send(struct fe *f, uint16_t op, const void *data, uint32_t len,
-		    uint64_t gpa_override, uint32_t flags)
+/* Guest sends one packet from @src to host port @dst. */
+static void tx_send_ports(struct fe *f, uint16_t op, const void *data, uint32_t len,
+			  uint64_t gpa_override, uint32_t flags, uint32_t src, uint32_t dst)
 {
 	static unsigned int slot;
 	unsigned int d = slot++ % QSZ;
@@ -342,6 +343,8 @@ static void tx_send(struct fe *f, uint16_t op, const void *data, uint32_t len,
 
 	fill_hdr(&h, op, len);
 	h.flags = flags;
+	h.src_port = src;
+	h.dst_port = dst;
 	memcpy(f->ram + off, &h, sizeof(h));
 	if (len && data)
 		memcpy(f->ram + off + sizeof(h), data, len);
@@ -350,6 +353,13 @@ static void tx_send(struct fe *f, uint16_t op, const void *data, uint32_t len,
 	};
 	offer(f, TXQ, (uint16_t)d);
 	kick(f, TXQ);
+}
+
+/* Guest sends one packet; @gpa_override != 0 points the descriptor there. */
+static void tx_send(struct fe *f, uint16_t op, const void *data, uint32_t len,
+		    uint64_t gpa_override, uint32_t flags)
+{
+	tx_send_ports(f, op, data, len, gpa_override, flags, GUEST_PORT, HOST_PORT);
 }
 
 /* Next packet the device put in RX: false when none. */
@@ -535,6 +545,55 @@ static void test_refused_port_gets_rst(void **state)
 	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
 	vhost_vsock_get_stats(f->vm->vsock, &st);
 	assert_int_equal(st.unknown_conn, 1);
+}
+
+/*
+ * The guest link port takes connections from reserved guest ports only
+ * (what the guest kernel's module uses); any other port is a guest process
+ * that could bind it unprivileged: RST, counted.  (No vm->link here: the
+ * port is bridged to "<uds>_5151", which shows the REQUEST was accepted.)
+ */
+static void test_link_port_needs_reserved_source_port(void **state)
+{
+	struct fe *f = *state;
+	struct virtio_vsock_hdr h;
+	struct vhost_vsock_stats st;
+	int lfd = host_listen(f, VMNAP_DEFAULT_PORT), cfd;
+	enum log_level lvl = log_get_level();
+
+	log_set_level(LOG_ERR);		/* the refusals warn */
+	rx_post(f, 8);
+	tx_send_ports(f, VIRTIO_VSOCK_OP_REQUEST, NULL, 0, 0, 0,
+		      GUEST_LINK_RESERVED_PORT_END, VMNAP_DEFAULT_PORT);
+	tx_send_ports(f, VIRTIO_VSOCK_OP_REQUEST, NULL, 0, 0, 0, GUEST_PORT, VMNAP_DEFAULT_PORT);
+	for (unsigned int i = 0; i < 2; i++) {
+		assert_true(rx_get(f, &h, NULL));
+		assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+		assert_int_equal(h.src_port, VMNAP_DEFAULT_PORT);
+		assert_int_equal(h.dst_port, i ? GUEST_PORT : GUEST_LINK_RESERVED_PORT_END);
+	}
+	log_set_level(lvl);
+	vhost_vsock_get_stats(f->vm->vsock, &st);
+	assert_int_equal(st.unreserved_port, 2);
+	assert_int_equal(st.guest_connects, 0);
+	assert_int_equal(vhost_vsock_nr_conns(f->vm->vsock), 0);
+	assert_int_equal(fcntl(lfd, F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(accept(lfd, NULL, NULL), -1);	/* nothing reached the host */
+	assert_int_equal(fcntl(lfd, F_SETFL, 0), 0);
+	/* the highest reserved port is accepted */
+	tx_send_ports(f, VIRTIO_VSOCK_OP_REQUEST, NULL, 0, 0, 0,
+		      GUEST_LINK_RESERVED_PORT_END - 1, VMNAP_DEFAULT_PORT);
+	assert_true(rx_get(f, &h, NULL));
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RESPONSE);
+	assert_int_equal(h.dst_port, GUEST_LINK_RESERVED_PORT_END - 1);
+	cfd = accept(lfd, NULL, NULL);
+	assert_true(cfd >= 0);
+	vhost_vsock_get_stats(f->vm->vsock, &st);
+	assert_int_equal(st.unreserved_port, 2);
+	assert_int_equal(st.guest_connects, 1);
+	/* other ports take any source port (test_stream_both_ways) */
+	close(cfd);
+	close(lfd);
 }
 
 static void test_paused_device_does_not_touch_guest_ram(void **state)
@@ -838,6 +897,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_oversize_message_drops_front_end, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stream_both_ways, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_port_gets_rst, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link_port_needs_reserved_source_port,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_paused_device_does_not_touch_guest_ram, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_buffers_made_resident_before_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_descriptors_and_credit, setup, teardown),
