@@ -787,8 +787,7 @@ static bool guest_data(struct vhost_vsock *vs, struct vsock_conn *c,
 		       const struct virtq_chain *ch, uint32_t len)
 {
 	struct iovec iov[VIRTQ_CHAIN_MAX];
-	size_t off = VSOCK_HDR_SIZE, left = len;
-	unsigned int n = 0;
+	unsigned int n;
 	ssize_t w = 0;
 
 	if (c->rx_cnt - c->fwd_cnt + (uint64_t)len > VSOCK_CONN_BUF_ALLOC) {
@@ -800,20 +799,7 @@ static bool guest_data(struct vhost_vsock *vs, struct vsock_conn *c,
 	c->rx_cnt += len;
 	vs->stats.tx_bytes += len;
 	/* the payload as iovecs over the chain's readable part */
-	for (unsigned int i = 0; i < ch->nout && left; i++) {
-		const struct virtq_seg *s = &ch->segs[i];
-		size_t take;
-
-		if (off >= s->len) {
-			off -= s->len;
-			continue;
-		}
-		take = s->len - off < left ? s->len - off : left;
-		iov[n].iov_base = (uint8_t *)s->addr + off;
-		iov[n++].iov_len = take;
-		left -= take;
-		off = 0;
-	}
+	n = virtq_chain_iov(ch, false, VSOCK_HDR_SIZE, len, iov);
 	if (c->kind == CONN_LINK) {
 		for (unsigned int i = 0; i < n && c->link; i++)
 			guest_link_rx(c->link, iov[i].iov_base, iov[i].iov_len);
@@ -1007,8 +993,7 @@ static ssize_t read_host_data(struct vsock_conn *c, const struct virtq_chain *ch
 			      uint32_t max)
 {
 	struct iovec iov[VIRTQ_CHAIN_MAX];
-	size_t off = VSOCK_HDR_SIZE, left = max;
-	unsigned int n = 0;
+	unsigned int n;
 	ssize_t r;
 
 	if (c->kind == CONN_LINK) {
@@ -1026,20 +1011,7 @@ static ssize_t read_host_data(struct vsock_conn *c, const struct virtq_chain *ch
 		}
 		return done ? (ssize_t)done : -EAGAIN;
 	}
-	for (unsigned int i = ch->nout; i < ch->nout + ch->nin && left; i++) {
-		const struct virtq_seg *s = &ch->segs[i];
-		size_t take;
-
-		if (off >= s->len) {
-			off -= s->len;
-			continue;
-		}
-		take = s->len - off < left ? s->len - off : left;
-		iov[n].iov_base = (uint8_t *)s->addr + off;
-		iov[n++].iov_len = take;
-		left -= take;
-		off = 0;
-	}
+	n = virtq_chain_iov(ch, true, VSOCK_HDR_SIZE, max, iov);
 	r = readv(c->fd, iov, (int)n);
 	if (r < 0)
 		return errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;

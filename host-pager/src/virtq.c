@@ -213,25 +213,40 @@ bool virtq_should_notify(struct virtq *vq)
 	return !(flags & VRING_AVAIL_F_NO_INTERRUPT);
 }
 
-size_t virtq_chain_read(const struct virtq_chain *ch, size_t off, void *buf,
-			size_t len)
+unsigned int virtq_chain_iov(const struct virtq_chain *ch, bool writable,
+			     size_t off, size_t len, struct iovec *iov)
 {
-	size_t done = 0;
+	unsigned int i = writable ? ch->nout : 0;
+	unsigned int end = writable ? ch->nout + ch->nin : ch->nout;
+	unsigned int n = 0;
 
-	for (unsigned int i = 0; i < ch->nout && done < len; i++) {
+	for (; i < end && len; i++) {
 		const struct virtq_seg *s = &ch->segs[i];
-		size_t n;
+		size_t take;
 
 		if (off >= s->len) {
 			off -= s->len;
 			continue;
 		}
-		n = s->len - off;
-		if (n > len - done)
-			n = len - done;
-		memcpy((char *)buf + done, (const char *)s->addr + off, n);
-		done += n;
+		take = s->len - off < len ? s->len - off : len;
+		iov[n].iov_base = (char *)s->addr + off;
+		iov[n++].iov_len = take;
+		len -= take;
 		off = 0;
+	}
+	return n;
+}
+
+size_t virtq_chain_read(const struct virtq_chain *ch, size_t off, void *buf,
+			size_t len)
+{
+	struct iovec iov[VIRTQ_CHAIN_MAX];
+	unsigned int n = virtq_chain_iov(ch, false, off, len, iov);
+	size_t done = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		memcpy((char *)buf + done, iov[i].iov_base, iov[i].iov_len);
+		done += iov[i].iov_len;
 	}
 	return done;
 }
@@ -239,22 +254,13 @@ size_t virtq_chain_read(const struct virtq_chain *ch, size_t off, void *buf,
 size_t virtq_chain_write(const struct virtq_chain *ch, size_t off,
 			 const void *buf, size_t len)
 {
+	struct iovec iov[VIRTQ_CHAIN_MAX];
+	unsigned int n = virtq_chain_iov(ch, true, off, len, iov);
 	size_t done = 0;
 
-	for (unsigned int i = ch->nout; i < ch->nout + ch->nin && done < len; i++) {
-		const struct virtq_seg *s = &ch->segs[i];
-		size_t n;
-
-		if (off >= s->len) {
-			off -= s->len;
-			continue;
-		}
-		n = s->len - off;
-		if (n > len - done)
-			n = len - done;
-		memcpy((char *)s->addr + off, (const char *)buf + done, n);
-		done += n;
-		off = 0;
+	for (unsigned int i = 0; i < n; i++) {
+		memcpy(iov[i].iov_base, (const char *)buf + done, iov[i].iov_len);
+		done += iov[i].iov_len;
 	}
 	return done;
 }

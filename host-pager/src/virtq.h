@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <linux/virtio_ring.h>
 
 #define VIRTQ_NUM_MAX		32768U	/* virtio: queue size is <= 32768 */
@@ -116,6 +117,13 @@ void virtq_push(struct virtq *vq, uint16_t head, uint32_t len);
  */
 bool virtq_should_notify(struct virtq *vq);
 
+/*
+ * iovecs over up to @len bytes of the chain's device-readable part
+ * (@writable false) or device-writable part, starting @off bytes into it.
+ * Fills at most VIRTQ_CHAIN_MAX entries of @iov; returns how many.
+ */
+unsigned int virtq_chain_iov(const struct virtq_chain *ch, bool writable,
+			     size_t off, size_t len, struct iovec *iov);
 /* Copy up to @len bytes starting @off bytes into the readable part. */
 size_t virtq_chain_read(const struct virtq_chain *ch, size_t off, void *buf,
 			size_t len);
