@@ -797,6 +797,23 @@ static int wait_vmm_exit(struct harness *h)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* Tell the mock VMM to quit; its exit status as wait_vmm_exit() gives it. */
+static int vmm_quit(struct harness *h)
+{
+	char ans[LINE_MAX_LEN];
+
+	vmm_cmd(h, ans, "quit");
+	return wait_vmm_exit(h);
+}
+
+/* End a scenario: stop the harness, print the TAP plan; the exit status. */
+static int harness_finish(struct harness *h)
+{
+	harness_stop(h);
+	printf("1..%d\n", h->tap);
+	return h->failures ? 1 : 0;
+}
+
 /* ------------------------------------------------------------------ modes */
 
 static int mode_basic(const char *self, uint64_t mib)
@@ -875,8 +892,7 @@ static int mode_basic(const char *self, uint64_t mib)
 	vmm_cmd(&h, ans, "verify 3 3 256 384");
 	tap(&h, !strcmp(ans, "ok"), "cycle 3: verified, dropped range reads zero (%s)", ans);
 
-	vmm_cmd(&h, ans, "quit");
-	tap(&h, wait_vmm_exit(&h) == 0, "mock VMM exited cleanly");
+	tap(&h, vmm_quit(&h) == 0, "mock VMM exited cleanly");
 	for (int i = 0; i < 100 && have; i++) {
 		stats(&h, &have);
 		if (have)
@@ -895,11 +911,8 @@ static int mode_basic(const char *self, uint64_t mib)
 	vmm_spawn_opts(&h, self, 1, 1, "/nonexistent/mem.sock", true);
 	read_line(h.from_vmm, ans, sizeof(ans));
 	tap(&h, !strcmp(ans, "ready"), "VMNAP_ALLOW_UNMANAGED=1: runs unmanaged (%s)", ans);
-	vmm_cmd(&h, ans, "quit");
-	wait_vmm_exit(&h);
-	harness_stop(&h);
-	printf("1..%d\n", h.tap);
-	return h.failures ? 1 : 0;
+	vmm_quit(&h);
+	return harness_finish(&h);
 }
 
 static void offload_async_cb(struct harness *h, void *arg)
@@ -965,11 +978,8 @@ static int mode_cancel(const char *self, uint64_t mib)
 	    "a full offload after the cancel: %s", strerror(-err));
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(&h, !strcmp(ans, "ok"), "every byte verified again (%s)", ans);
-	vmm_cmd(&h, ans, "quit");
-	wait_vmm_exit(&h);
-	harness_stop(&h);
-	printf("1..%d\n", h.tap);
-	return h.failures ? 1 : 0;
+	vmm_quit(&h);
+	return harness_finish(&h);
 }
 
 static void pager_error_cb(struct pager *p, int err, const char *what, void *arg)
@@ -1051,11 +1061,8 @@ static int mode_storeerr(const char *self, uint64_t mib)
 	tap(&h, !st.faults_stuck, "store back: the waiting fault was served on retry");
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(&h, !strcmp(ans, "ok"), "every byte right, the blocked page included (%s)", ans);
-	vmm_cmd(&h, ans, "quit");
-	wait_vmm_exit(&h);
-	harness_stop(&h);
-	printf("1..%d\n", h.tap);
-	return h.failures ? 1 : 0;
+	vmm_quit(&h);
+	return harness_finish(&h);
 }
 
 static void slow_cb(struct harness *h, void *arg)
@@ -1081,11 +1088,8 @@ static int mode_eintr(const char *self)
 	    SIGNAL_STORM_US, ans);
 	vmm_cmd(&h, ans, "verify 1 1");
 	tap(&h, !strcmp(ans, "ok"), "guest RAM right (%s)", ans);
-	vmm_cmd(&h, ans, "quit");
-	tap(&h, wait_vmm_exit(&h) == 0, "mock VMM exited cleanly");
-	harness_stop(&h);
-	printf("1..%d\n", h.tap);
-	return h.failures ? 1 : 0;
+	tap(&h, vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
 }
 
 static int mode_enospc(const char *self, uint64_t mib)
@@ -1120,11 +1124,8 @@ static int mode_enospc(const char *self, uint64_t mib)
 	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(&h, !strcmp(ans, "ok"), "every byte still right after the aborted offload (%s)", ans);
-	vmm_cmd(&h, ans, "quit");
-	wait_vmm_exit(&h);
-	harness_stop(&h);
-	printf("1..%d\n", h.tap);
-	return h.failures ? 1 : 0;
+	vmm_quit(&h);
+	return harness_finish(&h);
 }
 
 static double gib_s(uint64_t bytes, uint64_t ns)
@@ -1199,8 +1200,7 @@ static int mode_bench(const char *self, uint64_t mib)
 		return 1;
 	st = stats(&h, NULL);
 	zero_evict = gib_s(bytes, st.last_offload_ns);
-	vmm_cmd(&h, ans, "quit");
-	wait_vmm_exit(&h);
+	vmm_quit(&h);
 	harness_stop(&h);
 	printf("{\"bytes\": %llu, \"nonzero_bytes\": %llu, \"evict_gib_s\": %.3f, "
 	       "\"zero_evict_gib_s\": %.3f, \"fault_p50_us\": %.1f, \"fault_p99_us\": %.1f, "
@@ -1418,11 +1418,8 @@ static int mode_critical(const char *self, uint64_t mib)
 	    "time bound reached: %d page(s) restored, the rest left to faults", pc.ret);
 	vmm_cmd(&h, ans, "verify 4 2");
 	tap(&h, !strcmp(ans, "ok"), "cycle 4: every byte verified (%s)", ans);
-	vmm_cmd(&h, ans, "quit");
-	wait_vmm_exit(&h);
-	harness_stop(&h);
-	printf("1..%d\n", h.tap);
-	return h.failures ? 1 : 0;
+	vmm_quit(&h);
+	return harness_finish(&h);
 }
 
 int main(int argc, char **argv)
