@@ -19,9 +19,9 @@ export VMNAP_CACHE
 
 CC		?= gcc
 CFLAGS_BASE	:= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g \
-		   -fno-strict-aliasing -I$(CURDIR) -I$(CURDIR)/host-pager/src
+		   -fno-strict-aliasing -I$(CURDIR)
 CFLAGS		?=
-ALL_CFLAGS	= $(CFLAGS_BASE) $(EXTRA_CFLAGS) $(CFLAGS)
+ALL_CFLAGS	= $(CFLAGS_BASE) $(LAYER_INC) $(EXTRA_CFLAGS) $(CFLAGS)
 LDFLAGS		?=
 
 # Kernel headers: Debian's linux-headers-<ver>-amd64 that matches the guest

@@ -1,11 +1,21 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # vmnapd, vmnapctl and libvmnap-preload.so.
 #
-# Every host-pager/src/*.c is part of the daemon.  All but main.c also form
-# $(BUILD)/libvmnapd.a, which the tests link against.
+# host-pager/src/<layer>/*.c is the daemon, one folder per layer (listed in
+# host-pager/src/layers.mk).  A layer's objects are compiled with include
+# paths for that layer and the layers it uses only, so a lower layer cannot
+# even see a higher one's headers.  All but api/main.c also form
+# $(BUILD)/libvmnapd.a, which the tests link against (tests, tools and fuzz
+# targets see every layer: VMNAPD_INC).
 
-VMNAPD_SRCS	:= $(wildcard host-pager/src/*.c)
-VMNAPD_LIB_SRCS	:= $(filter-out host-pager/src/main.c,$(VMNAPD_SRCS))
+include host-pager/src/layers.mk
+
+VMNAPD_SRC_DIR	:= host-pager/src
+VMNAPD_INC	:= $(VMNAPD_LAYERS:%=-I$(CURDIR)/$(VMNAPD_SRC_DIR)/%)
+LAYER_INC	= $(VMNAPD_INC)
+
+VMNAPD_SRCS	:= $(foreach l,$(VMNAPD_LAYERS),$(wildcard $(VMNAPD_SRC_DIR)/$(l)/*.c))
+VMNAPD_LIB_SRCS	:= $(filter-out $(VMNAPD_SRC_DIR)/api/main.c,$(VMNAPD_SRCS))
 VMNAPD_LIB	:= $(BUILD)/libvmnapd.a
 VMNAPD_LDLIBS	:= -luring -lmicrohttpd -ljansson -lsystemd -lcurl -lpthread
 
@@ -13,11 +23,9 @@ $(VMNAPD_LIB): $(VMNAPD_LIB_SRCS:%.c=$(BUILD)/%.o)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-ifneq ($(wildcard host-pager/src/main.c),)
 PROGRAMS += $(BUILD)/vmnapd
-$(BUILD)/vmnapd: $(BUILD)/host-pager/src/main.o $(VMNAPD_LIB)
+$(BUILD)/vmnapd: $(BUILD)/$(VMNAPD_SRC_DIR)/api/main.o $(VMNAPD_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(VMNAPD_LDLIBS)
-endif
 
 # vmnapctl: one program per file in tools/, linked with the daemon library
 # for shared helpers.

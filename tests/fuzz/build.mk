@@ -18,14 +18,14 @@ FUZZ_DIR	:= $(BUILD)/fuzz
 FUZZ_SANITIZE	:= -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS	:= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g \
 		   -fno-omit-frame-pointer -fno-strict-aliasing $(FUZZ_SANITIZE) \
-		   -fsanitize=fuzzer-no-link -I$(CURDIR) -I$(CURDIR)/host-pager/src
+		   -fsanitize=fuzzer-no-link -I$(CURDIR) $(VMNAPD_INC)
 FUZZ_NAMES	:= $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_TARGETS	:= $(FUZZ_NAMES:%=$(FUZZ_DIR)/%)
 FUZZ_GEN	:= $(FUZZ_DIR)/gen_corpus
 # Daemon sources under test, per target.
 FUZZ_DEPS_fuzz_decode		:=
-FUZZ_DEPS_fuzz_guest_link	:= host-pager/src/guest_link.c \
-				   host-pager/src/loop.c host-pager/src/log.c
+FUZZ_DEPS_fuzz_guest_link	:= host-pager/src/link/guest_link.c \
+				   host-pager/src/core/loop.c host-pager/src/core/log.c
 
 TEST_PROGRAMS	+= $(FUZZ_TARGETS) $(FUZZ_GEN)
 
