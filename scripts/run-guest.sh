@@ -133,22 +133,46 @@ kdir=$("$here/guest-kernel.sh") || die "guest kernel unavailable (see above)"
 # The uncompressed PVH kernel boots seconds faster under TCG than the bzImage.
 kernel=$kdir/vmlinuz
 [ -f "$kdir/vmlinux" ] && kernel=$kdir/vmlinux
-if [ -z "$initrd" ]; then
-	initrd=$("$here/mkinitramfs.sh") || die "initramfs unavailable (see above)"
-fi
-
-# KVM when /dev/kvm opens and QEMU can reset and start a q35 vCPU with the
-# host CPU model on it (a sandbox may offer a /dev/kvm that cannot), else TCG.
+# KVM only where it really runs a guest kernel: QEMU starting a vCPU is not
+# enough (a nested or paravirtualised /dev/kvm, PVM here, starts one, and a
+# stock kernel then hangs right after decompression).  So boot the guest
+# kernel itself with no root file system and wait up to 10 s for its first
+# console line; the verdict is cached per host boot, kernel and QEMU.
 kvm_usable() {
+	local key verdict out pid
 	[ -r /dev/kvm ] && [ -w /dev/kvm ] || return 1
-	(printf '%s' '{"execute":"qmp_capabilities"}{"execute":"cont"}{"execute":"quit"}' |
-		timeout 20 qemu-system-x86_64 -machine q35 -accel kvm -cpu host -m 64 \
-			-nodefaults -display none -S -qmp stdio) >/dev/null 2>&1
+	key=$(printf '%s %s %s' "$(cat /proc/sys/kernel/random/boot_id)" \
+		"$(stat -c '%n %s %Y' "$kernel")" "$(qemu-system-x86_64 --version | head -1)" |
+		md5sum | cut -c1-16)
+	verdict=${VMNAP_CACHE:-/var/cache/vmnap}/accel/$key
+	if [ ! -f "$verdict" ]; then
+		mkdir -p "${verdict%/*}"
+		out=$(mktemp)
+		qemu-system-x86_64 -machine q35 -accel kvm -cpu host -m 256 -nodefaults \
+			-display none -no-reboot -kernel "$kernel" \
+			-append "console=ttyS0 earlyprintk=ttyS0 panic=-1" \
+			-serial "file:$out" </dev/null >/dev/null 2>&1 &
+		pid=$!
+		for _ in $(seq 50); do
+			grep -qa 'Linux version' "$out" && break
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		if grep -qa 'Linux version' "$out"; then echo kvm; else echo tcg; fi >"$verdict.$$"
+		kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+		rm -f "$out"
+		mv "$verdict.$$" "$verdict"
+	fi
+	[ "$(cat "$verdict")" = kvm ]
 }
 accel=${VMNAP_ACCEL:-}
 if [ -z "$accel" ]; then
 	if kvm_usable; then accel=kvm; else accel=tcg; fi
 fi
+if [ -z "$initrd" ]; then
+	initrd=$("$here/mkinitramfs.sh") || die "initramfs unavailable (see above)"
+fi
+
 case $accel in
 kvm) cpu_model=host ;;
 tcg) cpu_model=max ;;
