@@ -166,7 +166,7 @@ int main(void)
 		struct pager_config cfg;
 
 		pager_config_default(&cfg, dir);
-		err = pager_vm_attach(vm, &cfg, &rd, 1);
+		err = vm_pager_attach(vm, &cfg, &rd, 1);
 	}
 	tap(!err, "pager attached to a 6 GiB memfd: %s", strerror(-err));
 	if (err)
@@ -268,7 +268,7 @@ int main(void)
 	}
 
 	/* detach brings every page back while the mapper lives */
-	pager_vm_detach(vm);
+	vm_pager_detach(vm);
 	tap(watched_ok(memfd, LOWMEM + X, UINT64_MAX),
 	    "after detach every page is back, the dropped one reads zero");
 	if (map != MAP_FAILED)

@@ -1198,9 +1198,9 @@ static void test_vm_attach_detach(void **state)
 	*state = f;
 	snprintf(vm.name, sizeof(vm.name), "web1");
 	snprintf(vm.subject, sizeof(vm.subject), "vm web1");
-	assert_int_equal(guest_link_vm_attach(&vm, VMNAP_F_QUIESCE, &test_ops, f), 0);
+	assert_int_equal(vm_link_attach(&vm, VMNAP_F_QUIESCE, &test_ops, f), 0);
 	assert_non_null(vm.link);
-	assert_int_equal(guest_link_vm_attach(&vm, VMNAP_F_QUIESCE, &test_ops, f), -EEXIST);
+	assert_int_equal(vm_link_attach(&vm, VMNAP_F_QUIESCE, &test_ops, f), -EEXIST);
 	assert_int_equal(guest_link_connect(vm.link, &rec_transport, f), 0);
 	assert_int_equal(guest_link_rx(vm.link, buf, 0), 0);
 	{
@@ -1220,10 +1220,10 @@ static void test_vm_attach_detach(void **state)
 	assert_int_equal(f->ev.disconnects, 0);
 	assert_int_equal(guest_link_connect(vm.link, &rec_transport, f), 0);
 	/* detach ends the session through the transport, silently */
-	guest_link_vm_detach(&vm);
+	vm_link_detach(&vm);
 	assert_null(vm.link);
 	assert_int_equal(f->closes, 1);
-	guest_link_vm_detach(&vm);	/* no link: no-op */
+	vm_link_detach(&vm);	/* no link: no-op */
 }
 
 /* ---- tests: socketpair through the vmnapd loop ---- */

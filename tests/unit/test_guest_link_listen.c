@@ -113,7 +113,7 @@ static int setup(void **state)
 	snprintf(f->path, sizeof(f->path), "%s_%u", f->base, PORT);
 	f->vm = vm_new(&f->d, "t1");
 	assert_non_null(f->vm);
-	assert_int_equal(guest_link_vm_attach(f->vm, VMNAP_F_ALL, &ops, f), 0);
+	assert_int_equal(vm_link_attach(f->vm, VMNAP_F_ALL, &ops, f), 0);
 	loop_timer_init(&f->guard, on_guard, f);
 	f->vport = VSOCK_TEST_PORT_BASE + 2 * ((uint32_t)getpid() % VSOCK_TEST_PORT_SPAN);
 	f->vport_busy = f->vport + 1;
@@ -476,7 +476,7 @@ static void test_hybrid_no_link(void **state)
 	int fd, fd2;
 
 	assert_int_equal(guest_link_listen_hybrid(f->vm, f->base, PORT), 0);
-	guest_link_vm_detach(f->vm);
+	vm_link_detach(f->vm);
 	fd = guest_connect(f->path);
 	/* no link callback to stop on: turn the loop until the count moves */
 	while (!listen_stats(f).no_link) {
@@ -488,7 +488,7 @@ static void test_hybrid_no_link(void **state)
 	close(fd);
 
 	/* a link attached later gets the next connection */
-	assert_int_equal(guest_link_vm_attach(f->vm, VMNAP_F_ALL, &ops, f), 0);
+	assert_int_equal(vm_link_attach(f->vm, VMNAP_F_ALL, &ops, f), 0);
 	fd2 = guest_connect(f->path);
 	guest_handshake(f, fd2);
 	close(fd2);

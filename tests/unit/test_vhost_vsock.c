@@ -233,7 +233,7 @@ static int setup(void **state)
 	assert_non_null(f->vm);
 	cfg.vhost_user_path = f->vu_path;
 	cfg.uds_path = f->uds_path;
-	assert_int_equal(vhost_vsock_vm_attach(f->vm, &cfg), 0);
+	assert_int_equal(vm_vsock_attach(f->vm, &cfg), 0);
 	f->memfd = memfd_create("guest-ram", MFD_CLOEXEC);
 	assert_int_equal(ftruncate(f->memfd, RAM_SIZE), 0);
 	f->ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, f->memfd, 0);

@@ -411,7 +411,7 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 		created = true;
 	}
 	if (has_vsock && !vm->vsock) {
-		ret = vhost_vsock_vm_attach(vm, &vcfg);
+		ret = vm_vsock_attach(vm, &vcfg);
 		if (ret) {
 			reply_error(r, errno_status(ret), "vsock device: %s", strerror(-ret));
 			if (created)

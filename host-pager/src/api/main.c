@@ -68,7 +68,7 @@ static int vsock_opt_apply(struct vmnapd *d, char *spec)
 		vm = vm_new(d, name);
 	if (!vm)
 		return -errno;
-	err = vhost_vsock_vm_attach(vm, &cfg);
+	err = vm_vsock_attach(vm, &cfg);
 	if (err)
 		log_err(vm->subject, "vsock device: %s", strerror(-err));
 	return err;

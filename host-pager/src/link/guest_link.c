@@ -29,7 +29,6 @@
 
 #include "guest_link.h"
 #include "log.h"
-#include "vmnapd.h"
 
 #define NSEC_PER_SEC		1000000000ULL
 #define NSEC_PER_MSEC		1000000ULL
@@ -885,28 +884,6 @@ void guest_link_set_ops(struct guest_link *gl, const struct guest_link_ops *ops,
 	else
 		memset(&gl->ops, 0, sizeof(gl->ops));
 	gl->opaque = opaque;
-}
-
-int guest_link_vm_attach(struct vm *vm, uint32_t features,
-			 const struct guest_link_ops *ops, void *opaque)
-{
-	const struct guest_link_config cfg = {
-		.loop = vm->d->loop,
-		.subject = vm->subject,
-		.vm_id = vm->id,
-		.features = features,
-	};
-
-	if (vm->link)
-		return -EEXIST;
-	vm->link = guest_link_new(&cfg, ops, opaque);
-	return vm->link ? 0 : -errno;
-}
-
-void guest_link_vm_detach(struct vm *vm)
-{
-	guest_link_free(vm->link);
-	vm->link = NULL;
 }
 
 int guest_link_set_ram(struct guest_link *gl, const struct vmnap_ram *ram)

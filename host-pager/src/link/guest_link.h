@@ -43,6 +43,23 @@
 /* Bytes of host messages queued while the transport cannot take them. */
 #define GUEST_LINK_TXQ_MAX	(64U * 1024U)
 
+/*
+ * The guest module connects from a reserved vsock port (below this), which
+ * only the guest kernel or a guest process with CAP_NET_BIND_SERVICE can
+ * bind.  Where the transport tells the guest's port (vmnapd's vsock device,
+ * the AF_VSOCK listener) a guest link connection from any other port is
+ * refused, counted and logged, so an unprivileged guest process cannot take
+ * over its VM's session.  The hybrid unix socket does not carry the guest's
+ * port: there the VMM's own checks are all there is.
+ */
+#define GUEST_LINK_RESERVED_PORT_END	1024U
+
+/* Log a refusal on the 1st, 2nd, 4th, 8th... one: a flood stays quiet. */
+static inline bool guest_link_log_nth(uint64_t n)
+{
+	return n && !(n & (n - 1));
+}
+
 struct guest_link;
 
 /* A GPA range in host byte order. */
@@ -159,17 +176,6 @@ void guest_link_free(struct guest_link *gl);
 /* Replace the owner's callbacks (NULL: none), e.g. when the owner goes. */
 void guest_link_set_ops(struct guest_link *gl, const struct guest_link_ops *ops,
 			void *opaque);
-
-/*
- * vmnapd wiring: create vm->link for @vm (loop, subject "vm <name>" and id
- * from the VM; @features VMNAP_F_* the host supports).  -EEXIST when the
- * VM has a link, -ENOMEM.  vm_detach_all() frees it with
- * guest_link_vm_detach(), a no-op when there is none.
- */
-struct vm;
-int guest_link_vm_attach(struct vm *vm, uint32_t features,
-			 const struct guest_link_ops *ops, void *opaque);
-void guest_link_vm_detach(struct vm *vm);
 
 /*
  * The host's own map of guest RAM (the pager's), copied; NULL or nr == 0

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * pager.c - a VM's guest RAM: lifetime, mappers and their userfaultfd
- * registration, page-state transitions shared by the fault, prefetch and
- * offload paths, and the synchronous entry points (make_resident,
- * drop_free, stats).  See pager.h and pager_internal.h.
+ * pager.c - a VM's guest RAM: lifetime (starting and stopping the fault,
+ * prefetch and offload threads), mappers, the GPA map, and the synchronous
+ * entry points (make_resident, drop_free, offload, stats).  See pager.h.
+ * The page-state transitions those threads share are in pager_core.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,9 +26,6 @@
 #define DEFAULT_PREFETCH_MIN_BYTES	(64u << 10)
 #define DEFAULT_PREFETCH_MAX_BYTES	(4u << 20)
 #define RESTORE_RUN_MAX_PAGES		256	/* make_resident, detach */
-/* The ioctls a registered range must offer for the fault path. */
-#define UFFD_NEEDED_IOCTLS	((1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_ZEROPAGE) | \
-				 (1ull << _UFFDIO_WAKE))
 
 static const char *const page_state_names[PAGE_STATES] = {
 	[PAGE_RESIDENT] = "resident",
@@ -57,9 +54,9 @@ void pager_config_default(struct pager_config *cfg, const char *store_dir)
 	};
 }
 
-struct vm *pager_vm(struct pager *p)
+void *pager_owner(struct pager *p)
 {
-	return p->vm;
+	return p->owner;
 }
 
 static int config_check(const struct pager_config *c)
@@ -120,24 +117,6 @@ static void ram_ranges_publish(struct pager *p)
 		p->ram_ranges[i].gpa = vmnap_cpu64(p->gpa_map[i].gpa);
 		p->ram_ranges[i].len = vmnap_cpu64(p->gpa_map[i].size);
 	}
-}
-
-void pager_report_error(struct pager *p, int err, const char *what)
-{
-	uint64_t one = 1;
-
-	pthread_mutex_lock(&p->lock);
-	if (!strcmp(what, "fault"))
-		p->fault_errors++;
-	else if (!strcmp(what, "restore"))
-		p->restore_errors++;
-	if (!p->pending_err) {
-		p->pending_err = err;
-		p->pending_what = what;
-	}
-	pthread_mutex_unlock(&p->lock);
-	if (write(p->error_fd, &one, sizeof(one)) < 0)
-		log_err(p->subject, "cannot signal a pager error: %s", strerror(errno));
 }
 
 /* Loop callback: hand pending errors to the owner. */
@@ -206,22 +185,22 @@ static int regions_init(struct pager *p, const struct pager_region_desc *rd,
 	return 0;
 }
 
-int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
-		    const struct pager_region_desc *rd, unsigned int nr)
+int pager_new(struct loop *loop, const char *subject, const char *name,
+	      const struct pager_config *cfg, const struct pager_region_desc *rd,
+	      unsigned int nr, void *owner, struct pager **out)
 {
 	struct pager *p;
 	int err;
 
-	if (vm->pager)
-		return -EEXIST;
 	err = config_check(cfg);
 	if (err)
 		return err;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->vm = vm;
-	p->subject = vm->subject;
+	p->loop = loop;
+	p->owner = owner;
+	p->subject = subject;
 	p->cfg = *cfg;
 	p->store.fd = -1;
 	p->fault_wake_fd = -1;
@@ -240,7 +219,7 @@ int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
 		goto fail;
 	}
 	p->count[PAGE_RESIDENT] = p->npages;
-	err = store_open(&p->store, cfg->store_dir, vm->name,
+	err = store_open(&p->store, cfg->store_dir, name,
 			 p->npages * PAGER_PAGE_SIZE, cfg->direct_io);
 	if (err) {
 		log_err(p->subject, "cannot create store in %s: %s",
@@ -254,13 +233,13 @@ int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
 		err = -errno;
 		goto fail;
 	}
-	err = loop_add_fd(vm->d->loop, p->offload_done_fd, EPOLLIN,
+	err = loop_add_fd(p->loop, p->offload_done_fd, EPOLLIN,
 			  offload_done_cb, p);
 	if (err)
 		goto fail;
-	err = loop_add_fd(vm->d->loop, p->error_fd, EPOLLIN, error_cb, p);
+	err = loop_add_fd(p->loop, p->error_fd, EPOLLIN, error_cb, p);
 	if (err) {
-		loop_del_fd(vm->d->loop, p->offload_done_fd);
+		loop_del_fd(p->loop, p->offload_done_fd);
 		goto fail;
 	}
 	err = pager_fault_thread_start(p);
@@ -268,7 +247,7 @@ int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
 		err = pager_prefetch_thread_start(p);
 	if (err)
 		goto fail_loop;
-	vm->pager = p;
+	*out = p;
 	log_info(p->subject, "pager: %u region(s), %llu MiB, store %s%s",
 		 nr, (unsigned long long)(p->npages * PAGER_PAGE_SIZE >> 20),
 		 p->store.path, p->store.direct ? " (O_DIRECT)" : " (buffered)");
@@ -276,8 +255,8 @@ int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
 
 fail_loop:
 	pager_fault_thread_stop(p);
-	loop_del_fd(vm->d->loop, p->offload_done_fd);
-	loop_del_fd(vm->d->loop, p->error_fd);
+	loop_del_fd(p->loop, p->offload_done_fd);
+	loop_del_fd(p->loop, p->error_fd);
 fail:
 	if (p->fault_wake_fd >= 0)
 		close(p->fault_wake_fd);
@@ -333,9 +312,8 @@ static void restore_all(struct pager *p)
 			(unsigned long long)failed);
 }
 
-void pager_vm_detach(struct vm *vm)
+void pager_free(struct pager *p)
 {
-	struct pager *p = vm ? vm->pager : NULL;
 	bool live_mappers = false;
 
 	if (!p)
@@ -345,8 +323,8 @@ void pager_vm_detach(struct vm *vm)
 		atomic_store(&p->offload_abort, true);
 	offload_thread_join(p);
 	p->offloading = false;
-	loop_del_fd(vm->d->loop, p->offload_done_fd);
-	loop_del_fd(vm->d->loop, p->error_fd);
+	loop_del_fd(p->loop, p->offload_done_fd);
+	loop_del_fd(p->loop, p->error_fd);
 	p->error_cb = NULL;	/* detaching: nobody to tell */
 	pthread_mutex_lock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m; m = m->next)
@@ -385,7 +363,6 @@ void pager_vm_detach(struct vm *vm)
 	pthread_cond_destroy(&p->prefetch_cv);
 	log_info(p->subject, "pager detached");
 	free(p);
-	vm->pager = NULL;
 }
 
 void pager_set_not_evictable(struct pager *p, const char *reason)
@@ -395,87 +372,6 @@ void pager_set_not_evictable(struct pager *p, const char *reason)
 	p->not_evictable_reason = reason;
 	pthread_mutex_unlock(&p->lock);
 	log_info(p->subject, "not evictable: %s", reason);
-}
-
-static int mapper_register(struct pager *p, struct pager_mapper *m)
-{
-	for (unsigned int i = 0; i < p->nr_regions; i++) {
-		struct uffdio_register reg = {
-			.range = { .start = m->host_addr[i], .len = p->regions[i].size },
-			.mode = UFFDIO_REGISTER_MODE_MISSING,
-		};
-
-		if (!m->host_addr[i])
-			continue;
-		if (ioctl(m->uffd, UFFDIO_REGISTER, &reg) < 0) {
-			int err = -errno;
-
-			log_err(p->subject, "mapper pid %d: UFFDIO_REGISTER %#llx+%#llx: %s",
-				(int)m->pid, (unsigned long long)reg.range.start,
-				(unsigned long long)reg.range.len, strerror(-err));
-			return err;
-		}
-		if ((reg.ioctls & UFFD_NEEDED_IOCTLS) != UFFD_NEEDED_IOCTLS) {
-			log_err(p->subject, "mapper pid %d: range lacks COPY/ZEROPAGE/WAKE",
-				(int)m->pid);
-			return -EOPNOTSUPP;
-		}
-	}
-	m->registered = true;
-	return 0;
-}
-
-/*
- * Unregister, then wake the whole range.  UFFDIO_UNREGISTER wakes the
- * faults pending in the range, but a fault taken under the per-VMA lock
- * can queue itself after that wake and before the VMA is write-locked
- * (seen on 6.18: a thread faulting on a hole hung for good once every page
- * was back).  Once UNREGISTER returned, every such fault is queued, so
- * this UFFDIO_WAKE reaches it; the retried fault needs no userfaultfd.
- */
-static void mapper_unregister(struct pager *p, struct pager_mapper *m)
-{
-	for (unsigned int i = 0; i < p->nr_regions; i++) {
-		struct uffdio_range r = { .start = m->host_addr[i], .len = p->regions[i].size };
-
-		if (!m->host_addr[i])
-			continue;
-		(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &r);
-		(void)ioctl(m->uffd, UFFDIO_WAKE, &r);
-	}
-	m->registered = false;
-}
-
-int pager_register_all_locked(struct pager *p)
-{
-	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
-		int err;
-
-		if (m->dead || m->registered)
-			continue;
-		err = mapper_register(p, m);
-		if (err == -ESRCH) {	/* the process exited: not an error */
-			m->dead = true;
-			continue;
-		}
-		if (err)
-			return err;
-	}
-	p->registered = true;
-	return 0;
-}
-
-/* Never unregister while a page is out: the next touch would read zeros. */
-void pager_maybe_unregister_locked(struct pager *p)
-{
-	if (!p->registered || p->offloading || p->count[PAGE_OFFLOADED] ||
-	    p->count[PAGE_IN_FLIGHT])
-		return;
-	for (struct pager_mapper *m = p->mappers; m; m = m->next)
-		if (m->registered && !m->dead)
-			mapper_unregister(p, m);
-	p->registered = false;
-	log_debug(p->subject, "every page resident: ranges unregistered");
 }
 
 int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
@@ -498,7 +394,7 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 	if (p->nr_mappers >= PAGER_MAX_MAPPERS) {
 		err = -EMFILE;
 	} else if (p->registered) {
-		err = mapper_register(p, m);
+		err = pager_mapper_register(p, m);
 	}
 	if (!err) {
 		m->next = p->mappers;
@@ -554,68 +450,6 @@ void pager_remove_mapper(struct pager *p, struct pager_mapper *m)
 	pthread_mutex_unlock(&p->lock);
 	pager_fault_kick(p);
 	log_info(p->subject, "mapper pid %d gone", (int)pid);
-}
-
-uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
-				uint8_t flags)
-{
-	struct pager_region *r = pg_region(p, pg);
-	uint64_t end, n = 0;
-
-	if (!r)
-		return 0;
-	end = r->first_page + r->npages;
-	while (pg + n < end && n < max && pg_state(p, pg + n) == PAGE_OFFLOADED &&
-	       (p->state[pg + n] & flags) == flags) {
-		pg_set(p, pg + n, PAGE_IN_FLIGHT);
-		n++;
-	}
-	return n;
-}
-
-void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		pg_set(p, pg + i, ok ? PAGE_RESIDENT : PAGE_OFFLOADED);
-		if (ok)
-			p->state[pg + i] |= PG_WS_CUR;
-	}
-	pthread_cond_broadcast(&p->state_cv);
-}
-
-/*
- * Read the claimed run back into the memfd with pwrite: no mapper needs a
- * userfaultfd for that, and a mapper faulting on a page meanwhile finds it
- * IN_FLIGHT and is woken once it is in.
- */
-int pager_install_run(struct pager *p, uint64_t pg, uint64_t n, const void *buf,
-		      int err)
-{
-	struct pager_region *r = pg_region(p, pg);
-	size_t len = n * PAGER_PAGE_SIZE;
-
-	if (!err) {
-		ssize_t w = pwrite(r->memfd, buf, len, (off_t)pg_memfd_off(r, pg));
-
-		err = w < 0 ? -errno : (size_t)w != len ? -EIO : 0;
-	}
-	if (err)
-		log_err(p->subject, "restore of %llu page(s) at memfd offset %#llx: %s "
-			"(pages stay offloaded)", (unsigned long long)n,
-			(unsigned long long)pg_memfd_off(r, pg), strerror(-err));
-	pthread_mutex_lock(&p->lock);
-	pager_finish_run_locked(p, pg, n, !err);
-	pthread_mutex_unlock(&p->lock);
-	if (err)
-		pager_report_error(p, err, "restore");
-	return err;
-}
-
-int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf)
-{
-	int err = store_read(&p->store, buf, n * PAGER_PAGE_SIZE, pg_store_off(pg));
-
-	return pager_install_run(p, pg, n, buf, err);
 }
 
 /*

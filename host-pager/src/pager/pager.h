@@ -33,7 +33,7 @@
 #include <sys/types.h>
 
 #include "uapi/vmnap.h"
-#include "vmnapd.h"
+#include "loop.h"
 
 #define PAGER_PAGE_SIZE		4096u
 #define PAGER_MAX_REGIONS	64	/* per VM */
@@ -151,13 +151,21 @@ struct pager;
 struct pager_mapper;
 
 /*
- * Create vm->pager for @vm with @nr regions.  The pager takes ownership of
- * the memfds in @regions (closes them on detach).  -errno.
+ * Create a pager for guest RAM of @nr regions, serving on @loop, logging
+ * as @subject (kept by reference: it must outlive the pager), its store
+ * file named after @name in cfg->store_dir.  @owner is the caller's,
+ * returned by pager_owner().  The pager takes ownership of the memfds in
+ * @regions (closes them in pager_free).  0 and *@out, or -errno.
  */
-int pager_vm_attach(struct vm *vm, const struct pager_config *cfg,
-		    const struct pager_region_desc *regions, unsigned int nr);
-/* Stop every pager thread, close fds, remove the store file. NULL-safe. */
-void pager_vm_detach(struct vm *vm);
+int pager_new(struct loop *loop, const char *subject, const char *name,
+	      const struct pager_config *cfg,
+	      const struct pager_region_desc *regions, unsigned int nr,
+	      void *owner, struct pager **out);
+/*
+ * Stop every pager thread (bringing offloaded pages back while mappers
+ * live), close fds, remove the store file, free.  NULL-safe.
+ */
+void pager_free(struct pager *p);
 
 /*
  * Add a mapper: @uffd is a userfaultfd of the mapper's mm (UFFDIO_API
@@ -275,7 +283,7 @@ int pager_memfd_to_gpa(struct pager *p, int memfd, uint64_t offset,
 		       uint64_t *gpa);
 
 const char *pager_page_state_name(enum pager_page_state s);
-/* The VM this pager belongs to. */
-struct vm *pager_vm(struct pager *p);
+/* The @owner given to pager_new(). */
+void *pager_owner(struct pager *p);
 
 #endif

@@ -60,7 +60,8 @@ struct pager_mapper {
 };
 
 struct pager {
-	struct vm *vm;
+	struct loop *loop;
+	void *owner;		/* pager_new()'s caller's */
 	const char *subject;
 	struct pager_config cfg;
 
@@ -178,12 +179,14 @@ static inline uint64_t pg_memfd_off(const struct pager_region *r, uint64_t pg)
 	return r->memfd_off + (pg - r->first_page) * PAGER_PAGE_SIZE;
 }
 
-/* pager.c */
+/* pager_core.c: the page-state core (calls nothing above it) */
 /* Count an error of kind @what ("fault", "restore", "offload") and have the
  * loop thread tell pager_set_error_cb's callback.  Any thread, lock not
  * held. */
 void pager_report_error(struct pager *p, int err, const char *what);
 int pager_register_all_locked(struct pager *p);
+/* Register @m's ranges MISSING; -errno (-ESRCH: the process exited). */
+int pager_mapper_register(struct pager *p, struct pager_mapper *m);
 void pager_maybe_unregister_locked(struct pager *p);
 /* Read claimed pages [pg, pg+n) of one region back into its memfd. */
 int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf);

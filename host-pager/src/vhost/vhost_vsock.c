@@ -37,10 +37,8 @@
 #include <linux/virtio_vsock.h>
 
 #include "guest_link.h"
-#include "guest_link_listen.h"
 #include "log.h"
 #include "usock.h"
-#include "pager.h"
 #include "vhost_user.h"
 #include "vhost_vsock.h"
 
@@ -128,10 +126,11 @@ struct stray_rst {
 };
 
 struct vhost_vsock {
-	struct vm *vm;
+	struct vhost_vsock_ops ops;
+	void *opaque;
 	struct loop *loop;
 	struct vhost_user *vu;
-	char subject[VM_NAME_MAX + 16];
+	char subject[96];
 	char *uds_path;
 	uint64_t guest_cid;
 	int listen_fd;
@@ -220,9 +219,9 @@ static int make_resident(struct vhost_vsock *vs, uint64_t gpa, uint64_t len)
 {
 	int err;
 
-	if (!vs->vm->pager || !len)
+	if (!vs->ops.make_resident || !len)
 		return 0;
-	err = pager_make_resident(vs->vm->pager, gpa, len);
+	err = vs->ops.make_resident(vs->opaque, gpa, len);
 	if (err) {
 		vs->stats.residency_errors++;
 		log_warn(vs->subject, "cannot make %#" PRIx64 "+%#" PRIx64 " resident: %s",
@@ -726,7 +725,7 @@ static const struct guest_link_transport vsock_link_transport = {
 static void guest_request(struct vhost_vsock *vs, uint32_t local_port, uint32_t peer_port,
 			  const struct virtio_vsock_hdr *h)
 {
-	struct guest_link *gl = vs->vm->link;
+	struct guest_link *gl = vs->ops.guest_link ? vs->ops.guest_link(vs->opaque) : NULL;
 	bool to_link = local_port == VMNAP_DEFAULT_PORT && gl;
 	struct vsock_conn *c;
 	int fd = -1;
@@ -1198,21 +1197,14 @@ static int vsock_get_config(void *opaque, uint32_t offset, void *buf, uint32_t l
 	return 0;
 }
 
-/* The true guest-physical layout for the pager's GPA map (DESIGN §6). */
+/* The true guest-physical layout, for the owner's map of guest RAM. */
 static void vsock_mem_table(void *opaque, const struct vhost_user_mem_region *r,
 			    const int *fds, unsigned int n)
 {
 	struct vhost_vsock *vs = opaque;
-	struct pager_mem_table_region mt[VHOST_USER_MAX_REGIONS];
 
-	if (!vs->vm->pager || n > VHOST_USER_MAX_REGIONS)
-		return;
-	for (unsigned int i = 0; i < n; i++)
-		mt[i] = (struct pager_mem_table_region){
-			.gpa = r[i].guest_phys_addr, .size = r[i].memory_size,
-			.fd_offset = r[i].mmap_offset, .fd = fds[i],
-		};
-	(void)pager_set_gpa_map(vs->vm->pager, mt, n);
+	if (vs->ops.mem_table)
+		vs->ops.mem_table(vs->opaque, r, fds, n);
 }
 
 static int vsock_access(void *opaque, uint64_t gpa, uint64_t len)
@@ -1257,7 +1249,10 @@ static const struct vhost_user_ops vsock_vu_ops = {
 
 /* ---- lifetime ----------------------------------------------------------- */
 
-int vhost_vsock_vm_attach(struct vm *vm, const struct vhost_vsock_config *cfg)
+int vhost_vsock_new(struct loop *loop, const char *subject,
+		    const struct vhost_vsock_config *cfg,
+		    const struct vhost_vsock_ops *ops, void *opaque,
+		    struct vhost_vsock **out)
 {
 	struct vhost_user_config vcfg = {
 		.socket_path = cfg->vhost_user_path,
@@ -1267,20 +1262,20 @@ int vhost_vsock_vm_attach(struct vm *vm, const struct vhost_vsock_config *cfg)
 	struct vhost_vsock *vs;
 	int err;
 
-	if (vm->vsock)
-		return -EEXIST;
 	if (!cfg->vhost_user_path || !cfg->uds_path || cfg->guest_cid <= VSOCK_HOST_CID ||
 	    cfg->guest_cid >= UINT32_MAX)
 		return -EINVAL;
 	vs = calloc(1, sizeof(*vs));
 	if (!vs)
 		return -ENOMEM;
-	vs->vm = vm;
-	vs->loop = vm->d->loop;
+	if (ops)
+		vs->ops = *ops;
+	vs->opaque = opaque;
+	vs->loop = loop;
 	vs->guest_cid = cfg->guest_cid;
 	vs->next_local_port = VSOCK_LOCAL_PORT_FIRST;
 	vs->listen_fd = -1;
-	snprintf(vs->subject, sizeof(vs->subject), "%s vsock", vm->subject);
+	snprintf(vs->subject, sizeof(vs->subject), "%s vsock", subject);
 	loop_timer_init(&vs->work, vsock_work, vs);
 	vs->uds_path = strdup(cfg->uds_path);
 	if (!vs->uds_path) {
@@ -1302,7 +1297,7 @@ int vhost_vsock_vm_attach(struct vm *vm, const struct vhost_vsock_config *cfg)
 		err = -errno;
 		goto fail;
 	}
-	vm->vsock = vs;
+	*out = vs;
 	log_info(vs->subject, "guest cid %" PRIu64 ", hybrid socket %s", vs->guest_cid,
 		 vs->uds_path);
 	return 0;
@@ -1317,10 +1312,8 @@ fail:
 	return err;
 }
 
-void vhost_vsock_vm_detach(struct vm *vm)
+void vhost_vsock_free(struct vhost_vsock *vs)
 {
-	struct vhost_vsock *vs = vm->vsock;
-
 	if (!vs)
 		return;
 	reset_all_conns(vs);
@@ -1331,7 +1324,6 @@ void vhost_vsock_vm_detach(struct vm *vm)
 	unlink(vs->uds_path);
 	free(vs->uds_path);
 	free(vs);
-	vm->vsock = NULL;
 }
 
 void vhost_vsock_set_paused(struct vhost_vsock *vs, bool paused)

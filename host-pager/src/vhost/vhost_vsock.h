@@ -34,8 +34,8 @@
  *
  * Guest memory: while the VM is paused (vhost_vsock_set_paused) the device
  * neither reads nor writes the rings or buffers; host data waits in the
- * host sockets and vmnapd.  Before touching any guest range it asks the
- * pager to make it resident (vm->pager, when attached).  Connections live
+ * host sockets and vmnapd.  Before touching any guest range it asks its
+ * owner to make it resident (ops->make_resident: the pager).  Connections live
  * in vmnapd and survive QEMU's stop/cont (GET_VRING_BASE, rings set up
  * again); when the front-end disconnects (QEMU exited) every connection is
  * reset: the guest that owned them is gone.
@@ -46,7 +46,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "vmnapd.h"
+#include "guest_link.h"
+#include "loop.h"
+#include "vhost_user.h"
 
 #define VSOCK_HOST_CID		2U		/* VMADDR_CID_HOST */
 #define VSOCK_CONN_MAX		1024U		/* connections per VM */
@@ -85,14 +87,38 @@ struct vhost_vsock_stats {
 	uint64_t ring_stops;		/* GET_VRING_BASE (QMP stop) answered */
 };
 
+/* What the device needs from its owner; every member may be NULL. */
+struct vhost_vsock_ops {
+	/*
+	 * Make guest RAM [gpa, gpa + len) resident before the device touches
+	 * it; 0 or -errno (the access is then not made).  NULL: always
+	 * resident.
+	 */
+	int (*make_resident)(void *opaque, uint64_t gpa, uint64_t len);
+	/*
+	 * The front-end's memory table: the true guest-physical layout of
+	 * guest RAM (@fds[i] backs @r[i], valid during the call only).
+	 */
+	void (*mem_table)(void *opaque, const struct vhost_user_mem_region *r,
+			  const int *fds, unsigned int n);
+	/*
+	 * The guest link that takes the guest's connections to host port
+	 * VMNAP_DEFAULT_PORT, asked on each connection (so it may come and go
+	 * independently of the device); NULL: none, the port is bridged.
+	 */
+	struct guest_link *(*guest_link)(void *opaque);
+};
+
 /*
- * Create vm->vsock: listen on both sockets.  -errno (logged).
- * The guest link for port VMNAP_DEFAULT_PORT is vm->link, looked up on each
- * connection, so it may be attached before or after the device.
+ * Create the device for one VM on @loop, logging as "<subject> vsock":
+ * listen on both sockets.  0 and *@out, or -errno (logged).
  */
-int vhost_vsock_vm_attach(struct vm *vm, const struct vhost_vsock_config *cfg);
+int vhost_vsock_new(struct loop *loop, const char *subject,
+		    const struct vhost_vsock_config *cfg,
+		    const struct vhost_vsock_ops *ops, void *opaque,
+		    struct vhost_vsock **out);
 /* Reset every connection, close both sockets, free.  NULL-safe. */
-void vhost_vsock_vm_detach(struct vm *vm);
+void vhost_vsock_free(struct vhost_vsock *vs);
 
 /* While paused, guest RAM is not touched; resuming catches up at once. */
 void vhost_vsock_set_paused(struct vhost_vsock *vs, bool paused);

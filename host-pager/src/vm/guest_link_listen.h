@@ -32,7 +32,7 @@
  * the one vmnapd bound (same device and inode).
  *
  * vm->link is looked up on every connection, so a listener may be set up
- * before or after guest_link_vm_attach(); a connection for a VM without a
+ * before or after vm_link_attach(); a connection for a VM without a
  * link is closed and counted.  Everything runs on the loop thread.
  */
 #ifndef VMNAP_GUEST_LINK_LISTEN_H
@@ -41,6 +41,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "guest_link.h"
 #include "vmnapd.h"
 
 #define GUEST_LINK_LISTEN_BACKLOG	8U
@@ -50,23 +51,6 @@
 #define GUEST_LINK_ACCEPT_RETRY_MS	100U
 /* Lowest CID a guest can have (0 hypervisor, 1 local, 2 host). */
 #define GUEST_LINK_VSOCK_MIN_CID	3U
-/*
- * The guest module connects from a reserved vsock port (below this), which
- * only the guest kernel or a guest process with CAP_NET_BIND_SERVICE can
- * bind.  Where the transport tells the guest's port (vmnapd's vsock device,
- * the AF_VSOCK listener) a guest link connection from any other port is
- * refused, counted and logged, so an unprivileged guest process cannot take
- * over its VM's session.  The hybrid unix socket does not carry the guest's
- * port: there the VMM's own checks are all there is.
- */
-#define GUEST_LINK_RESERVED_PORT_END	1024U
-
-/* Log a refusal on the 1st, 2nd, 4th, 8th... one: a flood stays quiet. */
-static inline bool guest_link_log_nth(uint64_t n)
-{
-	return n && !(n & (n - 1));
-}
-
 struct guest_link_listener;
 struct guest_link_vsock_listener;
 

@@ -326,7 +326,7 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 	for (unsigned int i = 0; i < rq->nr; i++)
 		host[i] = rq->rd[i].host_addr;
 	if (!vm->pager) {
-		err = pager_vm_attach(vm, &hs->cfg, rq->rd, rq->nr);
+		err = vm_pager_attach(vm, &hs->cfg, rq->rd, rq->nr);
 		if (err) {
 			if (created)
 				vm_free(vm);
@@ -449,7 +449,7 @@ static void conn_detach(struct hs_conn *c)
 		pager_get_stats(vm->pager, &st);
 		if (!st.mappers) {
 			log_info(vm->subject, "last mapper gone: releasing guest RAM");
-			pager_vm_detach(vm);
+			vm_pager_detach(vm);
 		}
 	}
 	conn_free(c);

@@ -26,6 +26,7 @@
 #include "loop.h"
 #include "pager.h"
 #include "pager_debug.h"
+#include "views.h"
 
 #define DEBUG_LINE_MAX	256
 
@@ -45,71 +46,6 @@ struct pager_debug {
 	struct usock_id id;		/* the socket file we bound */
 	struct dbg_conn *conns;
 };
-
-json_t *pager_stats_json(struct pager *p)
-{
-	struct pager_stats st;
-	json_t *pages, *lat, *o;
-
-	pager_get_stats(p, &st);
-	pages = json_object();
-	for (int s = 0; s < PAGE_STATES; s++)
-		json_object_set_new(pages, pager_page_state_name((enum pager_page_state)s),
-				    json_integer((json_int_t)st.pages[s]));
-	lat = json_array();
-	for (int i = 0; i < PAGER_LAT_BUCKETS; i++)
-		json_array_append_new(lat, json_integer((json_int_t)st.fault_lat_us[i]));
-	o = json_pack("{s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b}",
-		      "pages", pages,
-		      "pages_total", (json_int_t)st.pages_total,
-		      "ram_bytes", (json_int_t)st.ram_bytes,
-		      "resident_bytes", (json_int_t)st.resident_bytes,
-		      "store_bytes", (json_int_t)st.store_bytes,
-		      "store_file_bytes", (json_int_t)st.store_file_bytes,
-		      "faults", (json_int_t)st.faults,
-		      "fault_pages", (json_int_t)st.fault_pages,
-		      "zero_faults", (json_int_t)st.zero_faults,
-		      "eexist", (json_int_t)st.eexist,
-		      "prefetch_pages", (json_int_t)st.prefetch_pages,
-		      "offloads", (json_int_t)st.offloads,
-		      "offload_errors", (json_int_t)st.offload_errors,
-		      "last_offload_ns", (json_int_t)st.last_offload_ns,
-		      "last_offload_written", (json_int_t)st.last_offload_written,
-		      "mappers", (int)st.mappers,
-		      "registered", st.registered,
-		      "evictable", st.evictable);
-	if (o) {
-		json_object_set_new(o, "fault_latency_us_log2", lat);
-		json_object_set_new(o, "fault_errors", json_integer((json_int_t)st.fault_errors));
-		json_object_set_new(o, "restore_errors",
-				    json_integer((json_int_t)st.restore_errors));
-		json_object_set_new(o, "fault_retries", json_integer((json_int_t)st.fault_retries));
-		json_object_set_new(o, "faults_stuck", json_integer((json_int_t)st.faults_stuck));
-		json_object_set_new(o, "offload_cancels",
-				    json_integer((json_int_t)st.offload_cancels));
-		json_object_set_new(o, "critical_set_pages",
-				    json_integer((json_int_t)st.critical_set_pages));
-		json_object_set_new(o, "critical_restored_pages",
-				    json_integer((json_int_t)st.critical_restored_pages));
-		json_object_set_new(o, "critical_window_faults",
-				    json_integer((json_int_t)st.critical_window_faults));
-		json_object_set_new(o, "critical_budget_stops",
-				    json_integer((json_int_t)st.critical_budget_stops));
-		json_object_set_new(o, "critical_last_restore_ns",
-				    json_integer((json_int_t)st.critical_last_restore_ns));
-		json_object_set_new(o, "dropped_free_pages",
-				    json_integer((json_int_t)st.dropped_free_pages));
-		json_object_set_new(o, "gpa_source",
-				    json_string(pager_gpa_source_name(st.gpa_source)));
-		json_object_set_new(o, "gpa_refused", json_integer((json_int_t)st.gpa_refused));
-		if (st.not_evictable_reason)
-			json_object_set_new(o, "not_evictable_reason",
-					    json_string(st.not_evictable_reason));
-	} else {
-		json_decref(lat);
-	}
-	return o;
-}
 
 static void conn_free(struct dbg_conn *c)
 {

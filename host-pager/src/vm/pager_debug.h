@@ -16,7 +16,5 @@
 
 int pager_debug_start(struct vmnapd *d);
 void pager_debug_stop(struct vmnapd *d);
-/* A pager's statistics as a JSON object (new reference), for the API too. */
-json_t *pager_stats_json(struct pager *p);
 
 #endif

@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-only
-/* vm.c - the VM registry; see vmnapd.h. */
+/*
+ * vm.c - the VM registry and each VM's parts, attached and detached in one
+ * order; see vmnapd.h.  The parts below know nothing of struct vm: each is
+ * created with its loop, the VM's log subject, its config and the
+ * callbacks it needs (ops), and this file wires them to each other.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "guest_link.h"
+#include "guest_link_listen.h"
 #include "log.h"
+#include "pager.h"
+#include "vhost_vsock.h"
+#include "vm_control.h"
 #include "vmnapd.h"
-#include "vm_hooks.h"
 
 bool vm_name_valid(const char *name)
 {
@@ -66,6 +75,88 @@ struct vm *vm_new(struct vmnapd *d, const char *name)
 	d->vms = vm;
 	log_info(vm->subject, "registered (id %llu)", (unsigned long long)vm->id);
 	return vm;
+}
+
+int vm_pager_attach(struct vm *vm, const struct pager_config *cfg,
+		    const struct pager_region_desc *rd, unsigned int nr)
+{
+	if (vm->pager)
+		return -EEXIST;
+	return pager_new(vm->d->loop, vm->subject, vm->name, cfg, rd, nr, vm,
+			 &vm->pager);
+}
+
+void vm_pager_detach(struct vm *vm)
+{
+	pager_free(vm->pager);
+	vm->pager = NULL;
+}
+
+/* The vsock device reaches guest RAM and the guest link through these. */
+static int vsock_make_resident(void *opaque, uint64_t gpa, uint64_t len)
+{
+	struct vm *vm = opaque;
+
+	return vm->pager ? pager_make_resident(vm->pager, gpa, len) : 0;
+}
+
+static void vsock_mem_table(void *opaque, const struct vhost_user_mem_region *r,
+			    const int *fds, unsigned int n)
+{
+	struct vm *vm = opaque;
+	struct pager_mem_table_region mt[VHOST_USER_MAX_REGIONS];
+
+	if (!vm->pager || n > VHOST_USER_MAX_REGIONS)
+		return;
+	for (unsigned int i = 0; i < n; i++)
+		mt[i] = (struct pager_mem_table_region){
+			.gpa = r[i].guest_phys_addr, .size = r[i].memory_size,
+			.fd_offset = r[i].mmap_offset, .fd = fds[i],
+		};
+	(void)pager_set_gpa_map(vm->pager, mt, n);
+}
+
+static struct guest_link *vsock_guest_link(void *opaque)
+{
+	struct vm *vm = opaque;
+
+	return vm->link;
+}
+
+static const struct vhost_vsock_ops vm_vsock_ops = {
+	.make_resident = vsock_make_resident,
+	.mem_table = vsock_mem_table,
+	.guest_link = vsock_guest_link,
+};
+
+int vm_vsock_attach(struct vm *vm, const struct vhost_vsock_config *cfg)
+{
+	if (vm->vsock)
+		return -EEXIST;
+	return vhost_vsock_new(vm->d->loop, vm->subject, cfg, &vm_vsock_ops, vm,
+			       &vm->vsock);
+}
+
+void vm_vsock_detach(struct vm *vm)
+{
+	vhost_vsock_free(vm->vsock);
+	vm->vsock = NULL;
+}
+
+/*
+ * Detach every part, in reverse order of dependency: the coordinator first
+ * (it drives the others), then no new guest connections, the guest link
+ * (closing its transport session first), the vsock device (before the
+ * pager: it maps guest RAM), the pager last (it must serve every page
+ * until nothing maps guest RAM any more).  A part not attached is skipped.
+ */
+static void vm_detach_all(struct vm *vm)
+{
+	vm_control_detach(vm);
+	guest_link_listen_vm_detach(vm);
+	vm_link_detach(vm);
+	vm_vsock_detach(vm);
+	vm_pager_detach(vm);
 }
 
 void vm_free(struct vm *vm)

@@ -17,7 +17,7 @@
 #include "log.h"
 #include "loop.h"
 #include "pager.h"
-#include "pager_debug.h"
+#include "views.h"
 #include "vhost_vsock.h"
 #include "vm_control.h"
 #include "vmm_mem.h"
@@ -45,6 +45,28 @@ struct vm_control {
 };
 
 /* Account resident bytes since the last sample; take a new one. */
+int vm_link_attach(struct vm *vm, uint32_t features,
+		   const struct guest_link_ops *ops, void *opaque)
+{
+	const struct guest_link_config cfg = {
+		.loop = vm->d->loop,
+		.subject = vm->subject,
+		.vm_id = vm->id,
+		.features = features,
+	};
+
+	if (vm->link)
+		return -EEXIST;
+	vm->link = guest_link_new(&cfg, ops, opaque);
+	return vm->link ? 0 : -errno;
+}
+
+void vm_link_detach(struct vm *vm)
+{
+	guest_link_free(vm->link);
+	vm->link = NULL;
+}
+
 static void memxtime_sample(struct vm *vm)
 {
 	struct vm_control *ctl = vm->control;
@@ -502,8 +524,8 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 		goto fail;
 	}
 	if (vm->link)
-		guest_link_vm_detach(vm);	/* ours must be the only owner */
-	ret = guest_link_vm_attach(vm, VMNAP_F_ALL, &ctl_link_ops, vm);
+		vm_link_detach(vm);	/* ours must be the only owner */
+	ret = vm_link_attach(vm, VMNAP_F_ALL, &ctl_link_ops, vm);
 	if (ret) {
 		snprintf(err, n, "guest link: %s", strerror(-ret));
 		goto fail;
@@ -584,7 +606,7 @@ void vm_control_detach(struct vm *vm)
 	loop_timer_cancel(vm->d->loop, &ctl->timer);
 	loop_timer_cancel(vm->d->loop, &ctl->sample_timer);
 	guest_link_listen_vm_detach(vm);	/* no new guest connections */
-	guest_link_vm_detach(vm);	/* its callbacks point here */
+	vm_link_detach(vm);	/* its callbacks point here */
 	coord_free(vm->coord);
 	vm->coord = NULL;
 	pause_free(vm->pause);

@@ -83,4 +83,28 @@ struct vm *vm_find_id(struct vmnapd *d, uint64_t id);
 /* Detach every subsystem, unregister, free. */
 void vm_free(struct vm *vm);
 
+/*
+ * Each part of a VM, created for it (loop, log subject "vm <name>", id) and
+ * wired to the others: -EEXIST when the VM has that part, else the part's
+ * own errors.  A detach is a no-op when the part is not attached.
+ */
+struct guest_link_ops;
+struct pager_config;
+struct pager_region_desc;
+struct vhost_vsock_config;
+/* vm->pager: guest RAM of @nr regions; owns the memfds in @rd. */
+int vm_pager_attach(struct vm *vm, const struct pager_config *cfg,
+		    const struct pager_region_desc *rd, unsigned int nr);
+void vm_pager_detach(struct vm *vm);
+/*
+ * vm->link: the guest link; @features VMNAP_F_* the host supports.  In
+ * vm_control.c: the coordinator's glue owns the link (its ops point there).
+ */
+int vm_link_attach(struct vm *vm, uint32_t features,
+		   const struct guest_link_ops *ops, void *opaque);
+void vm_link_detach(struct vm *vm);
+/* vm->vsock: the vsock device, its guest link port served by vm->link. */
+int vm_vsock_attach(struct vm *vm, const struct vhost_vsock_config *cfg);
+void vm_vsock_detach(struct vm *vm);
+
 #endif

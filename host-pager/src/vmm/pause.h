@@ -30,7 +30,6 @@
 #include <pthread.h>
 
 #include "loop.h"
-#include "vmnapd.h"
 
 #define PAUSE_DEFAULT_TIMEOUT_MS	5000
 #define PAUSE_REPLY_MAX			65536	/* bytes of one VMM reply */
@@ -71,7 +70,7 @@ typedef void (*pause_done_fn)(struct pause_backend *pb, int err, void *arg);
 struct pause_backend {
 	const struct pause_backend_ops *ops;
 	struct pause_spec spec;
-	char subject[VM_NAME_MAX + 16];
+	char subject[96];		/* the caller's log subject, truncated */
 	bool paused;
 	pid_t peer_pid;		/* the VMM, when the socket told (SO_PEERCRED), else 0 */
 	struct pause_stats st;	/* written by the call's thread while busy */
@@ -109,7 +108,7 @@ int pause_resume_vm(struct pause_backend *pb);
 int pause_start(struct pause_backend *pb, struct loop *l, bool pause, pause_done_fn done,
 		void *arg);
 
-/* ---- helpers shared by the backends (pause.c) ---- */
+/* ---- helpers shared by the backends (pause_util.c) ---- */
 
 /* Connect to unix socket @path, non-blocking; -errno. */
 int pause_unix_connect(const char *path);
