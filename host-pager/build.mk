@@ -13,6 +13,9 @@ include host-pager/src/layers.mk
 VMNAPD_SRC_DIR	:= host-pager/src
 VMNAPD_INC	:= $(VMNAPD_LAYERS:%=-I$(CURDIR)/$(VMNAPD_SRC_DIR)/%)
 LAYER_INC	= $(VMNAPD_INC)
+$(foreach l,$(VMNAPD_LAYERS),$(eval \
+  $(BUILD)/$(VMNAPD_SRC_DIR)/$(l)/%.o: LAYER_INC = \
+	$(foreach u,$(l) $(LAYER_USES_$(l)),-I$(CURDIR)/$(VMNAPD_SRC_DIR)/$(u))))
 
 VMNAPD_SRCS	:= $(foreach l,$(VMNAPD_LAYERS),$(wildcard $(VMNAPD_SRC_DIR)/$(l)/*.c))
 VMNAPD_LIB_SRCS	:= $(filter-out $(VMNAPD_SRC_DIR)/api/main.c,$(VMNAPD_SRCS))

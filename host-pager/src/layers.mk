@@ -19,7 +19,7 @@
 VMNAPD_LAYERS	:= core coord pager link vmm vhost vm api
 
 LAYER_USES_core		:=
-LAYER_USES_coord	:=
+LAYER_USES_coord	:= core
 LAYER_USES_pager	:= core
 LAYER_USES_link		:= core
 LAYER_USES_vmm		:= core
