@@ -20,6 +20,9 @@ $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(VMNAPD_LIB)
 $(BUILD)/tests/selftests/%: $(BUILD)/tests/selftests/%.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(SELFTEST_LDLIBS)
 
+# C tests share tests/lib/tap.h (#include "tap.h").
+$(BUILD)/tests/%.o: EXTRA_CFLAGS += -I$(CURDIR)/tests/lib
+
 SELFTEST_LDLIBS	?= $(shell pkg-config --libs libnl-genl-3.0 libkmod 2>/dev/null)
 SELFTEST_CFLAGS	:= $(shell pkg-config --cflags libnl-genl-3.0 libkmod 2>/dev/null)
 $(BUILD)/tests/selftests/%.o: EXTRA_CFLAGS += $(SELFTEST_CFLAGS)
