@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * pager_cancel.c - cancel an offload mid-way (mock VMM, mockvmm.h): written-and-
- * punched pages stay OFFLOADED, the rest RESIDENT, done gets -ECANCELED;
- * every byte verified through faults; a full offload follows.  TAP.
+ * pager_cancel.c - cancel an offload mid-way (mock VMM, mockvmm.h):
+ * written-and-punched pages stay OFFLOADED, the rest RESIDENT, done gets
+ * -ECANCELED; every byte verified through faults; a full offload
+ * follows.  TAP.
  *
  *   pager_cancel [MiB]	(default 64)
  */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * pager_eintr.c - the mock VMM (mockvmm.h) takes a signal every SIGNAL_STORM_US
- * (SA_RESTART, as QEMU's threads do) while vmnapd is slow to answer its
- * handshake: the shim must retry on EINTR, not fail the boot.  TAP.
+ * pager_eintr.c - the mock VMM (mockvmm.h) takes a signal every
+ * SIGNAL_STORM_US (SA_RESTART, as QEMU's threads do) while vmnapd is slow
+ * to answer its handshake: the shim must retry on EINTR, not fail the
+ * boot.  TAP.
  *
  *   pager_eintr
  */
