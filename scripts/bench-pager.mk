@@ -3,5 +3,5 @@
 # same file system; writes $(BUILD)/bench/pager.json (scripts/bench-pager.sh).
 BENCH_TARGETS += bench-pager
 .PHONY: bench-pager
-bench-pager: $(BUILD)/tests/integration/pager_mockvmm $(BUILD)/libvmnap-preload.so
+bench-pager: $(BUILD)/tests/bench/pager_bench $(BUILD)/libvmnap-preload.so
 	@BUILD=$(BUILD) scripts/bench-pager.sh

@@ -4,7 +4,7 @@
 # bench-pager.sh - the pager side by side with its peers, one run, one store
 # file system, the same amount of memory; writes $BUILD/bench/pager.json.
 #
-#   pager   build/tests/integration/pager_mockvmm bench: a mock VMM (through
+#   pager   build/tests/bench/pager_bench bench: a mock VMM (through
 #           libvmnap-preload.so) fills MIB of guest RAM with non-zero
 #           pages; vmnapd's pager evicts it (evict_gib_s = bytes written /
 #           offload time), serves LAT_SAMPLES random single-page touches with
@@ -37,7 +37,7 @@ RAW_QD=8
 RAW_BS=2M
 RAW_4K_IOS=4000
 SWAP_EXTRA_MIB=128
-HARNESS=$BUILD/tests/integration/pager_mockvmm
+HARNESS=$BUILD/tests/bench/pager_bench
 
 die() { echo "bench-pager: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (userfaultfd of another process, swapon, cgroups)"

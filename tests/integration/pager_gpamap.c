@@ -30,6 +30,7 @@
 #include "loop.h"
 #include "pager.h"
 #include "vmnapd.h"
+#include "tap.h"
 
 #define PAGE		4096ull
 #define GIB		(1ull << 30)
@@ -37,22 +38,6 @@
 #define LOWMEM		(2 * GIB)	/* q35's split with >= 2.75 GiB of RAM */
 #define HIGH_GPA	(4 * GIB)	/* RAM above the PCI hole */
 #define X		(0x123 * PAGE)	/* a page offset used in every part */
-
-static int tap_n, tap_fail;
-
-static void tap(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tap(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", ok ? "ok" : "not ok", ++tap_n);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	tap_fail += !ok;
-}
 
 /* The memfd pages the test watches, each with its own pattern byte. */
 static const uint64_t watched[] = {
@@ -139,15 +124,13 @@ int main(void)
 
 	log_set_level(LOG_WARN);
 	if (!mkdtemp(dir)) {
-		printf("1..0 # SKIP no temporary directory: %s\n", strerror(errno));
-		return 0;
+		return tap_skip_all("no temporary directory: %s", strerror(errno));
 	}
 	memfd = memfd_create("memory-backend-memfd", MFD_CLOEXEC);
 	rom = memfd_create("pc.rom", MFD_CLOEXEC);
 	if (memfd < 0 || rom < 0 || ftruncate(memfd, (off_t)RAM_BYTES) ||
 	    ftruncate(rom, (off_t)(128 * 1024))) {
-		printf("1..0 # SKIP memfd: %s\n", strerror(errno));
-		return 0;
+		return tap_skip_all("memfd: %s", strerror(errno));
 	}
 	for (unsigned int i = 0; i < NWATCHED; i++) {
 		static uint8_t buf[PAGE];
@@ -248,7 +231,7 @@ int main(void)
 	map = mmap(NULL, RAM_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
 		   memfd, 0);
 	if (uffd < 0 || map == MAP_FAILED) {
-		printf("# SKIP make_resident part: userfaultfd or mmap: %s\n", strerror(errno));
+		tap_diag("SKIP make_resident part: userfaultfd or mmap: %s", strerror(errno));
 	} else {
 		host = (uint64_t)(uintptr_t)map;
 		err = pager_add_mapper(p, uffd, &host, 1, getpid(), NULL);
@@ -278,6 +261,5 @@ int main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd))
 		fprintf(stderr, "# cannot remove %s\n", dir);
-	printf("1..%d\n", tap_n);
-	return tap_fail ? 1 : 0;
+	return tap_done();
 }

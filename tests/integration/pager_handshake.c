@@ -34,6 +34,7 @@
 #include "mem_handshake.h"
 #include "pager.h"
 #include "vmnapd.h"
+#include "tap.h"
 
 #define RAM_BYTES	(1u << 20)
 #define TOO_MANY_FDS	(MEM_HANDSHAKE_MAX_FDS + 8)
@@ -42,25 +43,10 @@
 static struct vmnapd d;
 static char dir[] = "/tmp/vmnap-hs-XXXXXX";
 static char sock_path[100];
-static int ntap, failures;
 static int call_fd;
 static sem_t call_done;
 static void (*call_fn)(void *);
 static void *call_arg;
-
-static void tap(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tap(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", ok ? "ok" : "not ok", ++ntap);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	failures += !ok;
-}
 
 static void on_call(struct loop *l, int fd, uint32_t ev, void *arg)
 {
@@ -231,10 +217,8 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	log_set_level(LOG_ERR);
 	uffd = new_uffd();
-	if (uffd < 0) {
-		printf("1..0 # SKIP no userfaultfd: %s\n", strerror(errno));
-		return 0;
-	}
+	if (uffd < 0)
+		return tap_skip_all("no userfaultfd: %s", strerror(errno));
 	if (!mkdtemp(dir))
 		return 1;
 	snprintf(run_dir, sizeof(run_dir), "%s/run", dir);
@@ -249,7 +233,7 @@ int main(void)
 	sem_init(&call_done, 0, 0);
 	loop_add_fd(d.loop, call_fd, EPOLLIN, on_call, NULL);
 	if (mem_handshake_start(&d, NULL, NULL)) {
-		printf("Bail out! cannot listen\n");
+		tap_bail("cannot listen");
 		return 1;
 	}
 	pthread_create(&lt, NULL, loop_main, NULL);
@@ -457,6 +441,5 @@ int main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd))
 		fprintf(stderr, "cannot remove %s\n", dir);
-	printf("1..%d\n", ntap);
-	return failures ? 1 : 0;
+	return tap_done();
 }

@@ -33,27 +33,7 @@
 
 #include "log.h"
 #include "pause.h"
-
-static int tn;
-
-static void tap(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tap(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%sok %d - ", ok ? "" : "not ", ++tn);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-}
-
-static void skip(const char *what, const char *why)
-{
-	printf("ok %d - %s # SKIP %s\n", ++tn, what, why);
-	fflush(stdout);
-}
+#include "tap.h"
 
 /* ---- recorded REST exchanges ---------------------------------------- */
 
@@ -275,20 +255,20 @@ static void test_freezer_real(const char *root, const char *procs_name, const ch
 
 	snprintf(spec.path, sizeof(spec.path), "%s/vmnap-test-%d", root, getpid());
 	if (mkdir(spec.path, 0755) < 0) {
-		skip(what, "cannot create a cgroup here");
+		tap_skip(what, "cannot create a cgroup here");
 		return;
 	}
 	snprintf(procs, sizeof(procs), "%s/%s", spec.path, procs_name);
 	pid = child_in(procs);
 	if (pid < 0) {
 		rmdir(spec.path);
-		skip(what, "cannot move a process into the test cgroup");
+		tap_skip(what, "cannot move a process into the test cgroup");
 		return;
 	}
 	pb = pause_new(&spec, what);
 	e1 = pb->ops->probe(pb) ? -1 : pause_vm(pb);
 	if (e1 == -1) {
-		skip(what, "freezer not available in this cgroup");
+		tap_skip(what, "freezer not available in this cgroup");
 	} else {
 		tap(e1 == 0, "%s: a real process frozen (%d)", what, e1);
 		e2 = pause_resume_vm(pb);
@@ -328,7 +308,7 @@ static void test_qmp(const char *dir)
 	int e1, e2;
 
 	if (access("/usr/bin/qemu-system-x86_64", X_OK)) {
-		skip("qmp: real QEMU", "qemu-system-x86_64 not installed");
+		tap_skip("qmp: real QEMU", "qemu-system-x86_64 not installed");
 		return;
 	}
 	snprintf(spec.path, sizeof(spec.path), "%s/qmp.sock", dir);
@@ -358,13 +338,13 @@ static void test_qmp(const char *dir)
 int main(void)
 {
 	char dir[] = "/tmp/vmnap-pause.XXXXXX";
+	char cmd[64];
+	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
 	log_set_level(LOG_ERR);
-	if (!mkdtemp(dir)) {
-		printf("1..0 # SKIP cannot create a temporary directory\n");
-		return 0;
-	}
+	if (!mkdtemp(dir))
+		return tap_skip_all("cannot create a temporary directory");
 	test_rest("firecracker", PAUSE_FIRECRACKER, fc_exchanges, 3, dir);
 	test_rest("chv", PAUSE_CHV, chv_exchanges, 3, dir);
 	test_freezer_fake(dir);
@@ -374,13 +354,9 @@ int main(void)
 		test_freezer_real("/sys/fs/cgroup", "cgroup.procs", "freezer v2 (cgroup.freeze, root)");
 	test_freezer_real("/sys/fs/cgroup/freezer", "cgroup.procs", "freezer v1 (real freezer.state)");
 	test_qmp(dir);
-	printf("1..%d\n", tn);
-	{
-		char cmd[64];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		if (system(cmd))
-			return 1;
-	}
-	return 0;
+	rc = tap_done();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd))
+		return 1;
+	return rc;
 }

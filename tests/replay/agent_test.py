@@ -19,7 +19,7 @@ import tty
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import replay  # noqa: E402
+from replay import agent as agent_client  # noqa: E402
 
 AGENT = os.path.join(ROOT, os.environ.get("BUILD", "build"), "tests/replay/exec_agent")
 RECV_TIMEOUT_S = 30
@@ -50,16 +50,16 @@ def raw_frame(body, magic=b"VXRQ", length=None):
 
 def read_reply(st):
     """(ack_seen, header) of one reply that may be an error."""
-    magic = replay._recv_exact(st, 4)
+    magic = agent_client._recv_exact(st, 4)
     ack = magic == b"VXAK"
     if ack:
-        magic = replay._recv_exact(st, 4)
+        magic = agent_client._recv_exact(st, 4)
     assert magic == b"VXRS", magic
-    (n,) = struct.unpack(">I", replay._recv_exact(st, 4))
-    hdr = json.loads(replay._recv_exact(st, n))
+    (n,) = struct.unpack(">I", agent_client._recv_exact(st, 4))
+    hdr = json.loads(agent_client._recv_exact(st, n))
     if hdr.get("ok"):
-        hdr["stdout"] = replay._recv_exact(st, hdr["stdout_len"])
-        hdr["stderr"] = replay._recv_exact(st, hdr["stderr_len"])
+        hdr["stdout"] = agent_client._recv_exact(st, hdr["stdout_len"])
+        hdr["stderr"] = agent_client._recv_exact(st, hdr["stderr_len"])
     return ack, hdr
 
 
@@ -85,38 +85,38 @@ def main():
             results.append((False, name, repr(e)))
 
     def ping():
-        res, ack = replay.agent_request(st, ["/bin/true"], cwd="/")
+        res, ack = agent_client.agent_request(st, ["/bin/true"], cwd="/")
         assert res["exit_code"] == 0 and ack is not None
 
     def digest():
-        res, _ = replay.agent_request(st, ["/bin/echo", "hello"], cwd="/")
+        res, _ = agent_client.agent_request(st, ["/bin/echo", "hello"], cwd="/")
         assert res["stdout"] == b"hello\n"
         assert res["stdout_sha256"] == hashlib.sha256(b"hello\n").hexdigest()
         assert res["stderr_sha256"] == hashlib.sha256(b"").hexdigest()
 
     def exit_code():
-        res, _ = replay.agent_request(st, ["/bin/sh", "-c", "echo e >&2; exit 3"], cwd="/")
+        res, _ = agent_client.agent_request(st, ["/bin/sh", "-c", "echo e >&2; exit 3"], cwd="/")
         assert res["exit_code"] == 3 and res["stderr"] == b"e\n"
 
     def cwd():
-        res, _ = replay.agent_request(st, ["/bin/pwd"], cwd="/tmp")
+        res, _ = agent_client.agent_request(st, ["/bin/pwd"], cwd="/tmp")
         assert res["stdout"] == b"/tmp\n"
 
     def timeout():
-        res, _ = replay.agent_request(st, ["/bin/sleep", "30"], cwd="/", timeout_ms=200)
+        res, _ = agent_client.agent_request(st, ["/bin/sleep", "30"], cwd="/", timeout_ms=200)
         assert res["timed_out"] and res["signal"] == 9 and res["exit_code"] == -1
 
     def big_output():
-        res, _ = replay.agent_request(st, ["/bin/sh", "-c", "head -c 3000000 /dev/zero"], cwd="/")
+        res, _ = agent_client.agent_request(st, ["/bin/sh", "-c", "head -c 3000000 /dev/zero"], cwd="/")
         assert res["stdout_total"] == 3000000 and res["stdout_len"] == 1024 * 1024
         assert res["stdout_sha256"] == hashlib.sha256(bytes(3000000)).hexdigest()
 
     def missing_program():
-        res, _ = replay.agent_request(st, ["/nonexistent/prog"], cwd="/")
+        res, _ = agent_client.agent_request(st, ["/nonexistent/prog"], cwd="/")
         assert res["exit_code"] == 127
 
     def missing_cwd():
-        res, _ = replay.agent_request(st, ["/bin/true"], cwd="/nonexistent")
+        res, _ = agent_client.agent_request(st, ["/bin/true"], cwd="/nonexistent")
         assert res["exit_code"] == 126
 
     def refused(frame, why):

@@ -15,7 +15,7 @@ import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import replay  # noqa: E402
+from replay import common, events, runner, trajectory  # noqa: E402
 
 results = []
 
@@ -33,7 +33,7 @@ def t(name):
 
 @t("full trajectory: about 40 recorded steps, mean wait ~5 s, tails present")
 def _():
-    hdr, steps = replay.load_trajectory(os.path.join(ROOT, "tests/data/replay-full.jsonl"))
+    hdr, steps = trajectory.load_trajectory(os.path.join(ROOT, "tests/data/replay-full.jsonl"))
     waits = [s["wait_ms"] for s in steps]
     assert 35 <= len(steps) <= 50, len(steps)
     assert 4000 <= sum(waits) / len(waits) <= 6000
@@ -44,7 +44,7 @@ def _():
 
 @t("tiny trajectory: a handful of recorded steps with short waits")
 def _():
-    _hdr, steps = replay.load_trajectory(os.path.join(ROOT, "tests/data/replay-tiny.jsonl"))
+    _hdr, steps = trajectory.load_trajectory(os.path.join(ROOT, "tests/data/replay-tiny.jsonl"))
     assert 3 <= len(steps) <= 8 and sum(s["wait_ms"] for s in steps) < 10000
 
 
@@ -53,8 +53,8 @@ def bad_trajectory(lines):
         for ln in lines:
             f.write(json.dumps(ln) + "\n")
     try:
-        replay.load_trajectory(f.name)
-    except replay.TrajectoryError:
+        trajectory.load_trajectory(f.name)
+    except trajectory.TrajectoryError:
         return True
     finally:
         os.unlink(f.name)
@@ -78,10 +78,10 @@ def _():
 
 @t("cohort plan is interleaved and repeated")
 def _():
-    b = types.SimpleNamespace(args=types.SimpleNamespace(cohorts=list(replay.COHORTS), repeats=3))
-    plan = replay.Bench.plan(b)
+    b = types.SimpleNamespace(args=types.SimpleNamespace(cohorts=list(common.COHORTS), repeats=3))
+    plan = runner.Bench.plan(b)
     assert len(plan) == 12
-    for c in replay.COHORTS:
+    for c in common.COHORTS:
         assert sorted(r for cc, r in plan if cc == c) == [0, 1, 2]
     firsts = [plan[i * 4][0] for i in range(3)]
     assert len(set(firsts)) == 3, firsts  # each repetition starts elsewhere
@@ -89,9 +89,9 @@ def _():
 
 @t("percentiles interpolate")
 def _():
-    assert replay.percentile([1, 2, 3, 4], 50) == 2.5
-    assert replay.percentile([5], 99) == 5
-    assert replay.percentile([], 50) is None
+    assert runner.percentile([1, 2, 3, 4], 50) == 2.5
+    assert runner.percentile([5], 99) == 5
+    assert runner.percentile([], 50) is None
 
 
 @t("lost events are counted by sequence gaps")
@@ -100,22 +100,22 @@ def _():
         for s in (1, 2, 5, 6, 9):
             f.write(json.dumps({"seq": s}) + "\n")
     try:
-        assert replay.event_seq_gaps(f.name) == 4
+        assert events.event_seq_gaps(f.name) == 4
     finally:
         os.unlink(f.name)
 
 
 @t("memory x time integral over the release window")
 def _():
-    cr = replay.CohortRun.__new__(replay.CohortRun)
+    cr = runner.CohortRun.__new__(runner.CohortRun)
     cr.cohort, cr.rep, cr.guests = "baseline", 0, [1, 2]
     cr.delivery_ms, cr.result = [1.0, 2.0, 3.0], {}
     cr.bench = None
-    gib = replay.GIB
+    gib = common.GIB
     sampler = types.SimpleNamespace(
         rows=[(t / 10, vm, gib, 2 * gib, 3 * gib, 100.0) for t in range(0, 101) for vm in ("a", "b")],
         gaps_ms=[100.0] * 100, read_max_ms={}, priority="test", pss_age_max_ms=0.0)
-    ns = replay.NS
+    ns = common.NS
     cr.summarise(sampler, 0, 0, 10 * ns, {}, {"a": {}, "b": {}}, {"a": {}, "b": {}})
     r = cr.result
     assert abs(r["guest_ram_memxtime_gib_s"] - 20.0) < 1e-6, r  # 2 VMs x 1 GiB x 10 s

@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 
 #include "kmod/tools/vmnap_client.h"
+#include "tap.h"
 #include "vmnap_peer.h"
 
 #define PORT		5151
@@ -43,38 +44,8 @@
 #define IO_CHUNK	(256 * 1024)
 #define FILL_MIB	96
 
-static int test_no, failures;
 static struct peer peer;
 static uint64_t next_req = 1;
-
-static void tap(bool ok, const char *name, const char *why)
-{
-	test_no++;
-	if (!ok)
-		failures++;
-	printf("%sok %d - %s%s%s\n", ok ? "" : "not ", test_no, name,
-	       why && *why ? " # " : "", why ? why : "");
-	fflush(stdout);
-}
-
-static void skip(const char *name, const char *why)
-{
-	printf("ok %d - %s # SKIP %s\n", ++test_no, name, why);
-	fflush(stdout);
-}
-
-static void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void diag(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("# ");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-}
 
 static int status(struct vmnap_status *st)
 {
@@ -341,14 +312,14 @@ static bool ready_handoff(uint64_t *id, struct vmnap_handoff_ack *a)
 
 static void describe(const char *what, const struct vmnap_handoff_ack *a)
 {
-	diag("%s: verdict %u busy 0x%x idle %u runnable %u io %u wb %llu dirty %llu timer %lld known %u devs %u",
-	     what, vmnap_le32(a->verdict), vmnap_le32(a->ev.busy_reasons),
-	     vmnap_le32(a->ev.cpu_idle_permille), vmnap_le32(a->ev.nr_runnable),
-	     vmnap_le32(a->ev.io_inflight),
-	     (unsigned long long)vmnap_le64(a->ev.writeback_pages),
-	     (unsigned long long)vmnap_le64(a->ev.dirty_pages),
-	     (long long)vmnap_le64(a->ev.next_timer_ns),
-	     vmnap_le32(a->ev.flags), vmnap_le32(a->ev.devices_quiesced));
+	tap_diag("%s: verdict %u busy 0x%x idle %u runnable %u io %u wb %llu dirty %llu timer %lld known %u devs %u",
+	         what, vmnap_le32(a->verdict), vmnap_le32(a->ev.busy_reasons),
+	         vmnap_le32(a->ev.cpu_idle_permille), vmnap_le32(a->ev.nr_runnable),
+	         vmnap_le32(a->ev.io_inflight),
+	         (unsigned long long)vmnap_le64(a->ev.writeback_pages),
+	         (unsigned long long)vmnap_le64(a->ev.dirty_pages),
+	         (long long)vmnap_le64(a->ev.next_timer_ns),
+	         vmnap_le32(a->ev.flags), vmnap_le32(a->ev.devices_quiesced));
 }
 
 static void test_hello(void)
@@ -358,21 +329,22 @@ static void test_hello(void)
 	int ret = peer_handshake(&peer, 10000, &h, 42);
 	bool ok;
 
-	tap(!ret, "module connects and says HELLO", ret ? strerror(-ret) : NULL);
+	tap(!ret, "module connects and says HELLO%s%s", ret ? " # " : "",
+	    ret ? strerror(-ret) : "");
 	if (ret)
 		return;
 	ok = vmnap_le32(h.nr_cpus) == possible_cpus() &&
 	     vmnap_le32(h.page_size) == 4096 && h.module_version[0] &&
 	     (vmnap_le32(h.features) & VMNAP_F_QUIESCE) && peer.nram > 0;
-	diag("HELLO: cpus %u page %u version %s features 0x%x ranges %u",
-	     vmnap_le32(h.nr_cpus), vmnap_le32(h.page_size), h.module_version,
-	     vmnap_le32(h.features), peer.nram);
-	tap(ok, "HELLO: cpus, page size, version, features", NULL);
-	tap(ranges_in_iomem(), "HELLO: RAM ranges are System RAM of /proc/iomem", NULL);
+	tap_diag("HELLO: cpus %u page %u version %s features 0x%x ranges %u",
+	         vmnap_le32(h.nr_cpus), vmnap_le32(h.page_size), h.module_version,
+	         vmnap_le32(h.features), peer.nram);
+	tap(ok, "HELLO: cpus, page size, version, features");
+	tap(ranges_in_iomem(), "HELLO: RAM ranges are System RAM of /proc/iomem");
 	ok = wait_status(link_up, 3000, &st) && st.vm_id == 42 &&
 	     st.host_features == peer.offered &&
 	     !!(peer.offered & VMNAP_F_FREE_REPORT) == !!st.free_reporting;
-	tap(ok, "HELLO_ACK accepted: link up, vm id, features", NULL);
+	tap(ok, "HELLO_ACK accepted: link up, vm id, features");
 }
 
 static void test_idle_ready(void)
@@ -387,28 +359,28 @@ static void test_idle_ready(void)
 	ok = ready_handoff(&id, &a);
 	describe("idle", &a);
 	t = vmnap_le64(a.ev.next_timer_ns);
-	tap(ok && vmnap_le32(a.verdict) == VMNAP_READY, "idle guest: READY", NULL);
+	tap(ok && vmnap_le32(a.verdict) == VMNAP_READY, "idle guest: READY");
 	tap(ok && (vmnap_le32(a.ev.flags) & VMNAP_EV_TIMER_KNOWN) &&
 	    t != VMNAP_TIMER_UNKNOWN && t > 0,
-	    "idle guest: finite, known next timer", NULL);
+	    "idle guest: finite, known next timer");
 	tap(ok && vmnap_le32(a.ev.cpu_idle_permille) >= MIN_IDLE_PERMILLE &&
 	    !vmnap_le32(a.ev.nr_runnable) && !vmnap_le32(a.ev.io_inflight) &&
 	    vmnap_le64(a.ev.window_ns) > 0,
-	    "idle guest: plausible evidence", NULL);
+	    "idle guest: plausible evidence");
 	tap(ok && vmnap_le32(a.ev.devices_quiesced) == virtio_devices(),
-	    "every virtio disk and NIC quiesced", NULL);
+	    "every virtio disk and NIC quiesced");
 	ok = !status(&st) && st.handoff == 1;
-	tap(ok, "netlink: handoff held", NULL);
-	diag("samples %llu, sampling CPU's timer wheel unseen in %llu",
-	     (unsigned long long)(st.ctr[VMNAP_CTR_HANDOFFS] + st.ctr[VMNAP_CTR_READY]),
-	     (unsigned long long)st.ctr[VMNAP_CTR_TIMER_WHEEL_BLIND]);
+	tap(ok, "netlink: handoff held");
+	tap_diag("samples %llu, sampling CPU's timer wheel unseen in %llu",
+	         (unsigned long long)(st.ctr[VMNAP_CTR_HANDOFFS] + st.ctr[VMNAP_CTR_READY]),
+	         (unsigned long long)st.ctr[VMNAP_CTR_TIMER_WHEEL_BLIND]);
 	/* a known budget implies the sampling CPU's wheel was seen */
 	tap(ok && st.ctr[VMNAP_CTR_TIMER_WHEEL_BLIND] <
 		  st.ctr[VMNAP_CTR_HANDOFFS] + st.ctr[VMNAP_CTR_READY],
-	    "the sampling CPU's timer wheel is seen", NULL);
+	    "the sampling CPU's timer wheel is seen");
 	ok = !peer_resumed(&peer, id) && !status(&st) && st.handoff == 0 &&
 	     st.ctr[VMNAP_CTR_UNQ_RESUMED] == 1 && st.quiesced_devs == 0;
-	tap(ok, "RESUMED releases devices and is acked", NULL);
+	tap(ok, "RESUMED releases devices and is acked");
 }
 
 static void sleeper(void *arg)
@@ -433,9 +405,9 @@ static void test_timer_budget(void)
 		t = vmnap_le64(a.ev.next_timer_ns);
 		peer_resumed(&peer, id);
 	}
-	diag("next timer with a 2 s sleeper: %llu ns", (unsigned long long)t);
+	tap_diag("next timer with a 2 s sleeper: %llu ns", (unsigned long long)t);
 	tap(ok && (vmnap_le32(a.ev.flags) & VMNAP_EV_TIMER_KNOWN) &&
-	    t > 0 && t < limit, "next timer accounts for a sleeping process", NULL);
+	    t > 0 && t < limit, "next timer accounts for a sleeping process");
 	reap(pid);
 }
 
@@ -482,13 +454,13 @@ static void test_wheel_budget(void)
 		known = vmnap_le32(a.ev.flags) & VMNAP_EV_TIMER_KNOWN;
 		if (vmnap_le32(a.verdict) == VMNAP_READY)
 			peer_resumed(&peer, id);
-		diag("next timer with a %d ms timer-wheel sleeper: %llu ns, known %d",
-		     WHEEL_SLEEP_MS, (unsigned long long)t, known);
+		tap_diag("next timer with a %d ms timer-wheel sleeper: %llu ns, known %d",
+		         WHEEL_SLEEP_MS, (unsigned long long)t, known);
 		if (!known)
 			usleep(300000);
 	}
 	tap(ok && known && t <= limit,
-	    "next timer accounts for a timer-wheel sleeper", NULL);
+	    "next timer accounts for a timer-wheel sleeper");
 	kill(pid, SIGKILL);
 	reap(pid);
 }
@@ -503,15 +475,15 @@ static void test_abort_and_state(void)
 
 	ok = ok && handoff(&id2, &b) && vmnap_le32(b.verdict) == VMNAP_BUSY &&
 	     vmnap_le32(b.ev.busy_reasons) == VMNAP_BUSY_STATE;
-	tap(ok, "second handoff while held: BUSY(STATE)", NULL);
+	tap(ok, "second handoff while held: BUSY(STATE)");
 	ab.req_id = vmnap_cpu64(id);
 	peer_send(&peer, VMNAP_HANDOFF_ABORT, &ab, sizeof(ab));
 	ok = wait_status(released, 3000, &st) && st.ctr[VMNAP_CTR_UNQ_ABORT] == 1;
-	tap(ok, "HANDOFF_ABORT releases devices", NULL);
+	tap(ok, "HANDOFF_ABORT releases devices");
 	peer_send(&peer, VMNAP_HANDOFF_ABORT, &ab, sizeof(ab));
 	usleep(200000);
 	ok = !status(&st) && st.ctr[VMNAP_CTR_STALE] == 1 && st.link == 2;
-	tap(ok, "stale HANDOFF_ABORT counted, link kept", NULL);
+	tap(ok, "stale HANDOFF_ABORT counted, link kept");
 }
 
 static void test_failsafe(void)
@@ -526,8 +498,8 @@ static void test_failsafe(void)
 	peer_recv(&peer, VMNAP_PONG, junk, sizeof(junk), 1500);
 	ok = ok && !status(&st) && st.handoff == 0 &&
 	     st.ctr[VMNAP_CTR_UNQ_FAILSAFE] == 1;
-	tap(ok, "fail-safe releases devices when the host is silent", NULL);
-	tap(!peer_resumed(&peer, id), "late RESUMED after fail-safe still acked", NULL);
+	tap(ok, "fail-safe releases devices when the host is silent");
+	tap(!peer_resumed(&peer, id), "late RESUMED after fail-safe still acked");
 }
 
 static void test_quiesce_holds_io(void)
@@ -540,8 +512,8 @@ static void test_quiesce_holds_io(void)
 	int fd, rc;
 
 	if (!have_disk()) {
-		skip("quiesce holds block I/O until resume", "no " DISK);
-		skip("data written during quiesce is intact", "no " DISK);
+		tap_skip("quiesce holds block I/O until resume", "no " DISK);
+		tap_skip("data written during quiesce is intact", "no " DISK);
 		return;
 	}
 	set_param("failsafe_ms", "5000");
@@ -551,7 +523,7 @@ static void test_quiesce_holds_io(void)
 	held = ok && rc == -ETIMEDOUT;
 	ok = !peer_resumed(&peer, id);
 	rc = wait_exit(pid, 10000);
-	tap(held && ok && rc == 0, "quiesce holds block I/O until resume", NULL);
+	tap(held && ok && rc == 0, "quiesce holds block I/O until resume");
 	if (rc == -ETIMEDOUT)
 		reap(pid);
 	set_param("failsafe_ms", "500");
@@ -568,7 +540,7 @@ static void test_quiesce_holds_io(void)
 	}
 	if (fd >= 0)
 		close(fd);
-	tap(ok, "data written during quiesce is intact", NULL);
+	tap(ok, "data written during quiesce is intact");
 }
 
 static void test_busy(void)
@@ -588,11 +560,11 @@ static void test_busy(void)
 	busy = vmnap_le32(a.ev.busy_reasons);
 	tap(ok && vmnap_le32(a.verdict) == VMNAP_BUSY &&
 	    (busy & VMNAP_BUSY_CPU) && (busy & VMNAP_BUSY_RUNNABLE),
-	    "CPU hog: BUSY(CPU, RUNNABLE)", NULL);
+	    "CPU hog: BUSY(CPU, RUNNABLE)");
 
 	if (!have_disk()) {
-		skip("heavy writeback: BUSY(WRITEBACK)", "no " DISK);
-		skip("block I/O in flight: BUSY(IO)", "no " DISK);
+		tap_skip("heavy writeback: BUSY(WRITEBACK)", "no " DISK);
+		tap_skip("block I/O in flight: BUSY(IO)", "no " DISK);
 		return;
 	}
 	ok = !pipe(fill_pipe);
@@ -609,7 +581,7 @@ static void test_busy(void)
 	describe("writeback", &a);
 	busy = vmnap_le32(a.ev.busy_reasons);
 	tap(ok && vmnap_le32(a.verdict) == VMNAP_BUSY &&
-	    (busy & VMNAP_BUSY_WRITEBACK), "heavy writeback: BUSY(WRITEBACK)", NULL);
+	    (busy & VMNAP_BUSY_WRITEBACK), "heavy writeback: BUSY(WRITEBACK)");
 	fd = open(DISK, O_WRONLY);
 	if (fd >= 0) {
 		fsync(fd);
@@ -630,7 +602,7 @@ static void test_busy(void)
 	}
 	for (i = 0; i < 4; i++)
 		reap(pids[i]);
-	tap(io && all_busy, "block I/O in flight: BUSY(IO)", NULL);
+	tap(io && all_busy, "block I/O in flight: BUSY(IO)");
 }
 
 static void test_hostile(void)
@@ -649,30 +621,30 @@ static void test_hostile(void)
 	status(&st0);
 	peer_send(&peer, VMNAP_HANDOFF_ABORT, &r, 4);
 	code = peer_expect_error(&peer, 3000);
-	tap(code == VMNAP_ELEN, "wrong payload length: ERROR(ELEN)", NULL);
+	tap(code == VMNAP_ELEN, "wrong payload length: ERROR(ELEN)");
 	r.req_id = vmnap_cpu64(777777);
 	peer_send(&peer, VMNAP_RESUMED, &r, sizeof(r));
 	code = peer_expect_error(&peer, 3000);
-	tap(code == VMNAP_ESTATE, "RESUMED for an unknown request: ERROR(ESTATE)", NULL);
+	tap(code == VMNAP_ESTATE, "RESUMED for an unknown request: ERROR(ESTATE)");
 	peer_send(&peer, VMNAP_RESUME_ACK, &ra, sizeof(ra));
 	code = peer_expect_error(&peer, 3000);
-	tap(code == VMNAP_ETYPE, "guest-only type from the host: ERROR(ETYPE)", NULL);
+	tap(code == VMNAP_ETYPE, "guest-only type from the host: ERROR(ETYPE)");
 	r.req_id = 0;
 	r.reason = vmnap_cpu32(99);
 	peer_send(&peer, VMNAP_RESUMED, &r, sizeof(r));
 	code = peer_expect_error(&peer, 3000);
-	tap(code == VMNAP_EFIELD, "field out of range: ERROR(EFIELD)", NULL);
+	tap(code == VMNAP_EFIELD, "field out of range: ERROR(EFIELD)");
 	peer_send(&peer, VMNAP_PING, &ping, sizeof(ping));
 	ok = peer_recv(&peer, VMNAP_PONG, &pong, sizeof(pong), 3000) == sizeof(pong) &&
 	     pong.token == ping.token && !status(&st) && st.link == 2 &&
 	     st.ctr[VMNAP_CTR_RX_BAD] >= st0.ctr[VMNAP_CTR_RX_BAD] + 3;
-	tap(ok, "link survives rejected messages (PING answered)", NULL);
+	tap(ok, "link survives rejected messages (PING answered)");
 
 	memset(garbage, 0xee, sizeof(garbage));
 	peer_send_raw(&peer, garbage, sizeof(garbage));
 	ok = peer_recv(&peer, VMNAP_PONG, &pong, sizeof(pong), 5000) == -ECONNRESET;
 	ok = ok && !status(&st) && st.ctr[VMNAP_CTR_RX_FATAL] == st0.ctr[VMNAP_CTR_RX_FATAL] + 1;
-	tap(ok, "bad magic: stream dropped", NULL);
+	tap(ok, "bad magic: stream dropped");
 
 	/* the module reconnects; a handoff before HELLO_ACK is refused */
 	ok = !peer_accept(&peer, 10000);
@@ -680,7 +652,7 @@ static void test_hostile(void)
 			     0, 5000) > 0;
 	peer_send(&peer, VMNAP_HANDOFF_REQ, &req, sizeof(req));
 	code = peer_expect_error(&peer, 3000);
-	tap(ok && code == VMNAP_ESTATE, "reconnects; HANDOFF_REQ before HELLO_ACK: ERROR(ESTATE)", NULL);
+	tap(ok && code == VMNAP_ESTATE, "reconnects; HANDOFF_REQ before HELLO_ACK: ERROR(ESTATE)");
 	{
 		struct vmnap_hello_ack ack = {
 			.version = vmnap_cpu16(1),
@@ -690,7 +662,7 @@ static void test_hostile(void)
 
 		peer_send(&peer, VMNAP_HELLO_ACK, &ack, sizeof(ack));
 	}
-	tap(wait_status(link_up, 3000, &st), "link up again after HELLO_ACK", NULL);
+	tap(wait_status(link_up, 3000, &st), "link up again after HELLO_ACK");
 }
 
 static void test_link_loss(void)
@@ -705,14 +677,14 @@ static void test_link_loss(void)
 	peer_hangup(&peer);
 	ok = ok && wait_status(released, 3000, &st) &&
 	     st.ctr[VMNAP_CTR_UNQ_LINK] == st0.ctr[VMNAP_CTR_UNQ_LINK] + 1;
-	tap(ok, "link dropped mid-handoff releases devices", NULL);
+	tap(ok, "link dropped mid-handoff releases devices");
 	ok = !peer_handshake(&peer, 10000, NULL, 42) && wait_status(link_up, 3000, &st);
-	tap(ok, "module reconnects after link loss", NULL);
+	tap(ok, "module reconnects after link loss");
 
 	vmnap_client_cmd(VMNAP_CMD_TEST_DROP_LINK, &st);
 	ok = peer_recv(&peer, VMNAP_PONG, &a, sizeof(a), 5000) == -ECONNRESET &&
 	     !peer_handshake(&peer, 10000, NULL, 42) && wait_status(link_up, 3000, &st);
-	tap(ok, "transport reset: link dropped and re-established", NULL);
+	tap(ok, "transport reset: link dropped and re-established");
 }
 
 static void test_free_pages(void)
@@ -723,8 +695,8 @@ static void test_free_pages(void)
 	long end;
 
 	if (!(peer.offered & VMNAP_F_FREE_REPORT)) {
-		skip("free pages reported", "free page reporting off");
-		skip("reported pages allocatable again", "free page reporting off");
+		tap_skip("free pages reported", "free page reporting off");
+		tap_skip("reported pages allocatable again", "free page reporting off");
 		return;
 	}
 	pid = spawn(touch_memory, (void *)(uintptr_t)FILL_MIB);
@@ -734,13 +706,13 @@ static void test_free_pages(void)
 		peer_recv(&peer, VMNAP_PONG, junk, sizeof(junk), 500);
 	/* let the reporter finish its pass */
 	peer_recv(&peer, VMNAP_PONG, junk, sizeof(junk), 1000);
-	diag("free reports %u (%llu MiB), bad ranges %u", peer.free_reports,
-	     (unsigned long long)(peer.free_bytes >> 20), peer.free_bad);
+	tap_diag("free reports %u (%llu MiB), bad ranges %u", peer.free_reports,
+	         (unsigned long long)(peer.free_bytes >> 20), peer.free_bad);
 	tap(peer.free_reports && !peer.free_bad && !status(&st) &&
 	    st.ctr[VMNAP_CTR_FREE_REPORTS] >= 1,
-	    "free pages reported, ranges inside guest RAM", NULL);
+	    "free pages reported, ranges inside guest RAM");
 	pid = spawn(touch_memory, (void *)(uintptr_t)FILL_MIB);
-	tap(wait_exit(pid, 60000) == 0, "reported pages allocatable again", NULL);
+	tap(wait_exit(pid, 60000) == 0, "reported pages allocatable again");
 }
 
 static void test_unload_states(void)
@@ -755,10 +727,11 @@ static void test_unload_states(void)
 	/* quiesced */
 	ok = ready_handoff(&id, &a);
 	ret = vmnap_client_unload();
-	tap(ok && !ret, "unload while devices are held", ret ? strerror(-ret) : NULL);
+	tap(ok && !ret, "unload while devices are held%s%s", ret ? " # " : "",
+	    ret ? strerror(-ret) : "");
 	if (have_disk()) {
 		pid = spawn(held_write, NULL);
-		tap(wait_exit(pid, 10000) == 0, "disk usable after unload while held", NULL);
+		tap(wait_exit(pid, 10000) == 0, "disk usable after unload while held");
 	}
 	peer_hangup(&peer);
 
@@ -767,7 +740,7 @@ static void test_unload_states(void)
 	ok = !ret && !peer_handshake(&peer, 10000, NULL, 43) &&
 	     wait_status(link_up, 3000, &st);
 	ret = vmnap_client_unload();
-	tap(ok && !ret, "unload while connected and idle", NULL);
+	tap(ok && !ret, "unload while connected and idle");
 	peer_hangup(&peer);
 
 	/* disconnected, retrying */
@@ -777,7 +750,7 @@ static void test_unload_states(void)
 	usleep(500000);
 	ok = !ret && !status(&st) && st.link == 0 && st.ctr[VMNAP_CTR_CONNECT_FAILS] > 0;
 	ret = vmnap_client_unload();
-	tap(ok && !ret, "unload while disconnected and retrying", NULL);
+	tap(ok && !ret, "unload while disconnected and retrying");
 
 	/* free page reporting off: HELLO says so; no test commands */
 	ret = peer_listen(&peer, PORT);
@@ -786,10 +759,10 @@ static void test_unload_states(void)
 	ok = !ret && !peer_handshake(&peer, 10000, NULL, 44) &&
 	     !(peer.offered & VMNAP_F_FREE_REPORT) &&
 	     wait_status(link_up, 3000, &st) && !st.free_reporting;
-	tap(ok, "free_report=0: HELLO does not offer FREE_REPORT", NULL);
+	tap(ok, "free_report=0: HELLO does not offer FREE_REPORT");
 	ok = !ret && vmnap_client_cmd(VMNAP_CMD_TEST_EVIDENCE, &st) == -EPERM &&
 	     !vmnap_client_cmd(VMNAP_CMD_GET_STATUS, &st);
-	tap(ok, "test commands refused without test_hooks", NULL);
+	tap(ok, "test commands refused without test_hooks");
 	vmnap_client_unload();
 	peer_hangup(&peer);
 }
@@ -824,22 +797,21 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("TAP version 13\n");
 	if (geteuid()) {
-		printf("1..0 # SKIP needs root\n");
-		return 77;
+		tap_skip_all("needs root");
+		return TAP_SKIP;
 	}
 	ret = peer_listen(&peer, PORT);
 	if (ret) {
-		printf("1..0 # SKIP no vsock loopback: %s\n", strerror(-ret));
-		return 77;
+		tap_skip_all("no vsock loopback: %s", strerror(-ret));
+		return TAP_SKIP;
 	}
 	ret = vmnap_client_load(VMNAP_MODULE_PATH, PARAMS);
-	tap(!ret, "load vmnap.ko through libkmod", ret ? strerror(-ret) : NULL);
-	if (ret) {
-		printf("1..%d\n", test_no);
-		return 1;
-	}
-	diag("%u CPUs, %u virtio devices, disk %s", possible_cpus(),
-	     virtio_devices(), have_disk() ? "yes" : "no");
+	tap(!ret, "load vmnap.ko through libkmod%s%s", ret ? " # " : "",
+	    ret ? strerror(-ret) : "");
+	if (ret)
+		return tap_done();
+	tap_diag("%u CPUs, %u virtio devices, disk %s", possible_cpus(),
+	         virtio_devices(), have_disk() ? "yes" : "no");
 	test_hello();
 	test_idle_ready();
 	test_timer_budget();
@@ -852,6 +824,5 @@ int main(int argc, char **argv)
 	test_link_loss();
 	test_free_pages();
 	test_unload_states();
-	printf("1..%d\n", test_no);
-	return failures ? 1 : 0;
+	return tap_done();
 }

@@ -1,0 +1,236 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""replay.py - the vmnap trajectory replay benchmark (issue 7).
+
+Replays a recorded agent trajectory (tests/data/*.jsonl: fixed model waits,
+tool commands, expected exit codes and output digests) in real QEMU guests
+and measures what each wait costs in memory, cohort by cohort:
+
+  baseline  the VM stays as it is while the agent waits
+  pause     vmnapd pauses the VM during waits (offload disabled)
+  offload   vmnapd pauses and offloads guest RAM to its store
+  swap      kernel swap, the peer a user would pick: at each wait start the
+            VM cgroup's memory is reclaimed to a swap file on the same
+            filesystem (memory.reclaim, v1 memory.force_empty, or
+            process_madvise(MADV_PAGEOUT)); the guest faults it back
+
+Cohort runs are interleaved and repeated; every run boots N VMs (each in its
+own cgroup with a CPU quota), releases them together, and replays the
+trajectory in each.  Commands reach the in-guest exec agent
+(tests/replay/exec_agent.c) over vsock: a host-initiated "CONNECT <port>\\n"
+on the VM's vsock unix socket (vmnapd's vhost-user-vsock bridge).  Without
+the bridge, the agent is reached over the launcher's control line
+(--transport tty), which serves baseline and swap.
+
+Subcommands:
+  run     replay cohorts; outputs under OUT/<run-id>/ and OUT/latest
+  record  run a trajectory once in a baseline guest and write its expected
+          exit codes and digests (how tests/data/*.jsonl got them)
+  probe   print what this host offers (cgroups, swap, vmnapd API, bridge)
+  table   print a run's cohorts as a Markdown table (README figures)
+
+Exit status of run: 0 when every functional check passed, 1 when one
+failed, 77 when nothing could run here (reason on the last line).
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from .common import BUILD, COHORTS, FINAL_DIFF_CMD, MIB, ROOT, log
+from .guest import Guest
+from .host import Cgroups
+from .runner import Bench
+from .trajectory import load_trajectory
+from .vmnapd import Vmnapd, vmnap_missing, vmnapd_bridges
+
+
+# --------------------------------------------------------------------------
+# record: fill in a trajectory's expectations from one guest run
+# --------------------------------------------------------------------------
+
+def cmd_record(args):
+    header, steps = load_trajectory(args.trajectory, need_expectations=False)
+    args.vms, args.cpu_quota = 1, None
+    bench = Bench.__new__(Bench)
+    bench.args = args
+    bench.cgroups = Cgroups()
+    bench.header, bench.steps = header, steps
+    wd = os.path.join(ROOT, BUILD, "replay", "record")
+    os.makedirs(wd, exist_ok=True)
+    bench.outdir = wd
+    bench.build_rootfs()
+    bench.sockdir = tempfile.mkdtemp(prefix="vmnap-replay.")
+    g = Guest(bench, "replay-record", "baseline", wd, os.path.join(bench.sockdir, "vm"), None)
+    vmnapd = None
+    if args.transport == "vsock":
+        vmnapd = Vmnapd(bench.vmnapd_exe, os.path.join(bench.sockdir, "vmnapd"),
+                        os.path.join(args.store_dir, "replay-record"), wd, [g.vsock_spec()])
+        vmnapd.wait_for([g.vhost_user])
+    g.start()
+    try:
+        g.wait_ready()
+        for st in steps:
+            res, _ = g.exec_shell(st["cmd"])
+            st["exit_code"] = res["exit_code"]
+            st["stdout_sha256"] = res["stdout_sha256"]
+            log(f"step {st['step']}: exit {res['exit_code']} "
+                f"{res['stdout_total']} bytes {res['stdout_sha256'][:12]}")
+            if args.verbose:
+                sys.stderr.write(res["stdout"].decode(errors="replace"))
+                sys.stderr.write(res["stderr"].decode(errors="replace"))
+        res, _ = g.exec_shell(FINAL_DIFF_CMD)
+        header["final_diff_sha256"] = res["stdout_sha256"]
+        header["recorded"] = {"how": "scripts/replay.py record (one baseline guest, "
+                              "transport " + args.transport + ")",
+                              "date": time.strftime("%Y-%m-%d", time.gmtime())}
+        if args.verbose:
+            sys.stderr.write(res["stdout"].decode(errors="replace"))
+    finally:
+        g.stop()
+        if vmnapd:
+            vmnapd.stop()
+        shutil.rmtree(bench.sockdir, ignore_errors=True)
+    with open(args.trajectory, "w") as f:
+        f.write(json.dumps(header) + "\n")
+        for st in steps:
+            f.write(json.dumps(st) + "\n")
+    log(f"recorded {len(steps)} steps into {args.trajectory}")
+    return 0
+
+
+def cmd_table(args):
+    """A Markdown table of a run's cohorts (for the README)."""
+    if not os.path.isfile(os.path.join(args.run_dir, "summary.json")):
+        print(f"replay: {args.run_dir} has no summary.json: the run is not "
+              "finished, or it failed (see its log)", file=sys.stderr)
+        return 1
+    with open(os.path.join(args.run_dir, "summary.json")) as f:
+        s = json.load(f)
+    with open(os.path.join(args.run_dir, "validation.json")) as f:
+        v = json.load(f)
+    cols = [("runs", "runs", "{}"), ("guest_ram_memxtime_gib_s", "guest RAM GiB·s", "{:.2f}"),
+            ("vmm_pss_memxtime_gib_s", "VMM PSS GiB·s", "{:.2f}"),
+            ("cgroup_memxtime_gib_s", "cgroup GiB·s", "{:.2f}"),
+            ("guest_ram_mean_mib", "guest RAM mean MiB", "{:.0f}"),
+            ("completion_window_s", "window s", "{:.1f}"),
+            ("throughput_per_min", "VMs/min", "{:.3f}"),
+            ("delivery_p50_ms", "deliv. p50 ms", "{:.1f}"),
+            ("delivery_p99_ms", "deliv. p99 ms", "{:.1f}"),
+            ("offloaded_bytes", "offloaded MiB", "{:.0f}")]
+    print(f"{s['vms']} VM(s), {s['repeats']} runs per cohort, trajectory "
+          f"{s['trajectory']} ({s['trajectory_steps']} steps, {s['trajectory_wait_s']} s of waits), "
+          f"medians; run {s['run_id']}, measurement_integrity_passed: "
+          f"{v['measurement_integrity_passed']} (max sampling gap {v['max_sampling_gap_ms']} ms, "
+          f"lost events {v['lost_events']} + vmnapd {v['lost_events_vmnapd']}, "
+          f"checks {v['checks_total'] - v['checks_failed']}/{v['checks_total']})\n")
+    print("| cohort | " + " | ".join(c[1] for c in cols) + " | guest RAM vs baseline |")
+    print("|---" * (len(cols) + 2) + "|")
+    for c, agg in s["cohorts"].items():
+        if not agg.get("runs"):
+            print(f"| {c} | skipped: {agg.get('skipped', '')} |")
+            continue
+        cells = []
+        for key, _title, fmt in cols:
+            val = agg.get(key)
+            if key == "offloaded_bytes" and val is not None:
+                val = val / MIB
+            cells.append("-" if val is None else fmt.format(val))
+        ratio = agg.get("ratio_to_baseline", {}).get("guest_ram_memxtime_gib_s")
+        print(f"| {c} | " + " | ".join(cells) + f" | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+    return 0
+
+
+def cmd_probe(_args):
+    cg = Cgroups()
+    print(f"cgroups: {cg.describe()}")
+    print(f"swap: {'swapon' if shutil.which('swapon') else 'no swapon'}")
+    print(f"vmnap cohorts: {vmnap_missing() or 'available'}")
+    print(f"launcher: {'present' if os.path.exists(os.path.join(ROOT, 'scripts/run-guest.sh')) else 'missing'}")
+    return 0
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p):
+        p.add_argument("--trajectory", default=os.path.join(ROOT, "tests/data/replay-full.jsonl"))
+        p.add_argument("--mem", type=int, default=512, help="guest RAM in MiB")
+        p.add_argument("--transport", choices=("auto", "vsock", "tty"), default="auto",
+                       help="vsock: vmnapd's bridge; tty: the launcher's control line "
+                            "(before the bridge exists); auto: vsock when vmnapd has it")
+        p.add_argument("--guest-timeout", type=int, default=1800)
+        p.add_argument("--store-dir", default=os.environ.get("VMNAP_STORE_DIR", "/var/lib/vmnap"))
+        p.add_argument("-v", "--verbose", action="store_true")
+
+    r = sub.add_parser("run", help="replay cohorts")
+    common(r)
+    r.add_argument("--cohorts", default=",".join(COHORTS))
+    r.add_argument("--repeats", type=int, default=3)
+    r.add_argument("--vms", type=int, default=1)
+    r.add_argument("--cpu-quota", type=float, default=0.5,
+                   help="CPUs per VM (cgroup cpu.max / cfs_quota_us); 0: none")
+    r.add_argument("--sample-ms", type=int, default=100)
+    r.add_argument("--out", default=os.path.join(BUILD, "bench/replay"))
+    r.add_argument("--tap", action="store_true", help="TAP lines per cohort (make check)")
+    rec = sub.add_parser("record", help="write a trajectory's expected results")
+    common(rec)
+    sub.add_parser("probe", help="what this host offers")
+    tb = sub.add_parser("table", help="Markdown table of a run (README figures)")
+    tb.add_argument("run_dir")
+    args = ap.parse_args(argv)
+    if getattr(args, "transport", None) == "auto":
+        args.transport = "vsock" if vmnapd_bridges() else "tty"
+    if args.cmd == "run":
+        args.cohorts = [c for c in args.cohorts.split(",") if c]
+        bad = [c for c in args.cohorts if c not in COHORTS]
+        if bad:
+            ap.error(f"unknown cohort(s) {bad}")
+        if args.vms < 1 or args.repeats < 1 or args.sample_ms < 1:
+            ap.error("--vms, --repeats and --sample-ms must be positive")
+    return args
+
+
+def cmd_run(args):
+    if not os.path.exists(os.path.join(ROOT, "scripts/run-guest.sh")):
+        print("replay: SKIP: scripts/run-guest.sh (guest launcher) is not in the tree yet")
+        return 77
+    requested = list(args.cohorts)
+    bench = Bench(args)
+    summary, validation = bench.run()
+    if args.tap:
+        print(f"1..{len(requested)}")
+        for i, c in enumerate(requested, 1):
+            agg = summary["cohorts"][c]
+            if c in validation["skipped_cohorts"]:
+                print(f"ok {i} - replay {c} # SKIP {validation['skipped_cohorts'][c]}")
+                continue
+            fails = [x for x in validation["functional_checks"]
+                     if x["run"].startswith(c + "-") and not x["passed"]]
+            print(f"{'not ok' if fails or not agg['runs'] else 'ok'} {i} - replay {c}: "
+                  f"{agg['runs']} run(s), "
+                  f"{len(fails)} failed check(s)")
+    print(json.dumps({c: {k: v for k, v in s.items() if k in
+                          ("runs", "skipped", "guest_ram_memxtime_gib_s",
+                           "completion_window_s", "delivery_p99_ms")}
+                      for c, s in summary["cohorts"].items()}, indent=1))
+    print(f"measurement_integrity_passed: {validation['measurement_integrity_passed']}")
+    if not any(s.get("runs") for s in summary["cohorts"].values()):
+        print("replay: SKIP: no cohort could run here: " +
+              "; ".join(f"{c}: {w}" for c, w in validation["skipped_cohorts"].items()))
+        return 77
+    return 0 if validation["functional_checks_passed"] else 1
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if os.geteuid() != 0:
+        print("replay: SKIP: needs root (cgroups, swap, QEMU)")
+        return 77
+    return {"run": cmd_run, "record": cmd_record, "probe": cmd_probe,
+            "table": cmd_table}[args.cmd](args)
+

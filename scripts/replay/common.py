@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""Constants and small helpers shared by the replay benchmark's modules.
+"""
+import hashlib
+import os
+import sys
+import time
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("BUILD", "build")
+VMNAP_CACHE = os.environ.get("VMNAP_CACHE", "/var/cache/vmnap")
+
+TRAJECTORY_FORMAT = "vmnap-trajectory"
+TRAJECTORY_VERSION = 1
+COHORTS = ("baseline", "pause", "offload", "swap")
+VMNAP_COHORTS = ("pause", "offload")
+
+AGENT_PORT = 1234
+REQ_MAGIC, ACK_MAGIC, RSP_MAGIC = b"VXRQ", b"VXAK", b"VXRS"
+RSP_HEADER_MAX = 64 * 1024
+STEP_TIMEOUT_MS = 120000
+SHELL_ARGV = ["/bin/bash", "-o", "pipefail", "-c"]
+WORKSPACE = "/srv/project"
+FINAL_DIFF_CMD = "git diff HEAD"  # staged and unstaged changes
+READY_LINE = "VMNAP-REPLAY-READY"
+GUEST_INIT_CMD = "/usr/local/sbin/vmnap-replay-init"
+GUEST_STOP_ARGV = [GUEST_INIT_CMD, "stop"]
+VMNAP_LINK_PORT = 5151          # the guest link's vsock port (uapi/vmnap.h)
+GUEST_CID = 3                   # scripts/run-guest.sh gives every guest CID 3
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+PAGE = os.sysconf("SC_PAGE_SIZE")
+NS = 1_000_000_000
+CG_NAME = "vmnap-replay"
+CPU_PERIOD_US = 100000
+SAMPLE_GAP_LIMIT_FACTOR = 2.0	# max gap allowed: this × interval
+BOOT_TIMEOUT_S = 300
+AGENT_PING_TIMEOUT_S = 30
+GUEST_STOP_TIMEOUT_S = 30
+SAMPLER_RT_PRIO = 10
+SWAPFILE_MARGIN_MIB = 256
+MADV_PAGEOUT = 21
+SYS_PIDFD_OPEN = 434
+SYS_PROCESS_MADVISE = 440
+SYS_CACHESTAT = 451
+
+
+def log(msg):
+    print(f"replay: {msg}", file=sys.stderr, flush=True)
+
+
+def now_ns():
+    return time.monotonic_ns()
+
+
+def sha256_hex(data):
+    return hashlib.sha256(data).hexdigest()

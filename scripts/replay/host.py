@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""Host facilities: per-VM cgroups, the swap cohort's reclaim and swap file,
+/proc/vmstat.
+"""
+import ctypes
+import os
+import subprocess
+import time
+
+from .common import (CG_NAME, CPU_PERIOD_US, MADV_PAGEOUT, MIB, SYS_PIDFD_OPEN,
+                     SYS_PROCESS_MADVISE)
+
+
+class Cgroups:
+    """Per-VM memory + CPU cgroups: v2 where its controllers are enabled,
+    else the v1 memory and cpu hierarchies (what this machine has)."""
+
+    def __init__(self):
+        self.v2 = None
+        self.mem = self.cpu = None
+        for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+            try:
+                ctrls = open(os.path.join(root, "cgroup.controllers")).read().split()
+            except OSError:
+                continue
+            if "memory" in ctrls and "cpu" in ctrls:
+                self.v2 = root
+                break
+        if not self.v2:
+            for c in ("memory", "cpu"):
+                d = f"/sys/fs/cgroup/{c}"
+                if os.path.exists(os.path.join(d, "tasks")):
+                    setattr(self, "mem" if c == "memory" else "cpu", d)
+
+    def usable(self):
+        return bool(self.v2 or (self.mem and self.cpu))
+
+    def describe(self):
+        if self.v2:
+            return f"cgroup v2 at {self.v2} (memory.current, memory.reclaim, cpu.max)"
+        if self.mem and self.cpu:
+            return ("cgroup v1 memory+cpu (memory.usage_in_bytes, memory.force_empty, "
+                    "cpu.cfs_quota_us); v2 has no memory/cpu controller here")
+        return "no usable memory+cpu cgroup"
+
+    def create(self, rel, cpu_quota):
+        """Make the cgroup(s) for one VM; return a dict of its directories."""
+        dirs = {}
+        if self.v2:
+            parent = os.path.join(self.v2, CG_NAME)
+            os.makedirs(parent, exist_ok=True)
+            try:
+                with open(os.path.join(self.v2, "cgroup.subtree_control"), "w") as f:
+                    f.write("+memory +cpu")
+                with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+                    f.write("+memory +cpu")
+            except OSError:
+                pass
+            d = os.path.join(parent, rel)
+            os.makedirs(d, exist_ok=True)
+            if cpu_quota:
+                with open(os.path.join(d, "cpu.max"), "w") as f:
+                    f.write(f"{int(cpu_quota * CPU_PERIOD_US)} {CPU_PERIOD_US}")
+            dirs = {"mem": d, "cpu": d}
+        else:
+            for key, base in (("mem", self.mem), ("cpu", self.cpu)):
+                d = os.path.join(base, CG_NAME, rel)
+                os.makedirs(d, exist_ok=True)
+                dirs[key] = d
+            if cpu_quota:
+                with open(os.path.join(dirs["cpu"], "cpu.cfs_period_us"), "w") as f:
+                    f.write(str(CPU_PERIOD_US))
+                with open(os.path.join(dirs["cpu"], "cpu.cfs_quota_us"), "w") as f:
+                    f.write(str(int(cpu_quota * CPU_PERIOD_US)))
+        return dirs
+
+    def procs_files(self, dirs):
+        return sorted({os.path.join(d, "cgroup.procs") for d in dirs.values()})
+
+    def memory_bytes(self, dirs):
+        name = "memory.current" if self.v2 else "memory.usage_in_bytes"
+        try:
+            return int(open(os.path.join(dirs["mem"], name)).read())
+        except (OSError, ValueError):
+            return -1
+
+    def memory_stat(self, dirs):
+        st = {}
+        try:
+            for ln in open(os.path.join(dirs["mem"], "memory.stat")):
+                k, v = ln.split()
+                st[k] = int(v)
+        except (OSError, ValueError):
+            pass
+        return st
+
+    def reclaim(self, dirs, nbytes):
+        """Push the cgroup's memory out (to swap).  Returns the method used."""
+        if self.v2:
+            try:
+                with open(os.path.join(dirs["mem"], "memory.reclaim"), "w") as f:
+                    f.write(str(nbytes))
+            except OSError as e:
+                if e.errno != 11:  # EAGAIN: reclaimed less than asked
+                    raise
+            return "memory.reclaim"
+        with open(os.path.join(dirs["mem"], "memory.force_empty"), "w") as f:
+            f.write("0")
+        return "memory.force_empty"
+
+    def remove_run(self, run_id):
+        """Remove a run's parent cgroup(s) once its VMs' are gone."""
+        for base in {self.v2, self.mem, self.cpu} - {None}:
+            try:
+                os.rmdir(os.path.join(base, CG_NAME, run_id))
+            except OSError:
+                pass
+
+    def remove(self, dirs):
+        for d in sorted(set(dirs.values()), key=len, reverse=True):
+            for _ in range(50):
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def process_pageout(pid, addr, length):
+    """MADV_PAGEOUT a range of another process (the guest RAM mapping)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = libc.syscall(SYS_PIDFD_OPEN, pid, 0)
+    if pidfd < 0:
+        raise OSError(ctypes.get_errno(), "pidfd_open")
+
+    class Iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+    try:
+        iov = Iovec(addr, length)
+        r = libc.syscall(SYS_PROCESS_MADVISE, pidfd, ctypes.byref(iov), 1, MADV_PAGEOUT, 0)
+        if r < 0:
+            raise OSError(ctypes.get_errno(), "process_madvise")
+        return r
+    finally:
+        os.close(pidfd)
+
+
+class SwapFile:
+    """A swap file on the same filesystem as vmnapd's store, on only while a
+    swap cohort run is going (the host's other work is not swapped)."""
+
+    def __init__(self, path, size_mib):
+        self.path, self.size_mib, self.active = path, size_mib, False
+
+    def on(self):
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        if not os.path.exists(self.path) or os.path.getsize(self.path) != self.size_mib * MIB:
+            with open(self.path, "wb") as f:
+                os.posix_fallocate(f.fileno(), 0, self.size_mib * MIB)
+            os.chmod(self.path, 0o600)
+            subprocess.run(["mkswap", self.path], check=True, capture_output=True)
+        subprocess.run(["swapon", self.path], check=True, capture_output=True)
+        self.active = True
+
+    def off(self):
+        if self.active:
+            subprocess.run(["swapoff", self.path], capture_output=True)
+            self.active = False
+
+    def remove(self):
+        self.off()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def vmstat():
+    out = {}
+    for ln in open("/proc/vmstat"):
+        k, v = ln.split()
+        out[k] = int(v)
+    return out

@@ -1,0 +1,393 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""Cohort runs: one run boots the VMs of a cohort, releases them together and
+replays the trajectory in each (CohortRun); the benchmark plans the runs
+interleaved and repeated (Bench).
+"""
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+
+from .common import (BUILD, COHORTS, FINAL_DIFF_CMD, GIB, MIB, NS, PAGE, ROOT,
+                     SWAPFILE_MARGIN_MIB, VMNAP_COHORTS, VMNAP_LINK_PORT, log, now_ns)
+from .events import EventLog, event_seq_gaps
+from .guest import Guest
+from .host import Cgroups, SwapFile, process_pageout, vmstat
+from .sampler import Sampler
+from .summary import write_outputs
+from .trajectory import load_trajectory
+from .vmnapd import Vmnapd, vmnap_missing, vmnapd_bridges, vmnapd_event_figures
+
+
+def percentile(vals, p):
+    if not vals:
+        return None
+    s = sorted(vals)
+    k = (len(s) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+class CohortRun:
+    def __init__(self, bench, cohort, rep):
+        self.bench, self.cohort, self.rep = bench, cohort, rep
+        self.key = f"{cohort}-r{rep}"
+        self.guests = []
+        self.checks = []
+        self.delivery_ms = []
+        self.result = {"cohort": cohort, "rep": rep, "vms": bench.args.vms}
+        self.reclaims = []
+        self.reclaim_errors = 0
+        self.swapped_out_bytes = 0
+        self.vmnapd = None
+        self.api = None
+        self.vmnapd_lost = 0
+
+    def check(self, name, passed, **detail):
+        c = {"run": self.key, "name": name, "passed": bool(passed)}
+        c.update(detail)
+        self.checks.append(c)
+        if not passed:
+            log(f"{self.key}: FAILED check {name}: {detail}")
+        return passed
+
+    # -- per-wait behaviour of each cohort --------------------------------
+    def wait_begin(self, g, step):
+        ev = self.bench.events
+        if self.cohort == "swap":
+            if any(t.is_alive() and t.name == g.name for t in self.reclaims):
+                ev.emit("swap_out_skipped", run=self.key, vm=g.name, step=step["step"],
+                        why="previous reclaim still running")
+            else:
+                t = threading.Thread(target=self.swap_out, args=(g, step["step"]),
+                                     name=g.name, daemon=True)
+                t.start()
+                self.reclaims.append(t)
+        elif self.cohort in VMNAP_COHORTS:
+            self.api.wait_start(g.name, f"s{step['step']}")
+        ev.emit("wait_start", run=self.key, vm=g.name, step=step["step"])
+
+    def wait_end(self, g, step):
+        ev = self.bench.events.emit("data_ready", run=self.key, vm=g.name, step=step["step"])
+        if self.cohort in VMNAP_COHORTS:
+            self.api.wait_ready(g.name, f"s{step['step']}")
+        return ev["t_ns"]
+
+    def delivered(self, g, step):
+        if self.cohort in VMNAP_COHORTS:
+            self.api.wait_delivered(g.name, f"s{step['step']}")
+
+    def swap_out(self, g, stepno):
+        t0 = now_ns()
+        cg = self.bench.cgroups
+        ram0 = g.ram_gauge.read(count_swap=True)
+        try:
+            if cg.usable() and g.cg_dirs:
+                method = cg.reclaim(g.cg_dirs, self.bench.args.mem * MIB * 2)
+            else:
+                process_pageout(g.qemu_pid, *g.ram_map)
+                method = "process_madvise"
+        except OSError as e:
+            self.reclaim_errors += 1
+            method = f"error: {e}"
+        # Guest RAM pushed out by this reclaim: the drop of its resident
+        # bytes, as vmnap's offloaded bytes (resident at PAUSED - at OFFLOADED).
+        out = max(0, ram0 - g.ram_gauge.read(count_swap=True))
+        self.swapped_out_bytes += out
+        self.bench.events.emit("swap_out", run=self.key, vm=g.name, step=stepno,
+                               method=method, dur_ms=round((now_ns() - t0) / 1e6, 3),
+                               guest_ram_out_bytes=out)
+
+    # -- the replay of one VM -------------------------------------------------
+    def replay_vm(self, g, release_evt, out):
+        steps = self.bench.steps
+        release_evt.wait()
+        ev = self.bench.events
+        try:
+            for st in steps:
+                t_start = now_ns()
+                self.wait_begin(g, st)
+                target = t_start + int(st["wait_ms"] * 1e6)
+                while True:
+                    left = target - now_ns()
+                    if left <= 0:
+                        break
+                    time.sleep(left / NS)
+                t_ready = self.wait_end(g, st)
+                res, t_ack = g.exec_shell(st["cmd"], on_ack=lambda: self.delivered(g, st))
+                if t_ack is not None:
+                    self.delivery_ms.append((t_ack - t_ready) / 1e6)
+                ok_rc = res["exit_code"] == st["exit_code"]
+                ok_dig = res["stdout_sha256"] == st["stdout_sha256"]
+                self.check(f"{g.name}/step{st['step']}", ok_rc and ok_dig,
+                           exit_code=res["exit_code"], expected_exit_code=st["exit_code"],
+                           digest_ok=ok_dig)
+                ev.emit("step_done", run=self.key, vm=g.name, step=st["step"],
+                        exit_code=res["exit_code"], digest_ok=ok_dig,
+                        delivery_ms=None if t_ack is None else round((t_ack - t_ready) / 1e6, 3),
+                        exec_ms=round(res.get("duration_ns", 0) / 1e6, 3))
+            res, _ = g.exec_shell(FINAL_DIFF_CMD)
+            self.check(f"{g.name}/final-git-diff",
+                       res["stdout_sha256"] == self.bench.header["final_diff_sha256"],
+                       sha256=res["stdout_sha256"])
+        except Exception as e:  # noqa: BLE001 - reported as a failed check
+            self.check(f"{g.name}/replay", False, error=str(e))
+        out[g.name] = now_ns()
+        ev.emit("vm_complete", run=self.key, vm=g.name)
+
+    def run(self):
+        b, a = self.bench, self.bench.args
+        workroot = os.path.join(b.outdir, "vms", self.key)
+        os.makedirs(workroot, exist_ok=True)
+        swap_before = vmstat()
+        if self.cohort == "swap":
+            b.swapfile.on()
+        b.events.emit("run_start", run=self.key, cohort=self.cohort, rep=self.rep)
+        try:
+            for i in range(a.vms):
+                name = f"r{os.getpid()}-{self.key}-vm{i}"
+                wd = os.path.join(workroot, f"vm{i}")
+                os.makedirs(wd, exist_ok=True)
+                cg = (b.cgroups.create(f"{b.run_id}/{self.key}-vm{i}", a.cpu_quota)
+                      if b.cgroups.usable() else None)
+                self.guests.append(Guest(b, name, self.cohort, wd,
+                                         os.path.join(b.sockdir, self.key, f"vm{i}"), cg))
+            if a.transport == "vsock" or self.cohort in VMNAP_COHORTS:
+                for g in self.guests:
+                    g.vmnapd_run_dir = os.path.join(b.sockdir, self.key, "vmnapd")
+                self.vmnapd = Vmnapd(b.vmnapd_exe, os.path.join(b.sockdir, self.key, "vmnapd"),
+                                     os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
+                                     workroot, [g.vsock_spec() for g in self.guests])
+                self.vmnapd.wait_for([g.vhost_user for g in self.guests])
+                self.api = self.vmnapd.api
+            for g in self.guests:
+                g.start()
+            for g in self.guests:
+                g.wait_ready()
+                if self.cohort in VMNAP_COHORTS:
+                    self.api.register(g.name, g.qmp, f"{g.vsock}_{VMNAP_LINK_PORT}",
+                                      offload=self.cohort == "offload")
+            t0 = now_ns()
+            sampler = Sampler(b, self.guests, a.sample_ms / 1000, t0,
+                              count_swap=self.cohort == "swap")
+            stat0 = {g.name: b.cgroups.memory_stat(g.cg_dirs) if g.cg_dirs else {}
+                     for g in self.guests}
+            sampler.start()
+            release = threading.Event()
+            done = {}
+            threads = [threading.Thread(target=self.replay_vm, args=(g, release, done))
+                       for g in self.guests]
+            for t in threads:
+                t.start()
+            t_release = b.events.emit("release", run=self.key, vms=len(self.guests))["t_ns"]
+            release.set()
+            for t in threads:
+                t.join()
+            for t in self.reclaims:
+                t.join()
+            t_end = max(done.values())
+            sampler.stop()
+            stat1 = {g.name: b.cgroups.memory_stat(g.cg_dirs) if g.cg_dirs else {}
+                     for g in self.guests}
+            self.summarise(sampler, t0, t_release, t_end, swap_before, stat0, stat1)
+        finally:
+            for g in self.guests:
+                g.stop()
+                if g.cg_dirs:
+                    b.cgroups.remove(g.cg_dirs)
+            if self.vmnapd:
+                rc = self.vmnapd.stop()
+                self.check("vmnapd-exit", rc in (0, -signal.SIGTERM), exit_status=rc)
+                self.vmnapd_lost = (event_seq_gaps(self.vmnapd.events_path)
+                                    if os.path.exists(self.vmnapd.events_path) else 0)
+                if self.cohort in VMNAP_COHORTS:
+                    fig = vmnapd_event_figures(self.vmnapd.events_path)
+                    self.result.update(pauses=fig["pauses"], offloads=fig["offloads"],
+                                       offloaded_bytes=fig["offloaded_bytes"])
+                    for p in (50, 99):
+                        v = percentile(fig["delivered_ms"], p)
+                        self.result[f"vmnapd_delivery_p{p}_ms"] = None if v is None else round(v, 3)
+                shutil.rmtree(os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
+                              ignore_errors=True)
+            if self.cohort == "swap":
+                b.swapfile.off()
+            b.events.emit("run_end", run=self.key)
+        return self.result
+
+    def summarise(self, sampler, t0, t_release, t_end, swap_before, stat0, stat1):
+        rel_s, end_s = (t_release - t0) / NS, (t_end - t0) / NS
+        window = end_s - rel_s
+        series = {}  # vm -> list of (t, ram, pss, cg)
+        for t, vm, ram, pss, cg, _gap in sampler.rows:
+            series.setdefault(vm, []).append((t, ram, pss, cg))
+        self.samples = [(self.cohort, self.rep) + r for r in sampler.rows]
+
+        def integral(col):
+            total = 0.0
+            for pts in series.values():
+                pts = [p for p in pts if rel_s <= p[0] <= end_s and p[col] >= 0]
+                for p, q in zip(pts, pts[1:]):
+                    total += (p[col] + q[col]) / 2 * (q[0] - p[0])
+            return total / GIB
+
+        def totals(col):
+            ticks = {}
+            for pts in series.values():
+                for p in pts:
+                    if rel_s <= p[0] <= end_s and p[col] >= 0:
+                        ticks.setdefault(round(p[0], 3), 0)
+                        ticks[round(p[0], 3)] += p[col]
+            return list(ticks.values())
+
+        r = self.result
+        for col, name in ((1, "guest_ram"), (2, "vmm_pss"), (3, "cgroup")):
+            r[f"{name}_memxtime_gib_s"] = round(integral(col), 6)
+            tot = totals(col)
+            r[f"{name}_mean_mib"] = round(statistics.mean(tot) / MIB, 3) if tot else None
+            r[f"{name}_peak_mib"] = round(max(tot) / MIB, 3) if tot else None
+        r["completion_window_s"] = round(window, 3)
+        r["throughput_per_min"] = round(len(self.guests) / (window / 60), 4) if window > 0 else None
+        for p in (50, 95, 99):
+            v = percentile(self.delivery_ms, p)
+            r[f"delivery_p{p}_ms"] = None if v is None else round(v, 3)
+        r["delivery_samples"] = len(self.delivery_ms)
+        r["_delivery_ms"] = list(self.delivery_ms)  # for the plot, not the summary
+        gaps = sampler.gaps_ms
+        r["max_sample_gap_ms"] = round(max(gaps), 3) if gaps else None
+        r["samples"] = len(sampler.rows)
+        r["sample_read_max_ms"] = sampler.read_max_ms
+        r["vmm_pss_max_age_ms"] = round(sampler.pss_age_max_ms, 3)
+        r["sampler_priority"] = sampler.priority
+        faults = sum(stat1[v].get("pgmajfault", 0) - stat0[v].get("pgmajfault", 0) for v in stat1)
+        r["major_faults"] = faults
+        if self.cohort == "swap":
+            vs = vmstat()
+            r["offloaded_bytes"] = self.swapped_out_bytes
+            r["host_pswpout_bytes"] = (vs["pswpout"] - swap_before["pswpout"]) * PAGE
+            r["host_pswpin_bytes"] = (vs["pswpin"] - swap_before["pswpin"]) * PAGE
+            r["reclaim_errors"] = self.reclaim_errors
+        elif self.cohort in VMNAP_COHORTS:
+            vms = {}
+            for g in self.guests:
+                try:
+                    vms[g.name] = self.api.vm(g.name)
+                except (OSError, RuntimeError) as e:
+                    vms[g.name] = {"error": str(e)}
+            r["vmnapd_vms"] = vms
+            r["major_faults"] = sum(v.get("pager", {}).get("faults", 0) for v in vms.values())
+        else:
+            r["offloaded_bytes"] = 0
+
+
+
+# --------------------------------------------------------------------------
+# The benchmark
+# --------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.header, self.steps = load_trajectory(args.trajectory)
+        self.cgroups = Cgroups()
+        self.rootfs = None
+        self.run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
+        self.outdir = os.path.join(ROOT, args.out, self.run_id)
+        self.swapfile = SwapFile(os.path.join(args.store_dir, f"replay-swapfile-{self.run_id}"),
+                                 args.vms * args.mem + SWAPFILE_MARGIN_MIB)
+
+    def build_rootfs(self):
+        p = subprocess.run([os.path.join(ROOT, "scripts/guest-rootfs.sh")], cwd=ROOT,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"guest-rootfs.sh failed: {p.stderr.strip()}")
+        self.rootfs = self.pin(p.stdout.strip().splitlines()[-1], "rootfs.img")
+        p = subprocess.run([os.path.join(ROOT, "scripts/mkinitramfs.sh")], cwd=ROOT,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"mkinitramfs.sh failed: {p.stderr.strip()}")
+        self.initrd = self.pin(os.path.join(ROOT, p.stdout.strip().splitlines()[-1]),
+                               "initramfs.cpio.gz")
+        # The daemon and the shim as built now: the tree is shared and
+        # rebuilt under a long run.
+        self.vmnapd_exe = self.preload = None
+        for name, attr in (("vmnapd", "vmnapd_exe"), ("libvmnap-preload.so", "preload")):
+            built = os.path.join(ROOT, BUILD, name)
+            if os.path.exists(built):
+                dst = os.path.join(self.outdir, name)
+                shutil.copy2(built, dst)
+                setattr(self, attr, dst)
+
+    def pin(self, image, name):
+        """A hard link pins this run's image: a rebuild (the tree is shared)
+        replaces the path, never the inode this run's guests boot from."""
+        dst = os.path.join(self.outdir, name)
+        if os.path.lexists(dst):
+            os.unlink(dst)
+        try:
+            os.link(image, dst)
+            return dst
+        except OSError:
+            shutil.copyfile(image, dst)
+            return dst
+
+    def plan(self):
+        """Cohort runs in interleaved order: each repetition rotates the order."""
+        cohorts = list(self.args.cohorts)
+        order = []
+        for rep in range(self.args.repeats):
+            k = rep % len(cohorts)
+            order += [(c, rep) for c in cohorts[k:] + cohorts[:k]]
+        return order
+
+    def run(self):
+        os.makedirs(self.outdir, exist_ok=True)
+        for link in ("latest", f"latest-{self.args.vms}vm"):
+            latest = os.path.join(os.path.dirname(self.outdir), link)
+            if os.path.islink(latest) or os.path.exists(latest):
+                os.unlink(latest)
+            os.symlink(self.run_id, latest)
+        self.events = EventLog(os.path.join(self.outdir, "events.jsonl"))
+        self.build_rootfs()
+        cohorts = list(self.args.cohorts)
+        skipped = {}
+        why = vmnap_missing()
+        if why:
+            for c in VMNAP_COHORTS:
+                if c in cohorts:
+                    skipped[c] = why
+        for c in COHORTS:
+            if c not in cohorts:
+                skipped[c] = "not in --cohorts"
+        if self.args.transport == "vsock" and not vmnapd_bridges():
+            for c in cohorts:
+                skipped.setdefault(c, f"the vsock transport needs vmnapd's bridge "
+                                      f"({BUILD}/vmnapd --vsock), not built yet")
+        self.args.cohorts = [c for c in cohorts if c not in skipped]
+        self.sockdir = tempfile.mkdtemp(prefix="vmnap-replay.")
+        runs, checks, samples = [], [], []
+        self.vmnapd_lost = 0
+        try:
+            for cohort, rep in self.plan():
+                log(f"run {cohort} rep {rep} ({self.args.vms} VM)")
+                cr = CohortRun(self, cohort, rep)
+                try:
+                    runs.append(cr.run())
+                except Exception as e:  # noqa: BLE001 - recorded, the rest goes on
+                    cr.check("run", False, error=str(e))
+                    runs.append(dict(cr.result, error=str(e)))
+                checks += cr.checks
+                samples += getattr(cr, "samples", [])
+                self.vmnapd_lost += cr.vmnapd_lost
+        finally:
+            shutil.rmtree(self.sockdir, ignore_errors=True)
+            self.swapfile.remove()
+            self.cgroups.remove_run(self.run_id)
+            shutil.rmtree(os.path.join(self.args.store_dir, f"replay-{self.run_id}"),
+                          ignore_errors=True)
+            self.events.close()
+        return write_outputs(self, runs, checks, samples, skipped)

@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""A run's outputs: samples.csv, summary.json, validation.json and the plots.
+"""
+import json
+import os
+import statistics
+import sys
+
+from .common import COHORTS, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log
+from .events import event_seq_gaps
+from .plot import plot
+
+
+def write_outputs(bench, runs, checks, samples, skipped):
+    """samples.csv, summary.json (cohort medians, ratios to baseline) and
+    validation.json (functional checks, sampling gaps, lost events) of a run."""
+    a = bench.args
+    with open(os.path.join(bench.outdir, "samples.csv"), "w") as f:
+        f.write("cohort,rep,t_s,vm,guest_ram_bytes,vmm_pss_bytes,cgroup_bytes,tick_gap_ms\n")
+        for row in samples:
+            f.write(",".join(str(x) for x in row) + "\n")
+    cohorts = {}
+    fields = ("guest_ram_memxtime_gib_s", "vmm_pss_memxtime_gib_s", "cgroup_memxtime_gib_s",
+              "guest_ram_mean_mib", "guest_ram_peak_mib", "vmm_pss_mean_mib",
+              "vmm_pss_peak_mib", "cgroup_mean_mib", "cgroup_peak_mib",
+              "completion_window_s", "throughput_per_min", "delivery_p50_ms",
+              "delivery_p95_ms", "delivery_p99_ms", "major_faults", "offloaded_bytes")
+    for c in COHORTS:
+        rs = [r for r in runs if r["cohort"] == c and "error" not in r]
+        if c in skipped or not rs:
+            cohorts[c] = {"runs": 0, "skipped": skipped.get(c, "no completed run")}
+            continue
+        agg = {"runs": len(rs)}
+        for k in fields:
+            vals = [r[k] for r in rs if r.get(k) is not None]
+            agg[k] = round(statistics.median(vals), 6) if vals else None
+        cohorts[c] = agg
+    base = cohorts.get("baseline", {})
+    for c, agg in cohorts.items():
+        if c == "baseline" or not agg.get("runs") or not base.get("runs"):
+            continue
+        agg["ratio_to_baseline"] = {
+            k: round(agg[k] / base[k], 4) for k in
+            ("guest_ram_memxtime_gib_s", "vmm_pss_memxtime_gib_s", "cgroup_memxtime_gib_s",
+             "completion_window_s", "throughput_per_min")
+            if agg.get(k) is not None and base.get(k)}
+    max_gap = max((r.get("max_sample_gap_ms") or 0 for r in runs), default=0)
+    gap_limit = a.sample_ms * SAMPLE_GAP_LIMIT_FACTOR
+    lost = event_seq_gaps(os.path.join(bench.outdir, "events.jsonl"))
+    functional = all(c["passed"] for c in checks) and bool(checks)
+    validation = {
+        "functional_checks": checks,
+        "functional_checks_passed": functional,
+        "checks_total": len(checks),
+        "checks_failed": sum(not c["passed"] for c in checks),
+        "sample_interval_ms": a.sample_ms,
+        "max_sampling_gap_ms": max_gap,
+        "max_sampling_gap_limit_ms": gap_limit,
+        "vmm_pss_max_age_ms": max((r.get("vmm_pss_max_age_ms") or 0 for r in runs), default=0),
+        "lost_events": lost,
+        "lost_events_vmnapd": bench.vmnapd_lost,
+        "skipped_cohorts": skipped,
+        "measurement_integrity_passed": functional and max_gap <= gap_limit and lost == 0
+        and bench.vmnapd_lost == 0 and all("error" not in r for r in runs),
+    }
+    summary = {
+        "run_id": bench.run_id,
+        "trajectory": os.path.relpath(a.trajectory, ROOT),
+        "trajectory_steps": len(bench.steps),
+        "trajectory_wait_s": round(sum(s["wait_ms"] for s in bench.steps) / 1000, 3),
+        "vms": a.vms, "repeats": a.repeats, "mem_mib": a.mem, "cpu_quota": a.cpu_quota,
+        "transport": a.transport, "sample_ms": a.sample_ms,
+        "host": {"accel": "tcg" if not os.path.exists("/dev/kvm") else "kvm",
+                 "cpus": os.cpu_count(), "cgroups": bench.cgroups.describe(),
+                 "kernel": os.uname().release},
+        "command": " ".join(sys.argv),
+        "cohorts": cohorts,
+        "runs": [{k: v for k, v in r.items() if not k.startswith("_")} for r in runs],
+        "measurement_integrity_passed": validation["measurement_integrity_passed"],
+    }
+    with open(os.path.join(bench.outdir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True)
+    with open(os.path.join(bench.outdir, "validation.json"), "w") as f:
+        json.dump(validation, f, indent=1, sort_keys=True)
+    plot(bench.outdir, samples, runs)
+    log(f"outputs in {bench.outdir}")
+    return summary, validation

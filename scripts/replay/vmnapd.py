@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""vmnapd for a cohort run: the daemon process, its control API, the figures
+of its event log, and whether this tree can run the vmnap cohorts.
+"""
+import http.client
+import json
+import os
+import socket
+import subprocess
+import time
+
+from .common import BUILD, ROOT
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over a unix socket (what curl --unix-socket does)."""
+
+    def __init__(self, path, timeout):
+        super().__init__("vmnap", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
+class VmnapApi:
+    """vmnapd's control API (HTTP/1.1 + JSON on <run_dir>/api.sock; routes in
+    host-pager/src/api.h).  In-process HTTP rather than a curl per call: the
+    "ready" call is inside the measured delivery latency."""
+
+    TIMEOUT_S = 10
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def call(self, method, path, body=None):
+        conn = UnixHTTPConnection(self.sock, self.TIMEOUT_S)
+        try:
+            data = None if body is None else json.dumps(body)
+            headers = {} if body is None else {"Content-Type": "application/json"}
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            text = resp.read().decode(errors="replace")
+        finally:
+            conn.close()
+        if resp.status >= 300:
+            raise RuntimeError(f"API {method} {path}: {resp.status} {text.strip()}")
+        return json.loads(text) if text.strip() else {}
+
+    def register(self, name, qmp, link_socket, offload):
+        """Managed VM, paused over QMP; model waits may offload or not."""
+        return self.call("PUT", f"/vms/{name}", {
+            "pause": {"backend": "qmp", "path": qmp},
+            "link_socket": link_socket,
+            "managed": True,
+            "policy": {"kinds": {"model": {"pause": True, "offload": offload}}}})
+
+    def wait_start(self, vm, wait_id):
+        return self.call("POST", f"/vms/{vm}/waits",
+                         {"id": wait_id, "kind": "model", "confirm": True})
+
+    def wait_ready(self, vm, wait_id):
+        return self.call("POST", f"/vms/{vm}/waits/{wait_id}/ready")
+
+    def wait_delivered(self, vm, wait_id):
+        return self.call("POST", f"/vms/{vm}/waits/{wait_id}/delivered")
+
+    def vm(self, vm):
+        return self.call("GET", f"/vms/{vm}")
+
+
+def vmnapd_event_figures(path):
+    """Per-run figures from vmnapd's event log: pauses, offloads, bytes
+    offloaded (resident at PAUSED minus at OFFLOADED) and vmnapd's own
+    delivery latencies."""
+    out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": []}
+    paused_resident = {}
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for ln in f:
+            try:
+                ev = json.loads(ln)
+            except ValueError:
+                continue
+            vm = ev.get("vm")
+            if ev.get("type") == "transition":
+                if ev.get("to") == "PAUSED":
+                    out["pauses"] += 1
+                    paused_resident[vm] = ev.get("resident_bytes")
+                elif ev.get("to") == "OFFLOADED":
+                    out["offloads"] += 1
+                    before, after = paused_resident.get(vm), ev.get("resident_bytes")
+                    if isinstance(before, int) and isinstance(after, int) and before > after:
+                        out["offloaded_bytes"] += before - after
+            elif ev.get("type") == "delivered" and isinstance(ev.get("latency_ns"), int):
+                out["delivered_ms"].append(ev["latency_ns"] / 1e6)
+    return out
+
+
+class Vmnapd:
+    """One vmnapd for one cohort run: the VMs' vsock bridge (--vsock) and,
+    for the vmnap cohorts, the pager and coordinator behind the API."""
+
+    def __init__(self, exe, run_dir, store_dir, log_dir, vsock_specs):
+        os.makedirs(run_dir, exist_ok=True)
+        os.makedirs(store_dir, mode=0o700, exist_ok=True)
+        self.run_dir = run_dir
+        self.events_path = os.path.join(log_dir, "vmnapd-events.jsonl")
+        self.log = open(os.path.join(log_dir, "vmnapd.log"), "w")
+        cmd = [exe, "-r", run_dir, "-s", store_dir,
+               "-e", self.events_path]
+        for spec in vsock_specs:
+            cmd += ["--vsock", spec]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.api = VmnapApi(os.path.join(run_dir, "api.sock"))
+
+    def wait_for(self, paths, timeout_s=20):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vmnapd exited {self.proc.returncode} (see {self.log.name})")
+            if all(os.path.exists(p) for p in paths):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"vmnapd did not create {paths} (see {self.log.name})")
+
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def vmnapd_bridges():
+    """True when the built vmnapd offers the vsock bridge (--vsock)."""
+    exe = os.path.join(ROOT, BUILD, "vmnapd")
+    if not os.access(exe, os.X_OK):
+        return False
+    p = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    return "--vsock" in p.stdout + p.stderr
+
+
+def vmnap_missing():
+    """Why the vmnap cohorts cannot run here, or None."""
+    need = [("control API", "host-pager/src/api.c"),
+            ("preload shim", "host-pager/preload")]
+    missing = [f"{what} ({path})" for what, path in need
+               if not os.path.exists(os.path.join(ROOT, path))]
+    if not vmnapd_bridges():
+        missing.append(f"vsock bridge ({BUILD}/vmnapd --vsock)")
+    return ", ".join(missing) + " not in this tree yet" if missing else None

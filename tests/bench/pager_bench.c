@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_bench.c - the pager's figures for scripts/bench-pager.sh, JSON on
+ * stdout, with the mock VMM of the pager tests (tests/lib/mockvmm.h).
+ *
+ *   pager_bench bench [MiB]      (default 256) evict, fault latency, restore
+ *                                by faults and by prefetch, zero-page evict
+ *   pager_bench swap MiB CGROUP  the peer, Linux swap: fill anonymous memory
+ *                                in memory cgroup (v1) directory CGROUP,
+ *                                reclaim it to swap by lowering the
+ *                                cgroup's limit, touch it back
+ *
+ * Environment: PAGER_STORE_DIR (store directory; default a temp dir).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mockvmm.h"
+#include "pager.h"
+
+#define PREFETCH_POLL_US	200
+
+struct fa_call {
+	uint32_t pages;
+};
+
+static void fault_around_cb(struct harness *h, void *arg)
+{
+	pager_set_fault_around(the_pager(h), ((struct fa_call *)arg)->pages);
+}
+
+static double gib_s(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (double)bytes / (double)(1ull << 30) / ((double)ns / 1e9) : 0;
+}
+
+static int mode_bench(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_stats st;
+	uint64_t bytes = mib << 20, p50 = 0, p99 = 0, ns, t0, before;
+	double evict, zero_evict, restore_fault, restore_prefetch;
+	char ans[LINE_MAX_LEN];
+	unsigned long long a, b;
+	struct fa_call fa;
+	int err;
+
+	g_all_data = true;
+	setenv("PAGER_ALL_DATA", "1", 1);	/* the VMM child fills all pages */
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1))
+		return 1;
+	read_line(h.from_vmm, ans, sizeof(ans));
+	if (strcmp(ans, "ready"))
+		return 1;
+	/* 1. evict non-zero pages */
+	err = offload(&h);
+	st = stats(&h, NULL);
+	if (err)
+		return 1;
+	evict = gib_s(st.last_offload_written, st.last_offload_ns);
+	/* 2. fault latency: random single-page touches, no fault-around */
+	fa.pages = 1;
+	on_loop(&h, fault_around_cb, &fa);
+	vmm_cmd(&h, ans, "lat");
+	if (sscanf(ans, "ok %llu %llu", &a, &b) == 2) {
+		p50 = a;
+		p99 = b;
+	}
+	/* 3. restore by faults: evict again (the random touches above left
+	 * resident pages scattered), then sequential touches */
+	fa.pages = 16;
+	on_loop(&h, fault_around_cb, &fa);
+	vmm_cmd(&h, ans, "touchall");
+	if (offload(&h))
+		return 1;
+	st = stats(&h, NULL);
+	before = st.pages[PAGE_OFFLOADED];
+	vmm_cmd(&h, ans, "touchall");
+	ns = sscanf(ans, "ok %llu", &a) == 1 ? a : 0;
+	restore_fault = gib_s(before * PAGE, ns);
+	st = stats(&h, NULL);
+	fprintf(stderr, "bench: sequential restore: %llu faults, %llu pages by faults, %llu by readahead/prefetch\n",
+		(unsigned long long)st.faults, (unsigned long long)st.fault_pages,
+		(unsigned long long)st.prefetch_pages);
+	/* 4. restore by prefetch: the whole working set streams back */
+	if (offload(&h))
+		return 1;
+	t0 = mono_ns();
+	on_loop(&h, resumed_cb, NULL);
+	do {
+		usleep(PREFETCH_POLL_US);
+		st = stats(&h, NULL);
+	} while (st.pages[PAGE_OFFLOADED] || st.pages[PAGE_IN_FLIGHT]);
+	restore_prefetch = gib_s(bytes, mono_ns() - t0);
+	vmm_cmd(&h, ans, "verify 1 2");
+	if (strcmp(ans, "ok"))
+		return 1;
+	/* 5. evict zero pages (allocated, all zero) */
+	vmm_cmd(&h, ans, "zero");
+	if (offload(&h))
+		return 1;
+	st = stats(&h, NULL);
+	zero_evict = gib_s(bytes, st.last_offload_ns);
+	vmm_quit(&h);
+	harness_stop(&h);
+	printf("{\"bytes\": %llu, \"nonzero_bytes\": %llu, \"evict_gib_s\": %.3f, "
+	       "\"zero_evict_gib_s\": %.3f, \"fault_p50_us\": %.1f, \"fault_p99_us\": %.1f, "
+	       "\"restore_fault_gib_s\": %.3f, \"restore_prefetch_gib_s\": %.3f}\n",
+	       (unsigned long long)bytes, (unsigned long long)bytes, evict, zero_evict,
+	       (double)p50 / 1000.0, (double)p99 / 1000.0, restore_fault, restore_prefetch);
+	return 0;
+}
+
+static int write_file(const char *dir, const char *name, const char *val)
+{
+	char path[PATH_MAX];
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+#define SWAP_RECLAIM_LIMIT	"16M"	/* memcg limit that forces reclaim */
+
+/* Linux swap on the same memory: memcg reclaim out, touches back in. */
+static int mode_swap(uint64_t mib, const char *cg)
+{
+	struct vmm v = { .npages = (mib << 20) / PAGE, .peer = -1 };
+	uint64_t t0, evict_ns, restore_ns;
+	char pid[32];
+	int64_t bad;
+	int err;
+
+	g_all_data = true;
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	err = write_file(cg, "cgroup.procs", pid);
+	if (err) {
+		fprintf(stderr, "swap: cannot join %s: %s\n", cg, strerror(-err));
+		return 77;
+	}
+	v.mem = mmap(NULL, v.npages * PAGE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (v.mem == MAP_FAILED)
+		return 1;
+	madvise(v.mem, v.npages * PAGE, MADV_NOHUGEPAGE);
+	fill(&v, 1);
+	t0 = mono_ns();
+	err = write_file(cg, "memory.limit_in_bytes", SWAP_RECLAIM_LIMIT);
+	evict_ns = mono_ns() - t0;
+	if (err) {
+		fprintf(stderr, "swap: reclaim to %s failed: %s\n", SWAP_RECLAIM_LIMIT,
+			strerror(-err));
+		return 1;
+	}
+	write_file(cg, "memory.limit_in_bytes", "-1");
+	restore_ns = touch_all(&v);
+	bad = verify(&v, 1, 1, 0, 0, false);
+	if (bad >= 0) {
+		fprintf(stderr, "swap: page %lld wrong after swap-in\n", (long long)bad);
+		return 1;
+	}
+	printf("{\"swap_evict_gib_s\": %.3f, \"swap_restore_gib_s\": %.3f}\n",
+	       gib_s(v.npages * PAGE, evict_ns), gib_s(v.npages * PAGE, restore_ns));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (mockvmm_init(argc, argv))
+		return 0;
+	if (argc >= 4 && !strcmp(argv[1], "swap"))
+		return mode_swap(mockvmm_arg(argc, argv, 2, 0), argv[3]);
+	if (argc >= 2 && !strcmp(argv[1], "bench"))
+		return mode_bench(argv[0], mockvmm_arg(argc, argv, 2, 256));
+	fprintf(stderr, "usage: %s bench [MiB] | swap MiB CGROUP\n", argv[0]);
+	return 2;
+}

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_critical.c - the resume-critical set (mock VMM, mockvmm.h): cycle 1
+ * offload, resume, touch a set S, delivered; cycle 2 offload, the
+ * pre-resume restore puts S in the memfd before the mapper touches it
+ * (SEEK_DATA), touching S takes no fault, every byte verified; the set is
+ * bounded and recorded only until delivery.  TAP.
+ *
+ *   pager_critical [MiB]	(default 16)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mockvmm.h"
+#include "pager.h"
+
+#define CRIT_NO_BUDGET_NS	UINT64_MAX
+#define CRIT_TINY_BUDGET_NS	1
+
+struct prepare_call {
+	int ret;
+};
+
+static void prepare_cb(struct harness *h, void *arg)
+{
+	((struct prepare_call *)arg)->ret = pager_resume_prepare(the_pager(h));
+}
+
+static void budget_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_set_critical_budget(the_pager(h), CRIT_TINY_BUDGET_NS);
+}
+
+static void delivered_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_resume_delivered(the_pager(h));
+}
+
+/* How many pages of S the memfd holds (allocated, not a hole), and are
+ * their contents round @round's? */
+struct set_resident_call {
+	unsigned int round, resident, n;
+	bool contents_ok;
+};
+
+static void set_resident_cb(struct harness *h, void *arg)
+{
+	struct set_resident_call *sc = arg;
+	uint64_t pgs[CRIT_SET_MAX], want[PAGE / 8], got[PAGE / 8], off;
+	struct pager_stats st;
+	int fd;
+
+	pager_get_stats(the_pager(h), &st);
+	sc->n = crit_set(st.pages_total, pgs);
+	sc->resident = 0;
+	sc->contents_ok = !pager_gpa_to_memfd(the_pager(h), 0, &fd, &off);
+	for (unsigned int k = 0; k < sc->n; k++) {
+		off_t at = (off_t)(off + pgs[k] * PAGE);
+		bool in = lseek(fd, at, SEEK_DATA) == at;
+
+		sc->resident += in;
+		page_pattern(pgs[k], sc->round, want);
+		if (in && (pread(fd, got, PAGE, at) != PAGE || memcmp(got, want, PAGE)))
+			sc->contents_ok = false;
+	}
+}
+
+static int mode_critical(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_config pcfg;
+	struct pager_stats st, st1;
+	struct prepare_call pc;
+	struct set_resident_call sc = { .round = 1 };
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	pager_config_default(&pcfg, "");
+	pcfg.prefetch = false;	/* only the pre-resume restore brings pages back */
+	/* the time bound is checked on its own below: no speed asserted here */
+	pcfg.critical_budget_ns = CRIT_NO_BUDGET_NS;
+	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
+		tap_bail("harness setup failed");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+
+	/* cycle 1: nothing recorded yet; record S between resume and delivery */
+	err = offload(&h);
+	tap(!err, "offload 1: %s", strerror(-err));
+	on_loop(&h, set_resident_cb, &sc);
+	tap(sc.n > 0 && sc.resident == 0, "S (%u pages) out of the memfd after the offload",
+	    sc.n);
+	on_loop(&h, prepare_cb, &pc);
+	tap(pc.ret == 0, "cycle 1: nothing to restore before the resume (%d)", pc.ret);
+	vmm_cmd(&h, ans, "touchset 1");
+	st = stats(&h, NULL);
+	tap(!strcmp(ans, "ok") && st.faults > 0 && st.critical_window_faults == st.faults,
+	    "cycle 1: S verified through %llu fault(s) in the critical window (%s)",
+	    (unsigned long long)st.faults, ans);
+	tap(st.critical_set_pages >= sc.n && st.critical_set_pages <= PAGER_CRITICAL_MAX_PAGES,
+	    "critical set: %llu page(s) (S and its fault-around)",
+	    (unsigned long long)st.critical_set_pages);
+	on_loop(&h, delivered_cb, NULL);
+	vmm_cmd(&h, ans, "verify 1 2");
+	st1 = stats(&h, NULL);
+	tap(!strcmp(ans, "ok") && st1.faults > st.faults &&
+	    st1.critical_set_pages == st.critical_set_pages &&
+	    st1.critical_window_faults == st.critical_window_faults,
+	    "after delivery: faults (%llu more) are not recorded (%s)",
+	    (unsigned long long)(st1.faults - st.faults), ans);
+
+	/* cycle 2: S is resident before the mapper runs, and takes no fault */
+	vmm_cmd(&h, ans, "fill 2");
+	err = offload(&h);
+	sc = (struct set_resident_call){ .round = 2 };
+	on_loop(&h, set_resident_cb, &sc);
+	tap(!err && sc.resident == 0, "offload 2: %s; S out of the memfd", strerror(-err));
+	on_loop(&h, prepare_cb, &pc);
+	st = stats(&h, NULL);
+	on_loop(&h, set_resident_cb, &sc);
+	tap(pc.ret >= (int)sc.n && (uint64_t)pc.ret == st.critical_restored_pages,
+	    "pre-resume restore: %d page(s) in %llu us", pc.ret,
+	    (unsigned long long)(st.critical_last_restore_ns / 1000));
+	tap(sc.resident == sc.n && sc.contents_ok,
+	    "S in the memfd before the mapper touches it: %u of %u pages, contents right",
+	    sc.resident, sc.n);
+	vmm_cmd(&h, ans, "touchset 2");
+	st1 = stats(&h, NULL);
+	tap(!strcmp(ans, "ok") && st1.faults == st.faults &&
+	    st1.critical_window_faults == st.critical_window_faults,
+	    "touching S took no fault (%llu before, %llu after), every byte right (%s)",
+	    (unsigned long long)st.faults, (unsigned long long)st1.faults, ans);
+
+	/* still in cycle 2's window: a storm of faults fills the set to its bound */
+	vmm_cmd(&h, ans, "verify 2 2");
+	st = stats(&h, NULL);
+	tap(!strcmp(ans, "ok") && st.critical_set_pages == PAGER_CRITICAL_MAX_PAGES,
+	    "every byte verified; the set stays bounded at %llu pages",
+	    (unsigned long long)st.critical_set_pages);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 3: a full set is restored in the size bound, then all is right */
+	vmm_cmd(&h, ans, "fill 3");
+	err = offload(&h);
+	on_loop(&h, prepare_cb, &pc);
+	st = stats(&h, NULL);
+	tap(!err && pc.ret == PAGER_CRITICAL_MAX_PAGES && !st.critical_budget_stops,
+	    "full set: %d page(s) restored in %llu us", pc.ret,
+	    (unsigned long long)(st.critical_last_restore_ns / 1000));
+	vmm_cmd(&h, ans, "verify 3 2");
+	tap(!strcmp(ans, "ok"), "cycle 3: every byte verified (%s)", ans);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 4: the time bound stops the restore after its first run */
+	vmm_cmd(&h, ans, "fill 4");
+	err = offload(&h);
+	on_loop(&h, budget_cb, NULL);
+	on_loop(&h, prepare_cb, &pc);
+	st = stats(&h, NULL);
+	tap(!err && pc.ret > 0 && pc.ret < PAGER_CRITICAL_MAX_PAGES &&
+	    st.critical_budget_stops == 1,
+	    "time bound reached: %d page(s) restored, the rest left to faults", pc.ret);
+	vmm_cmd(&h, ans, "verify 4 2");
+	tap(!strcmp(ans, "ok"), "cycle 4: every byte verified (%s)", ans);
+	vmm_quit(&h);
+	return harness_finish(&h);
+}
+
+int main(int argc, char **argv)
+{
+	if (mockvmm_init(argc, argv))
+		return 0;
+	return mode_critical(argv[0], mockvmm_arg(argc, argv, 1, 16));
+}

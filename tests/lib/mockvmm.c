@@ -1,0 +1,676 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * mockvmm.c - the mock-VMM harness of the pager tests (mockvmm.h): the mock
+ * VMM's side (guest RAM patterns, the command loop it serves) and the
+ * harness's side (in-process vmnapd, pager calls on its loop thread).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loop.h"
+#include "mem_handshake.h"
+#include "mockvmm.h"
+#include "pager.h"
+#include "vmnapd.h"
+
+#define LAT_SAMPLES	4000
+#define PEEK_WAIT_MS	500	/* storeerr: "blocked" after this long */
+
+/* ---------------------------------------------------------------- patterns */
+
+bool g_all_data;
+
+enum page_kind page_kind(uint64_t i)
+{
+	if (g_all_data)
+		return PK_DATA;
+	return i % 7 == 3 ? PK_HOLE : i % 7 == 5 ? PK_ZERO : PK_DATA;
+}
+
+void page_pattern(uint64_t i, unsigned int round, uint64_t *w)
+{
+	uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (round + 1) * 0xC2B2AE3D27D4EB4Full;
+
+	for (size_t k = 0; k < PAGE / 8; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		w[k] = x | 1;
+	}
+}
+
+/* ---------------------------------------------------------------- mock VMM */
+
+struct verify_job {
+	struct vmm *v;
+	unsigned int round, tid, nthreads;
+	uint64_t zlo, zhi;	/* pages [zlo, zhi) expected zero */
+	bool reverse;
+	int64_t bad;		/* first bad page or -1 */
+};
+
+void fill(struct vmm *v, unsigned int round)
+{
+	for (uint64_t i = 0; i < v->npages; i++) {
+		char *pg = v->mem + i * PAGE;
+
+		switch (page_kind(i)) {
+		case PK_DATA:
+			page_pattern(i, round, (uint64_t *)(void *)pg);
+			break;
+		case PK_ZERO:
+			memset(pg, 0, PAGE);	/* allocated, all zero */
+			break;
+		case PK_HOLE:
+			break;
+		}
+	}
+}
+
+static void *verify_thread(void *arg)
+{
+	struct verify_job *j = arg;
+	uint64_t want[PAGE / 8], zero[PAGE / 8] = { 0 };
+
+	j->bad = -1;
+	for (uint64_t k = j->tid; k < j->v->npages; k += j->nthreads) {
+		uint64_t i = j->reverse ? j->v->npages - 1 - k : k;
+		const void *exp = zero;
+
+		if (page_kind(i) == PK_DATA && !(i >= j->zlo && i < j->zhi)) {
+			page_pattern(i, j->round, want);
+			exp = want;
+		}
+		if (memcmp(j->v->mem + i * PAGE, exp, PAGE)) {
+			j->bad = (int64_t)i;
+			break;
+		}
+	}
+	return NULL;
+}
+
+int64_t verify(struct vmm *v, unsigned int round, unsigned int nthreads,
+	       uint64_t zlo, uint64_t zhi, bool reverse)
+{
+	pthread_t t[16];
+	struct verify_job j[16];
+	int64_t bad = -1;
+
+	if (nthreads > 16)
+		nthreads = 16;
+	for (unsigned int i = 0; i < nthreads; i++) {
+		j[i] = (struct verify_job){ v, round, i, nthreads, zlo, zhi, reverse, -1 };
+		pthread_create(&t[i], NULL, verify_thread, &j[i]);
+	}
+	for (unsigned int i = 0; i < nthreads; i++) {
+		pthread_join(t[i], NULL);
+		if (j[i].bad >= 0 && bad < 0)
+			bad = j[i].bad;
+	}
+	return bad;
+}
+
+uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* bench: touch LAT_SAMPLES random pages, one at a time; p50/p99 in ns */
+static void touch_latency(struct vmm *v, uint64_t *p50, uint64_t *p99)
+{
+	static uint64_t lat[LAT_SAMPLES];
+	uint64_t x = 88172645463325252ull, n = 0;
+	volatile char sink;
+
+	for (; n < LAT_SAMPLES && n < v->npages; n++) {
+		uint64_t t0, i;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		i = x % v->npages;
+		t0 = mono_ns();
+		sink = v->mem[i * PAGE];
+		lat[n] = mono_ns() - t0;
+	}
+	(void)sink;
+	qsort(lat, n, sizeof(lat[0]), cmp_u64);
+	*p50 = lat[n / 2];
+	*p99 = lat[n * 99 / 100];
+}
+
+/* critical: the pages of S (data pages only); returns how many */
+unsigned int crit_set(uint64_t npages, uint64_t *pgs)
+{
+	unsigned int n = 0;
+
+	for (uint64_t i = CRIT_RUN_FIRST; i < CRIT_RUN_FIRST + CRIT_RUN_PAGES; i++)
+		if (i < npages && page_kind(i) == PK_DATA)
+			pgs[n++] = i;
+	for (uint64_t k = 0; k < CRIT_SCATTER_PAGES; k++) {
+		uint64_t i = CRIT_SCATTER_FIRST + k * CRIT_SCATTER_STRIDE;
+
+		if (i < npages && page_kind(i) == PK_DATA)
+			pgs[n++] = i;
+	}
+	return n;
+}
+
+/* Touch every page of S and check all its bytes; -1 or the bad page. */
+static int64_t touch_set(struct vmm *v, unsigned int round)
+{
+	uint64_t pgs[CRIT_SET_MAX], want[PAGE / 8];
+	unsigned int n = crit_set(v->npages, pgs);
+
+	for (unsigned int k = 0; k < n; k++) {
+		page_pattern(pgs[k], round, want);
+		if (memcmp(v->mem + pgs[k] * PAGE, want, PAGE))
+			return (int64_t)pgs[k];
+	}
+	return -1;
+}
+
+uint64_t touch_all(struct vmm *v)
+{
+	volatile char sink;
+	uint64_t t0 = mono_ns();
+
+	for (uint64_t i = 0; i < v->npages; i++)
+		sink = v->mem[i * PAGE];
+	(void)sink;
+	return mono_ns() - t0;
+}
+
+static void send_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void send_line(int fd, const char *fmt, ...)
+{
+	char buf[LINE_MAX_LEN];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	buf[n++] = '\n';
+	if (write(fd, buf, (size_t)n) != n)
+		_exit(3);
+}
+
+int read_line(int fd, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	while (n < len - 1) {
+		ssize_t r = read(fd, buf + n, 1);
+
+		if (r <= 0)
+			return -1;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+/* Serve commands on @in, answer on @out. */
+struct peek {
+	const volatile uint64_t *word;
+	uint64_t value;
+	sem_t done;
+};
+
+static void *peek_thread(void *arg)
+{
+	struct peek *pk = arg;
+
+	pk->value = *pk->word;	/* may fault and wait for vmnapd */
+	sem_post(&pk->done);
+	return NULL;
+}
+
+/* Read the first word of page @i in a thread; "blocked" if it takes more
+ * than PEEK_WAIT_MS (the thread keeps waiting and finishes later). */
+static void peek(struct vmm *v, uint64_t i, int out)
+{
+	static struct peek pk;	/* outlives a blocked thread */
+	struct timespec ts;
+	pthread_t t;
+
+	pk.word = (const volatile uint64_t *)(const void *)(v->mem + i * PAGE);
+	sem_init(&pk.done, 0, 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += PEEK_WAIT_MS * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_create(&t, NULL, peek_thread, &pk);
+	pthread_detach(t);
+	if (sem_timedwait(&pk.done, &ts))
+		send_line(out, "blocked");
+	else
+		send_line(out, "value %#llx", (unsigned long long)pk.value);
+}
+
+static int vmm_serve(struct vmm *v, int in, int out)
+{
+	char line[LINE_MAX_LEN];
+
+	while (read_line(in, line, sizeof(line)) == 0) {
+		unsigned int round, threads;
+		unsigned long long zlo = 0, zhi = 0;
+		int rev = 0;
+
+		if (sscanf(line, "fill %u", &round) == 1) {
+			fill(v, round);
+			send_line(out, "ok");
+		} else if (sscanf(line, "verify %u %u %llu %llu %d", &round, &threads,
+				  &zlo, &zhi, &rev) >= 2) {
+			int64_t bad, peer_bad = -1;
+			char pl[LINE_MAX_LEN];
+
+			if (v->peer >= 0)
+				send_line(v->peer, "verify %u %u %llu %llu 1", round,
+					  threads, zlo, zhi);
+			bad = verify(v, round, threads, zlo, zhi, rev);
+			if (v->peer >= 0) {
+				if (read_line(v->peer, pl, sizeof(pl)) || strcmp(pl, "ok"))
+					peer_bad = 1;
+			}
+			if (bad >= 0)
+				send_line(out, "bad page %lld", (long long)bad);
+			else if (peer_bad >= 0)
+				send_line(out, "bad in second mapper");
+			else
+				send_line(out, "ok");
+		} else if (sscanf(line, "peek %llu", &zlo) == 1) {
+			peek(v, zlo, out);
+		} else if (!strcmp(line, "zero")) {
+			memset(v->mem, 0, v->npages * PAGE);
+			send_line(out, "ok");
+		} else if (!strcmp(line, "lat")) {
+			uint64_t p50, p99;
+
+			touch_latency(v, &p50, &p99);
+			send_line(out, "ok %llu %llu", (unsigned long long)p50,
+				  (unsigned long long)p99);
+		} else if (sscanf(line, "touchset %u", &round) == 1) {
+			int64_t bad = touch_set(v, round);
+
+			if (bad >= 0)
+				send_line(out, "bad page %lld", (long long)bad);
+			else
+				send_line(out, "ok");
+		} else if (!strcmp(line, "touchall")) {
+			send_line(out, "ok %llu", (unsigned long long)touch_all(v));
+		} else if (!strcmp(line, "quit")) {
+			if (v->peer >= 0)
+				send_line(v->peer, "quit");
+			send_line(out, "ok");
+			return 0;
+		} else {
+			send_line(out, "unknown");
+		}
+	}
+	return 0;
+}
+
+static void on_sigalrm(int sig)
+{
+	(void)sig;
+}
+
+/* eintr mode: a signal every SIGNAL_STORM_US while guest RAM is mapped. */
+static void signal_storm(bool on)
+{
+	struct sigaction sa = { .sa_handler = on_sigalrm, .sa_flags = SA_RESTART };
+	struct itimerval it = {
+		.it_interval = { .tv_usec = on ? SIGNAL_STORM_US : 0 },
+		.it_value = { .tv_usec = on ? SIGNAL_STORM_US : 0 },
+	};
+
+	if (on)
+		sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static int vmm_main(uint64_t mib, int mappers, int in, int out)
+{
+	struct vmm v = { .npages = (mib << 20) / PAGE, .peer = -1 };
+	size_t size = v.npages * PAGE;
+	int memfd, sp[2];
+	char line[LINE_MAX_LEN];
+
+	memfd = memfd_create("memory-backend-memfd", MFD_CLOEXEC);
+	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0)
+		return 2;
+	if (mappers == 2) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+			return 2;
+		if (fork() == 0) {
+			close(sp[0]);
+			v.mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+			if (v.mem == MAP_FAILED)
+				_exit(2);
+			send_line(sp[1], "mapped");
+			vmm_serve(&v, sp[1], sp[1]);
+			_exit(0);
+		}
+		close(sp[1]);
+		v.peer = sp[0];
+		if (read_line(v.peer, line, sizeof(line)) || strcmp(line, "mapped"))
+			return 2;
+	}
+	if (getenv("MOCKVMM_SIGNAL_STORM"))
+		signal_storm(true);
+	v.mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (getenv("MOCKVMM_SIGNAL_STORM"))
+		signal_storm(false);
+	if (v.mem == MAP_FAILED) {
+		send_line(out, "mmap failed: %s", strerror(errno));
+		return 2;
+	}
+	fill(&v, 1);
+	send_line(out, "ready");
+	vmm_serve(&v, in, out);
+	if (v.peer >= 0)
+		wait(NULL);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- harness */
+
+static void on_call(struct loop *l, int fd, uint32_t ev, void *arg)
+{
+	struct harness *h = arg;
+	uint64_t v;
+
+	(void)l;
+	(void)ev;
+	if (read(fd, &v, sizeof(v)) != sizeof(v))
+		return;
+	h->call_fn(h, h->call_arg);
+	sem_post(&h->call_done);
+}
+
+/* Run @fn on the loop thread (pager and registry calls belong there). */
+void on_loop(struct harness *h, void (*fn)(struct harness *, void *), void *arg)
+{
+	uint64_t one = 1;
+
+	h->call_fn = fn;
+	h->call_arg = arg;
+	if (write(h->call_fd, &one, sizeof(one)) != sizeof(one))
+		abort();
+	while (sem_wait(&h->call_done) && errno == EINTR)
+		;
+}
+
+static void *loop_main(void *arg)
+{
+	struct harness *h = arg;
+
+	loop_run(h->d.loop);
+	return NULL;
+}
+
+int harness_start(struct harness *h, const struct pager_config *pcfg_in)
+{
+	struct pager_config pcfg;
+	const char *sd = getenv("PAGER_STORE_DIR");
+
+	snprintf(h->dir, sizeof(h->dir), "/tmp/vmnap-pager-XXXXXX");
+	if (!mkdtemp(h->dir))
+		return -errno;
+	snprintf(h->run_dir, sizeof(h->run_dir), "%s/run", h->dir);
+	if (sd && *sd)
+		snprintf(h->store_dir, sizeof(h->store_dir), "%s", sd);
+	else
+		snprintf(h->store_dir, sizeof(h->store_dir), "%s/store", h->dir);
+	mkdir(h->run_dir, 0700);
+	mkdir(h->store_dir, 0700);
+	h->d.cfg.run_dir = h->run_dir;
+	h->d.cfg.store_dir = h->store_dir;
+	h->d.loop = loop_new();
+	h->call_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	sem_init(&h->call_done, 0, 0);
+	sem_init(&h->offload_done, 0, 0);
+	loop_add_fd(h->d.loop, h->call_fd, EPOLLIN, on_call, h);
+	if (pcfg_in)
+		pcfg = *pcfg_in;
+	else
+		pager_config_default(&pcfg, h->store_dir);
+	pcfg.store_dir = h->store_dir;
+	if (mem_handshake_start(&h->d, NULL, &pcfg))
+		return -1;
+	pthread_create(&h->loop_thread, NULL, loop_main, h);
+	return 0;
+}
+
+static void stop_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	while (h->d.vms)
+		vm_free(h->d.vms);
+	mem_handshake_stop(&h->d);
+	loop_stop(h->d.loop);
+}
+
+void harness_stop(struct harness *h)
+{
+	char cmd[PATH_MAX + 16];
+
+	on_loop(h, stop_cb, NULL);
+	pthread_join(h->loop_thread, NULL);
+	loop_free(h->d.loop);
+	if (h->mounted)
+		umount2(h->store_dir, MNT_DETACH);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
+	if (system(cmd))
+		fprintf(stderr, "cannot remove %s\n", h->dir);
+}
+
+int vmm_spawn(struct harness *h, const char *self, uint64_t mib, int mappers)
+{
+	return vmm_spawn_opts(h, self, mib, mappers, NULL, false);
+}
+
+int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
+		   int mappers, const char *sock_override, bool allow_unmanaged)
+{
+	int in[2], out[2];
+	char a_mib[32], a_map[8], a_in[16], a_out[16], sock[PATH_MAX + 16];
+
+	if (pipe(in) || pipe(out))
+		return -errno;
+	snprintf(a_mib, sizeof(a_mib), "%llu", (unsigned long long)mib);
+	snprintf(a_map, sizeof(a_map), "%d", mappers);
+	snprintf(a_in, sizeof(a_in), "%d", in[0]);
+	snprintf(a_out, sizeof(a_out), "%d", out[1]);
+	snprintf(sock, sizeof(sock), "%s/mem.sock", h->run_dir);
+	h->vmm = fork();
+	if (h->vmm == 0) {
+		char preload[PATH_MAX * 2], cwd[PATH_MAX];
+		const char *b = getenv("BUILD");
+
+		close(in[1]);
+		close(out[0]);
+		/* run from the repository root, as check.py does */
+		if (!getcwd(cwd, sizeof(cwd)))
+			_exit(127);
+		if (!b || !*b)
+			b = "build";
+		snprintf(preload, sizeof(preload), "%s/%s/libvmnap-preload.so",
+			 *b == '/' ? "" : cwd, b);
+		setenv("LD_PRELOAD", preload, 1);
+		setenv("VMNAP_SOCKET", sock_override ? sock_override : sock, 1);
+		setenv("VMNAP_VM", VM_NAME, 1);
+		/* the mock VMM's guest-physical layout is its memfd */
+		setenv("VMNAP_GPA_LAYOUT", "linear", 1);
+		if (allow_unmanaged)
+			setenv("VMNAP_ALLOW_UNMANAGED", "1", 1);
+		if (h->signal_storm)
+			setenv("MOCKVMM_SIGNAL_STORM", "1", 1);
+		execl(self, self, "--vmm", a_mib, a_map, a_in, a_out, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	h->to_vmm = in[1];
+	h->from_vmm = out[0];
+	return h->vmm > 0 ? 0 : -errno;
+}
+
+/* Send a command to the VMM; its answer in @ans. */
+void vmm_cmd(struct harness *h, char *ans, const char *fmt, ...)
+{
+	char buf[LINE_MAX_LEN];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	buf[n++] = '\n';
+	if (write(h->to_vmm, buf, (size_t)n) != n || read_line(h->from_vmm, ans, LINE_MAX_LEN))
+		snprintf(ans, LINE_MAX_LEN, "vmm gone");
+}
+
+struct pager *the_pager(struct harness *h)
+{
+	struct vm *vm = vm_find(&h->d, VM_NAME);
+
+	return vm ? vm->pager : NULL;
+}
+
+struct stats_call {
+	struct pager_stats st;
+	bool have;
+};
+
+static void stats_cb(struct harness *h, void *arg)
+{
+	struct stats_call *sc = arg;
+	struct pager *p = the_pager(h);
+
+	sc->have = p != NULL;
+	if (p)
+		pager_get_stats(p, &sc->st);
+}
+
+struct pager_stats stats(struct harness *h, bool *have)
+{
+	struct stats_call sc = { 0 };
+
+	on_loop(h, stats_cb, &sc);
+	if (have)
+		*have = sc.have;
+	return sc.st;
+}
+
+static void offload_done(struct pager *p, int err, void *arg)
+{
+	struct harness *h = arg;
+
+	(void)p;
+	h->offload_err = err;
+	sem_post(&h->offload_done);
+}
+
+void offload_cb(struct harness *h, void *arg)
+{
+	struct offload_call *oc = arg;
+	struct pager *p = the_pager(h);
+
+	oc->err = p ? pager_offload_start(p, offload_done, h) : -ENOENT;
+}
+
+/* Offload and wait; returns the done callback's error. */
+int offload(struct harness *h)
+{
+	struct offload_call oc;
+
+	on_loop(h, offload_cb, &oc);
+	if (oc.err)
+		return oc.err;
+	while (sem_wait(&h->offload_done) && errno == EINTR)
+		;
+	return h->offload_err;
+}
+
+void resumed_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_resumed(the_pager(h));
+}
+
+int wait_vmm_exit(struct harness *h)
+{
+	int status = 0;
+
+	waitpid(h->vmm, &status, 0);
+	close(h->to_vmm);
+	close(h->from_vmm);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Tell the mock VMM to quit; its exit status as wait_vmm_exit() gives it. */
+int vmm_quit(struct harness *h)
+{
+	char ans[LINE_MAX_LEN];
+
+	vmm_cmd(h, ans, "quit");
+	return wait_vmm_exit(h);
+}
+
+int mockvmm_init(int argc, char **argv)
+{
+	if (argc >= 6 && !strcmp(argv[1], "--vmm")) {
+		g_all_data = getenv("PAGER_ALL_DATA") != NULL;
+		exit(vmm_main(strtoull(argv[2], NULL, 0), atoi(argv[3]),
+			      atoi(argv[4]), atoi(argv[5])));
+	}
+	signal(SIGPIPE, SIG_IGN);
+	log_set_level(getenv("PAGER_DEBUG") ? LOG_DEBUG : LOG_WARN);
+	if (geteuid() != 0 && access("/dev/userfaultfd", R_OK | W_OK)) {
+		tap_skip_all("needs root or access to /dev/userfaultfd");
+		return 1;
+	}
+	return 0;
+}
+
+uint64_t mockvmm_arg(int argc, char **argv, int i, uint64_t dflt)
+{
+	uint64_t v = argc > i ? strtoull(argv[i], NULL, 0) : 0;
+
+	return v ? v : dflt;
+}
