@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-only
-# bench-replay: the trajectory replay benchmark (scripts/replay.py, issue 7),
+# bench-replay: the trajectory replay benchmark (scripts/replay.py),
 # small configuration: the full trajectory (41 steps, 205 s of waits), every
 # cohort interleaved, REPLAY_REPEATS runs each, 1 VM and then REPLAY_VMS VMs
 # from a common release with REPLAY_CPU_QUOTA CPUs each.  Outputs go to

@@ -14,7 +14,7 @@ PACKAGES=(
 	linux-headers-amd64 libelf-dev
 	# KUnit on UML, built from Debian's kernel source
 	linux-source-6.1 python3
-	# userspace libraries (DESIGN: maintained libraries, not hand-written)
+	# userspace libraries (maintained libraries, not hand-written code)
 	liburing-dev libnl-3-dev libnl-genl-3-dev libkmod-dev libcmocka-dev
 	libmicrohttpd-dev libjansson-dev libsystemd-dev libcurl4-openssl-dev
 	# guest image and launcher

@@ -8,7 +8,7 @@
  * threshold is guest RAM.  For it the shim creates a userfaultfd (the
  * userfaultfd syscall, else /dev/userfaultfd), does UFFDIO_API, and sends
  * the region with the userfaultfd and the memfd to vmnapd's memory
- * handshake socket (see host-pager/src/mem_handshake.h).  It does not
+ * handshake socket (see host-pager/src/vm/mem_handshake.h).  It does not
  * register the range: vmnapd registers it only while pages are out.  The
  * shim keeps its copy of the userfaultfd and the connection open for the
  * VMM's lifetime (vmnapd sees the mapper go when the connection ends).

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-only
-"""replay.py - the vmnap trajectory replay benchmark (issue 7).
+"""replay.py - the vmnap trajectory replay benchmark.
 
 Replays a recorded agent trajectory (tests/data/*.jsonl: fixed model waits,
 tool commands, expected exit codes and output digests) in real QEMU guests

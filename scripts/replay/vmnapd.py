@@ -27,7 +27,7 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 
 class VmnapApi:
     """vmnapd's control API (HTTP/1.1 + JSON on <run_dir>/api.sock; routes in
-    host-pager/src/api.h).  In-process HTTP rather than a curl per call: the
+    host-pager/src/api/api.h).  In-process HTTP rather than a curl per call: the
     "ready" call is inside the measured delivery latency."""
 
     TIMEOUT_S = 10
@@ -154,7 +154,7 @@ def vmnapd_bridges():
 
 def vmnap_missing():
     """Why the vmnap cohorts cannot run here, or None."""
-    need = [("control API", "host-pager/src/api.c"),
+    need = [("control API", "host-pager/src/api/api.c"),
             ("preload shim", "host-pager/preload")]
     missing = [f"{what} ({path})" for what, path in need
                if not os.path.exists(os.path.join(ROOT, path))]

@@ -6,7 +6,7 @@ The commands are those an SWE agent runs to fix tests/data/replay-project:
 read files, grep, run the test suite, edit with sed and a heredoc, rerun the
 tests, git diff.  The model waits before each command are drawn once from a
 fixed-seed mixture shaped like the waits an agent sees between its tool
-calls (the replay benchmark's issue 7 asks for this spread): about a sixth
+calls, so that every path of the coordinator is taken: about a sixth
 are tiny (< 20 ms: cached or streamed answers), most are seconds of
 generation (log-normal around 3.5 s), and about one in seven is a long
 generation or queueing stall (> 10 s); the draw is scaled so the mean is

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * coord.h - the wait coordinator: one state machine per VM (DESIGN §2, §7).
+ * coord.h - the wait coordinator: one state machine per VM.
  *
  *   RUNNING ─wait_start─▶ WAITING ─handoff_delay─▶ HANDOFF ─ack READY,
  *   paused─▶ PAUSED ─offload policy─▶ OFFLOADING ─done─▶ OFFLOADED

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * pager.h - a VM's guest RAM: page states, the per-VM store, userfaultfd
- * fault service and working-set prefetch (DESIGN §6).
+ * fault service and working-set prefetch.
  *
  * Guest RAM is one or more regions of shared memfds.  Each region is known
  * by its guest-physical address (gpa), its size, the memfd and the offset

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * pager_offload.c - evict a paused VM's resident pages (DESIGN §6).
+ * pager_offload.c - evict a paused VM's resident pages.
  *
  * Per region, the memfd's data extents are found with SEEK_DATA/SEEK_HOLE
  * (a hole is ZERO at no cost).  Each extent is read with pread in batches

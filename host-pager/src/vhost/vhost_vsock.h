@@ -2,7 +2,7 @@
 /*
  * vhost_vsock.h - vmnapd's built-in vhost-user-vsock device (one per VM)
  * for QEMU's `-device vhost-user-vsock-pci,chardev=...`: the guest's
- * virtio-vsock streams end in vmnapd (DESIGN §7).
+ * virtio-vsock streams end in vmnapd.
  *
  * Routing, host CID 2, Firecracker's hybrid-vsock convention:
  *   guest -> host port VMNAP_DEFAULT_PORT  the VM's guest link (vm->link),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * guest_link_listen.h - the guest link's socket backends (DESIGN §4, §7):
+ * guest_link_listen.h - the guest link's socket backends:
  * where vmnapd accepts the guest module's connection to host port 5151 and
  * hands it to the VM's guest link (vm->link) with guest_link_attach_fd().
  *

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * pause.h - pause backends: stop and continue a VM's vCPUs through its VMM
- * (DESIGN §7).
+ * pause.h - pause backends: stop and continue a VM's vCPUs through its VMM.
  *
  *   qmp          QEMU QMP "stop" / "cont" on the VM's QMP unix socket
  *   freezer      cgroup freezer of the VMM's cgroup: v2 cgroup.freeze,

@@ -3,7 +3,7 @@
  * vmm_mem.h - the memory a VMM process costs the host, from /proc:
  * its proportional set size (/proc/<pid>/smaps_rollup "Pss:") and the
  * memory charged to its cgroup (v2 memory.current, or v1
- * memory.usage_in_bytes of its memory controller cgroup).  DESIGN §9.
+ * memory.usage_in_bytes of its memory controller cgroup).
  */
 #ifndef VMNAP_VMM_MEM_H
 #define VMNAP_VMM_MEM_H
