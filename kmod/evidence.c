@@ -76,7 +76,7 @@
 
 #include "compat.h"
 #include "vmnap_mod.h"
-#include "timerbook.h"
+#include "core/timerbook.h"
 
 #define VMNAP_TICK_FN_NAME	"tick_sched_timer"
 

@@ -23,10 +23,10 @@
 
 #include "uapi/vmnap.h"
 #include "uapi/vmnap_genl.h"
-#include "backoff.h"
-#include "fsm.h"
-#include "proto.h"
-#include "verdict.h"
+#include "core/backoff.h"
+#include "core/fsm.h"
+#include "core/proto.h"
+#include "core/verdict.h"
 
 #define VMNAP_MODULE_VERSION	"0.1.0"
 
