@@ -77,6 +77,9 @@
 #include "compat.h"
 #include "vmnap_mod.h"
 #include "core/timerbook.h"
+#include "core/verdict.h"
+#include "evidence.h"
+#include "quiesce.h"
 
 #define VMNAP_TICK_FN_NAME	"tick_sched_timer"
 
@@ -98,7 +101,8 @@ static struct vmnap_cpu_timers *vmnap_timers;	/* [nr_cpu_ids] */
 /*
  * Idle time at the start of the window, per CPU.  Allocated once: the
  * second sampling runs with the disks frozen, where an allocation that
- * entered reclaim could wait on them.  Serialised by vmnap.lock.
+ * entered reclaim could wait on them.  Serialised by the handoff lock
+ * (handoff.c), which every caller of vmnap_evidence_collect() holds.
  */
 static u64 *vmnap_idle0;
 static DEFINE_PER_CPU(long, vmnap_io_inflight);
@@ -570,8 +574,8 @@ static u32 vmnap_io_inflight_sum(void)
 /* ---- collection -------------------------------------------------------- */
 
 /*
- * Measure the evidence over @window_us (may sleep).  Called with
- * vmnap.lock held, from the workqueue or a netlink command.
+ * Measure the evidence over @window_us (may sleep).  Called with the
+ * handoff lock held, from the workqueue or a netlink command.
  */
 void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 {

@@ -1,132 +1,130 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * vmnap.ko - guest half of vmnap: idle evidence, device quiesce and free
- * page reporting for a host that pauses and evicts this VM while its agent
- * waits.  See README.md and uapi/vmnap.h.
+ * handoff.c - the protocol and the handoff state machine: what the guest
+ * does with each host message (core/fsm.c decides, this file acts), HELLO
+ * on connect, the handoff verdict (evidence.c) with the device quiesce
+ * (quiesce.c), the release of held devices on RESUMED, HANDOFF_ABORT, link
+ * loss, fail-safe or unload, and the free page reporter's batch state.
  *
- * main.c: module init/exit, parameters, and the handoff state machine that
- * ties the link (link.c), the evidence (evidence.c), the device quiesce
- * (quiesce.c) and free page reporting (freepage.c) together.
+ * Locking: the handoff lock (ho.lock, a mutex) serialises every entry
+ * point of this file - the link events (connect and receive work on
+ * vmnap_wq, link stop at unload), the fail-safe work, netlink commands,
+ * the free page reporter and unload - and protects the fsm, the last
+ * verdict and evidence and the HELLO buffer.  What this file calls runs
+ * under it and relies on it: evidence collection (its per-CPU scratch),
+ * the device quiesce state (quiesce.c) and the free ops (freepage.c,
+ * which nest their own lock inside).  Lock order: the handoff lock, then
+ * link.c's tx lock (vmnap_send()) or freepage.c's lock; nobody takes the
+ * handoff lock while holding either.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/cpumask.h>
 #include <linux/ktime.h>
 #include <linux/minmax.h>
-#include <linux/module.h>
-#include <linux/moduleparam.h>
+#include <linux/mm.h>
+#include <linux/mutex.h>
 #include <linux/sched/mm.h>
+#include <linux/slab.h>
 
 #include "vmnap_mod.h"
+#include "core/fsm.h"
+#include "core/proto.h"
+#include "core/verdict.h"
+#include "evidence.h"
+#include "handoff.h"
+#include "link.h"
+#include "quiesce.h"
 
 /* Longest a handoff may spend quiescing devices, whatever the deadline. */
 #define VMNAP_MAX_QUIESCE_MS	1000U
 /* Request id of a handoff started by the test hook (never from a host). */
 #define VMNAP_LOCAL_REQ_ID	0
 
-struct vmnap vmnap;
-
-unsigned int vmnap_host_cid = VMNAP_DEFAULT_CID;
-module_param_named(host_cid, vmnap_host_cid, uint, 0444);
-MODULE_PARM_DESC(host_cid, "vsock CID of the host running vmnapd (default 2; 1 = loopback)");
-
-unsigned int vmnap_port = VMNAP_DEFAULT_PORT;
-module_param_named(port, vmnap_port, uint, 0444);
-MODULE_PARM_DESC(port, "vsock port vmnapd listens on (default 5151)");
-
-bool vmnap_enabled = true;
-module_param_named(enabled, vmnap_enabled, bool, 0644);
-MODULE_PARM_DESC(enabled, "answer handoffs (0: always BUSY with reason DISABLED)");
-
-bool vmnap_test_hooks;
-module_param_named(test_hooks, vmnap_test_hooks, bool, 0444);
-MODULE_PARM_DESC(test_hooks, "allow the netlink test commands (default 0)");
-
-unsigned int vmnap_failsafe_ms = 500;
-module_param_named(failsafe_ms, vmnap_failsafe_ms, uint, 0644);
-MODULE_PARM_DESC(failsafe_ms, "release devices after this much guest time without pause or resume (default 500)");
-
-unsigned int vmnap_window_us = 10000;
-module_param_named(window_us, vmnap_window_us, uint, 0644);
-MODULE_PARM_DESC(window_us, "evidence observation window in microseconds (default 10000)");
-
-static unsigned int min_idle_permille = 900;
-module_param(min_idle_permille, uint, 0644);
-MODULE_PARM_DESC(min_idle_permille, "a CPU idle less than this over the window is busy (default 900)");
-
-static unsigned long max_dirty_pages = 2048;
-module_param(max_dirty_pages, ulong, 0644);
-MODULE_PARM_DESC(max_dirty_pages, "more dirty page cache than this is busy (default 2048)");
-
-static unsigned int min_timer_us = 2000;
-module_param(min_timer_us, uint, 0644);
-MODULE_PARM_DESC(min_timer_us, "a known timer closer than this is busy (default 2000)");
-
-unsigned int vmnap_reconnect_min_ms = 100;
-module_param_named(reconnect_min_ms, vmnap_reconnect_min_ms, uint, 0444);
-MODULE_PARM_DESC(reconnect_min_ms, "first reconnect delay (default 100)");
-
-unsigned int vmnap_reconnect_max_ms = 5000;
-module_param_named(reconnect_max_ms, vmnap_reconnect_max_ms, uint, 0444);
-MODULE_PARM_DESC(reconnect_max_ms, "reconnect delay cap (default 5000)");
-
-bool vmnap_free_report = true;
-module_param_named(free_report, vmnap_free_report, bool, 0444);
-MODULE_PARM_DESC(free_report, "register for free page reporting (default 1)");
-
-unsigned int vmnap_free_ack_ms = 1000;
-module_param_named(free_ack_ms, vmnap_free_ack_ms, uint, 0644);
-MODULE_PARM_DESC(free_ack_ms, "wait this long for FREE_REPORT_ACK (default 1000)");
-
-struct vmnap_thresholds vmnap_thr;
+/**
+ * struct vmnap_handoff - protocol and handoff state, under @lock
+ * @lock: the handoff lock (see the top of this file)
+ * @fsm: link and handoff state (core/fsm.c)
+ * @offered: features in the last HELLO
+ * @free_batch: id of the last FREE_REPORT batch
+ * @quiesced_at: when the devices were last held
+ * @have_evidence: @last, @last_busy are meaningful
+ * @last: last evidence measured
+ * @last_busy: busy reasons of @last
+ * @last_verdict: last verdict
+ * @last_req_id: request id of the last handoff
+ * @thr: thresholds, loaded from the parameters at each handoff
+ * @hello: VMNAP_MAX_MSG bytes for HELLO
+ * @ranges: guest RAM ranges for HELLO
+ * @free_ops: events for the free page reporter
+ */
+static struct vmnap_handoff {
+	struct mutex lock;
+	struct vmnap_fsm fsm;
+	u32 offered;
+	u64 free_batch;
+	ktime_t quiesced_at;
+	bool have_evidence;
+	struct vmnap_sample last;
+	u32 last_busy;
+	u32 last_verdict;
+	u64 last_req_id;
+	struct vmnap_thresholds thr;
+	u8 *hello;
+	u64 ranges[VMNAP_MAX_RAM_RANGES][2];
+	const struct vmnap_free_ops *free_ops;
+} ho;
 
 static void vmnap_load_thresholds(void)
 {
-	vmnap_thr.min_idle_permille = min(READ_ONCE(min_idle_permille), 1000U);
-	vmnap_thr.max_dirty_pages = READ_ONCE(max_dirty_pages);
-	vmnap_thr.min_timer_ns = (u64)READ_ONCE(min_timer_us) * NSEC_PER_USEC;
+	ho.thr.min_idle_permille = min(READ_ONCE(vmnap_min_idle_permille), 1000U);
+	ho.thr.max_dirty_pages = READ_ONCE(vmnap_max_dirty_pages);
+	ho.thr.min_timer_ns = (u64)READ_ONCE(vmnap_min_timer_us) * NSEC_PER_USEC;
 }
 
-/* ---- link events (vmnap.lock held) ----------------------------------- */
+/* ---- link events (link.c calls them through vmnap_handoff_link_ops) --- */
 
-void vmnap_link_up(void)
+static void vmnap_link_up_locked(void)
 {
-	static u64 ranges[VMNAP_MAX_RAM_RANGES][2];	/* under vmnap.lock */
 	struct vmnap_hello_info info = {
 		.nr_cpus = num_possible_cpus(),
 		.page_size = PAGE_SIZE,
 		.version = VMNAP_MODULE_VERSION,
-		.ranges = (const u64 (*)[2])ranges,
+		.ranges = (const u64 (*)[2])ho.ranges,
 	};
 	size_t len;
 	int n;
 
 	info.features = VMNAP_F_QUIESCE;
-	if (vmnap.free_registered)
+	if (ho.free_ops->available())
 		info.features |= VMNAP_F_FREE_REPORT;
 	if (vmnap_timer_evidence_active())
 		info.features |= VMNAP_F_TIMER_EVIDENCE;
-	n = vmnap_ram_ranges(ranges, VMNAP_MAX_RAM_RANGES);
+	n = vmnap_ram_ranges(ho.ranges, VMNAP_MAX_RAM_RANGES);
 	if (n <= 0) {
 		pr_err("no guest RAM ranges (%d): HELLO not sent\n", n);
 		vmnap_link_drop();
 		return;
 	}
 	info.nr_ranges = n;
-	vmnap.offered = info.features;
-	vmnap_fsm_connected(&vmnap.fsm, info.features);
+	ho.offered = info.features;
+	vmnap_fsm_connected(&ho.fsm, info.features);
 
-	mutex_lock(&vmnap.tx_lock);
-	len = vmnap_build_hello(vmnap.txbuf, VMNAP_MAX_MSG, 0, &info);
-	mutex_unlock(&vmnap.tx_lock);
-	/* txbuf is only written under vmnap.lock + tx_lock: stable here */
-	if (vmnap_send(vmnap.txbuf, len))
+	len = vmnap_build_hello(ho.hello, VMNAP_MAX_MSG, 0, &info);
+	if (vmnap_send(ho.hello, len))
 		vmnap_link_drop();
+}
+
+static void vmnap_link_up(void)
+{
+	mutex_lock(&ho.lock);
+	vmnap_link_up_locked();
+	mutex_unlock(&ho.lock);
 }
 
 static void vmnap_release(enum vmnap_counter why)
 {
-	if (!vmnap_fsm_release(&vmnap.fsm))
+	if (!vmnap_fsm_release(&ho.fsm))
 		return;
 	vmnap_failsafe_cancel();
 	vmnap_unquiesce();
@@ -138,12 +136,14 @@ static void vmnap_release(enum vmnap_counter why)
 		why == VMNAP_CTR_UNQ_FAILSAFE ? "fail-safe" : "local");
 }
 
-void vmnap_link_down(void)
+static void vmnap_link_down(void)
 {
-	if (vmnap.fsm.handoff == VMNAP_HANDOFF_QUIESCED)
+	mutex_lock(&ho.lock);
+	if (ho.fsm.handoff == VMNAP_HANDOFF_QUIESCED)
 		vmnap_release(VMNAP_CTR_UNQ_LINK);
-	vmnap_fsm_link_lost(&vmnap.fsm);
-	vmnap_freepage_abort();
+	vmnap_fsm_link_lost(&ho.fsm);
+	ho.free_ops->on_abort();
+	mutex_unlock(&ho.lock);
 }
 
 /* ---- handoff ---------------------------------------------------------- */
@@ -151,7 +151,7 @@ void vmnap_link_down(void)
 /*
  * Decide on a handoff: sample, and when nothing is busy quiesce the
  * devices and sample again.  Returns the verdict; on READY the devices are
- * held and the caller marks the handoff held.  vmnap.lock held.
+ * held and the caller marks the handoff held.  Handoff lock held.
  */
 static u32 vmnap_decide(u32 deadline_ms, bool quiesce, struct vmnap_sample *s,
 			u32 *busy)
@@ -162,7 +162,7 @@ static u32 vmnap_decide(u32 deadline_ms, bool quiesce, struct vmnap_sample *s,
 	vmnap_load_thresholds();
 	*busy = READ_ONCE(vmnap_enabled) ? 0 : VMNAP_BUSY_DISABLED;
 	vmnap_evidence_collect(s, window);
-	*busy |= vmnap_busy_reasons(s, &vmnap_thr);
+	*busy |= vmnap_busy_reasons(s, &ho.thr);
 	if (!*busy && quiesce) {
 		ret = vmnap_quiesce(min(deadline_ms / 2, VMNAP_MAX_QUIESCE_MS));
 		if (ret) {
@@ -171,19 +171,19 @@ static u32 vmnap_decide(u32 deadline_ms, bool quiesce, struct vmnap_sample *s,
 		} else {
 			/* what the quiesce drained must stay drained */
 			vmnap_evidence_collect(s, window);
-			*busy |= vmnap_busy_reasons(s, &vmnap_thr);
+			*busy |= vmnap_busy_reasons(s, &ho.thr);
 		}
 		if (*busy)
 			vmnap_unquiesce();
 	}
 	s->devices_quiesced = vmnap_quiesced_devices();
 
-	vmnap.last = *s;
-	vmnap.last_busy = *busy;
-	vmnap.have_evidence = true;
-	vmnap.last_verdict = *busy ? VMNAP_BUSY : VMNAP_READY;
+	ho.last = *s;
+	ho.last_busy = *busy;
+	ho.have_evidence = true;
+	ho.last_verdict = *busy ? VMNAP_BUSY : VMNAP_READY;
 	vmnap_count(*busy ? VMNAP_CTR_BUSY : VMNAP_CTR_READY);
-	return vmnap.last_verdict;
+	return ho.last_verdict;
 }
 
 static void vmnap_send_handoff_ack(u64 req_id, u32 verdict,
@@ -206,14 +206,14 @@ static void vmnap_handoff(const struct vmnap_handoff_req *m)
 	unsigned int noio;
 
 	vmnap_count(VMNAP_CTR_HANDOFFS);
-	vmnap.last_req_id = req_id;
+	ho.last_req_id = req_id;
 	/* from the quiesce to the ack, no allocation may wait on a disk */
 	noio = memalloc_noio_save();
 	verdict = vmnap_decide(le32_to_cpu(m->ack_deadline_ms),
-			       vmnap.fsm.accepted & VMNAP_F_QUIESCE, &s, &busy);
+			       ho.fsm.accepted & VMNAP_F_QUIESCE, &s, &busy);
 	if (verdict == VMNAP_READY) {
-		vmnap_fsm_quiesced(&vmnap.fsm, req_id);
-		vmnap.quiesced_at = ktime_get();
+		vmnap_fsm_quiesced(&ho.fsm, req_id);
+		ho.quiesced_at = ktime_get();
 		vmnap_failsafe_arm();
 	}
 	vmnap_send_handoff_ack(req_id, verdict, &s, busy);
@@ -223,7 +223,7 @@ static void vmnap_handoff(const struct vmnap_handoff_req *m)
 /* A second handoff while devices are held: refuse without sampling. */
 static void vmnap_handoff_busy_state(const struct vmnap_handoff_req *m)
 {
-	struct vmnap_sample s = vmnap.last;
+	struct vmnap_sample s = ho.last;
 
 	vmnap_count(VMNAP_CTR_HANDOFFS);
 	vmnap_count(VMNAP_CTR_BUSY);
@@ -240,21 +240,23 @@ static void vmnap_resume_ack(const struct vmnap_resumed *m, u64 ns)
 }
 
 /* Dispatch a validated host message; nonzero return drops the link. */
-int vmnap_handle_msg(const struct vmnap_hdr *h, const void *payload)
+static int vmnap_handle_msg_locked(const struct vmnap_hdr *h,
+				   const void *payload)
 {
 	u16 type = le16_to_cpu(h->type);
 	const struct vmnap_error *err;
 	ktime_t t0;
 	u8 buf[sizeof(struct vmnap_hdr) + sizeof(struct vmnap_ping)];
 
-	switch (vmnap_fsm_rx(&vmnap.fsm, h, payload)) {
+	switch (vmnap_fsm_rx(&ho.fsm, h, payload)) {
 	case VMNAP_ACT_NONE:
 		break;
 	case VMNAP_ACT_HELLO_DONE:
 		pr_info("host accepted: vm id %llu, features 0x%x\n",
-			vmnap.fsm.vm_id, vmnap.fsm.accepted);
-		vmnap_backoff_reset(&vmnap.backoff);
-		vmnap_freepage_link_up();
+			ho.fsm.vm_id, ho.fsm.accepted);
+		vmnap_link_reset_backoff();
+		if (ho.fsm.accepted & VMNAP_F_FREE_REPORT)
+			ho.free_ops->on_accepted();
 		break;
 	case VMNAP_ACT_HANDOFF:
 		vmnap_handoff(payload);
@@ -276,7 +278,7 @@ int vmnap_handle_msg(const struct vmnap_hdr *h, const void *payload)
 		vmnap_count(VMNAP_CTR_STALE);
 		break;
 	case VMNAP_ACT_FREE_ACK:
-		vmnap_freepage_ack(vmnap.fsm.free_status);
+		ho.free_ops->on_ack(ho.fsm.free_status);
 		break;
 	case VMNAP_ACT_PONG:
 		vmnap_send(buf, vmnap_build_ping(buf, sizeof(buf), 0, VMNAP_PONG,
@@ -293,127 +295,152 @@ int vmnap_handle_msg(const struct vmnap_hdr *h, const void *payload)
 	case VMNAP_ACT_REJECT:
 		vmnap_count(VMNAP_CTR_RX_STATE);
 		pr_warn_ratelimited("host %s rejected: %s\n", vmnap_type_name(type),
-				    vmnap_err_name(vmnap.fsm.err));
-		vmnap_send_error(vmnap.fsm.err, le32_to_cpu(h->seq), NULL);
+				    vmnap_err_name(ho.fsm.err));
+		vmnap_send_error(ho.fsm.err, le32_to_cpu(h->seq), NULL);
 		break;
 	case VMNAP_ACT_DROP:
 		vmnap_count(VMNAP_CTR_RX_STATE);
 		pr_warn("host %s unacceptable: %s, dropping link\n",
-			vmnap_type_name(type), vmnap_err_name(vmnap.fsm.err));
-		vmnap_send_error(vmnap.fsm.err, le32_to_cpu(h->seq), NULL);
+			vmnap_type_name(type), vmnap_err_name(ho.fsm.err));
+		vmnap_send_error(ho.fsm.err, le32_to_cpu(h->seq), NULL);
 		return -EPROTO;
 	}
 	return 0;
 }
 
-/* The fail-safe fired: no pause and no resume within failsafe_ms. */
-void vmnap_failsafe_expired(void)
+static int vmnap_handle_msg(const struct vmnap_hdr *h, const void *payload)
 {
-	mutex_lock(&vmnap.lock);
-	vmnap_release(VMNAP_CTR_UNQ_FAILSAFE);
-	mutex_unlock(&vmnap.lock);
+	int ret;
+
+	mutex_lock(&ho.lock);
+	ret = vmnap_handle_msg_locked(h, payload);
+	mutex_unlock(&ho.lock);
+	return ret;
 }
 
-/* ---- test hooks (genl.c, test_hooks=1) -------------------------------- */
+const struct vmnap_link_ops vmnap_handoff_link_ops = {
+	.on_up = vmnap_link_up,
+	.on_down = vmnap_link_down,
+	.on_msg = vmnap_handle_msg,
+};
+
+/* The fail-safe fired: no pause and no resume within failsafe_ms. */
+void vmnap_handoff_failsafe_expired(void)
+{
+	mutex_lock(&ho.lock);
+	vmnap_release(VMNAP_CTR_UNQ_FAILSAFE);
+	mutex_unlock(&ho.lock);
+}
+
+/* ---- free page reporter (freepage.c) ---------------------------------- */
+
+/*
+ * A FREE_REPORT is about to go out: returns its batch id, now pending in
+ * the fsm, or 0 when none may be sent (unloading, link not up, feature not
+ * accepted).
+ */
+u64 vmnap_handoff_free_sent(void)
+{
+	u64 batch = 0;
+
+	mutex_lock(&ho.lock);
+	if (!vmnap_stopping() && READ_ONCE(ho.fsm.link) == VMNAP_LINK_UP &&
+	    (ho.fsm.accepted & VMNAP_F_FREE_REPORT)) {
+		batch = ++ho.free_batch;
+		vmnap_fsm_free_sent(&ho.fsm, batch);
+	}
+	mutex_unlock(&ho.lock);
+	return batch;
+}
+
+/* The pending FREE_REPORT failed (send error, timeout, link loss). */
+void vmnap_handoff_free_done(void)
+{
+	mutex_lock(&ho.lock);
+	vmnap_fsm_free_done(&ho.fsm);
+	mutex_unlock(&ho.lock);
+}
+
+/* ---- status and test hooks (genl.c) ----------------------------------- */
+
+void vmnap_handoff_status(struct vmnap_status *st)
+{
+	mutex_lock(&ho.lock);
+	st->link = ho.fsm.link;
+	st->handoff = ho.fsm.handoff;
+	st->offered = ho.offered;
+	st->accepted = ho.fsm.accepted;
+	st->vm_id = ho.fsm.vm_id;
+	st->quiesced_devs = vmnap_quiesced_devices();
+	st->verdict = ho.last_verdict;
+	st->req_id = ho.last_req_id;
+	st->have_evidence = ho.have_evidence;
+	st->last = ho.last;
+	st->last_busy = ho.last_busy;
+	mutex_unlock(&ho.lock);
+}
 
 int vmnap_test_handoff(u32 *verdict, u32 *busy)
 {
 	struct vmnap_sample s;
 
-	mutex_lock(&vmnap.lock);
-	if (vmnap.fsm.handoff == VMNAP_HANDOFF_QUIESCED) {
+	mutex_lock(&ho.lock);
+	if (ho.fsm.handoff == VMNAP_HANDOFF_QUIESCED) {
 		*verdict = VMNAP_BUSY;
 		*busy = VMNAP_BUSY_STATE;
-		mutex_unlock(&vmnap.lock);
+		mutex_unlock(&ho.lock);
 		return 0;
 	}
 	vmnap_count(VMNAP_CTR_HANDOFFS);
 	*verdict = vmnap_decide(VMNAP_MAX_QUIESCE_MS * 2, true, &s, busy);
 	if (*verdict == VMNAP_READY) {
-		vmnap_fsm_quiesced(&vmnap.fsm, VMNAP_LOCAL_REQ_ID);
-		vmnap.quiesced_at = ktime_get();
+		vmnap_fsm_quiesced(&ho.fsm, VMNAP_LOCAL_REQ_ID);
+		ho.quiesced_at = ktime_get();
 		vmnap_failsafe_arm();
 	}
-	mutex_unlock(&vmnap.lock);
+	mutex_unlock(&ho.lock);
 	return 0;
 }
 
 void vmnap_test_unquiesce(void)
 {
-	mutex_lock(&vmnap.lock);
+	mutex_lock(&ho.lock);
 	vmnap_release(VMNAP_CTR_UNQ_LOCAL);
-	mutex_unlock(&vmnap.lock);
+	mutex_unlock(&ho.lock);
+}
+
+/* Measure evidence without a handoff, with the thresholds last loaded. */
+void vmnap_test_evidence(void)
+{
+	mutex_lock(&ho.lock);
+	vmnap_evidence_collect(&ho.last, READ_ONCE(vmnap_window_us));
+	ho.last_busy = vmnap_busy_reasons(&ho.last, &ho.thr);
+	ho.have_evidence = true;
+	mutex_unlock(&ho.lock);
 }
 
 /* ---- init / exit ------------------------------------------------------ */
 
-static int __init vmnap_init(void)
+int vmnap_handoff_init(const struct vmnap_free_ops *free_ops)
 {
-	int ret;
-
-	mutex_init(&vmnap.lock);
-	vmnap_fsm_init(&vmnap.fsm);
+	mutex_init(&ho.lock);
+	vmnap_fsm_init(&ho.fsm);
 	vmnap_load_thresholds();
-	vmnap.wq = alloc_ordered_workqueue("vmnap", WQ_MEM_RECLAIM);
-	if (!vmnap.wq)
-		return -ENOMEM;
-	ret = vmnap_link_init();
-	if (ret)
-		goto err_wq;
-	ret = vmnap_quiesce_init();
-	if (ret)
-		goto err_link;
-	ret = vmnap_evidence_init();
-	if (ret)
-		goto err_quiesce;
-	vmnap_freepage_init();
-	ret = vmnap_genl_init();
-	if (ret)
-		goto err_free;
-	vmnap_link_start();
-	pr_info("version %s, protocol %u, host cid %u port %u, %s, free page reporting %s\n",
-		VMNAP_MODULE_VERSION, VMNAP_PROTO_VERSION, vmnap_host_cid,
-		vmnap_port, vmnap_enabled ? "enabled" : "disabled",
-		vmnap.free_registered ? "on" : vmnap.free_off_reason);
-	return 0;
-
-err_free:
-	vmnap_freepage_exit();
-	vmnap_evidence_exit();
-err_quiesce:
-	vmnap_quiesce_exit();
-err_link:
-	vmnap_link_exit();
-err_wq:
-	destroy_workqueue(vmnap.wq);
-	return ret;
+	ho.free_ops = free_ops;
+	ho.hello = kvmalloc(VMNAP_MAX_MSG, GFP_KERNEL);
+	return ho.hello ? 0 : -ENOMEM;
 }
 
-/*
- * Unload in any state: no more netlink commands, no more free page
- * reports (the reporter is woken if it waits for an ack), the link closed
- * (which releases held devices), then the fail-safe and the tracepoints.
- */
-static void __exit vmnap_exit(void)
+/* Unload, after the link is stopped: release the devices if still held. */
+void vmnap_handoff_stop(void)
 {
-	vmnap_genl_exit();
-	WRITE_ONCE(vmnap.stopping, true);
-	vmnap_freepage_exit();
-	vmnap_link_stop();
-	mutex_lock(&vmnap.lock);
+	mutex_lock(&ho.lock);
 	vmnap_release(VMNAP_CTR_UNQ_LOCAL);
-	mutex_unlock(&vmnap.lock);
-	vmnap_quiesce_exit();
-	vmnap_evidence_exit();
-	vmnap_link_exit();
-	destroy_workqueue(vmnap.wq);
-	pr_info("unloaded\n");
+	mutex_unlock(&ho.lock);
 }
 
-module_init(vmnap_init);
-module_exit(vmnap_exit);
-
-MODULE_DESCRIPTION("vmnap guest agent: idle evidence, quiesce, free page reporting");
-MODULE_AUTHOR("vmnap developers");
-MODULE_LICENSE("GPL");
-MODULE_VERSION(VMNAP_MODULE_VERSION);
+void vmnap_handoff_exit(void)
+{
+	kvfree(ho.hello);
+	ho.hello = NULL;
+}
