@@ -389,7 +389,12 @@ static bool vmnap_cpu_next_timer(unsigned int cpu, bool this_cpu, s64 *next)
 		live = min(live, v);
 	} else if (this_cpu) {
 		vmnap_count(VMNAP_CTR_TIMER_WHEEL_BLIND);
-		ok = false;	/* complete or say it is not (DESIGN 5) */
+		/*
+		 * Without a stop to bound this CPU's timer wheel the budget
+		 * could be too long: say it is unknown rather than report a
+		 * timer budget that may miss a timer (README.md, "Evidence").
+		 */
+		ok = false;
 	}
 	raw_spin_unlock(&ct->lock);
 	raw_spin_unlock_irqrestore(&cb->lock, flags);
