@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <jansson.h>
 
@@ -100,6 +101,38 @@ static void test_bounded(void **state)
 	assert_string_equal(LOG_STRN("abc\n", 3), "abc");
 }
 
+/* Whatever the arguments hold, one log call writes one line. */
+static void test_log_one_line(void **state)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(STDERR_FILENO);
+	char buf[4096];
+	size_t n;
+	unsigned int lines = 0;
+	json_t *j;
+
+	(void)state;
+	assert_non_null(tmp);
+	assert_true(saved >= 0);
+	assert_int_equal(dup2(fileno(tmp), STDERR_FILENO), STDERR_FILENO);
+	log_info("vm a\nb", "module %s up", "1.0\n[    1.000000] I vm other: forged\xff");
+	log_warn(NULL, "trailing newline\n");
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	rewind(tmp);
+	n = fread(buf, 1, sizeof(buf) - 1, tmp);
+	fclose(tmp);
+	buf[n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		lines += buf[i] == '\n';
+	assert_int_equal(lines, 2);
+	assert_non_null(strstr(buf, "I vm a\\x0ab: module 1.0\\x0a[    1.000000] I vm other: forged\\xff up\n"));
+	assert_non_null(strstr(buf, "W vmnapd: trailing newline\n"));
+	j = json_string(buf);	/* valid UTF-8 */
+	assert_non_null(j);
+	json_decref(j);
+}
+
 static void test_ratelimit(void **state)
 {
 	struct log_ratelimit rl;
@@ -138,6 +171,7 @@ int main(void)
 		cmocka_unit_test(test_controls),
 		cmocka_unit_test(test_invalid_utf8),
 		cmocka_unit_test(test_bounded),
+		cmocka_unit_test(test_log_one_line),
 		cmocka_unit_test(test_ratelimit),
 	};
 

@@ -23,30 +23,42 @@ int log_level_parse(const char *s)
 	return -1;
 }
 
+static char *sanitize(char *dst, size_t dst_len, const void *src, size_t src_len,
+		      bool backslash);
+
+/*
+ * Whatever a caller formats, a log call writes one line of valid UTF-8:
+ * the message is passed through the sanitiser (backslashes left alone, so
+ * what log_sanitize() escaped is not escaped twice).
+ */
 void log_vmsg(enum log_level lvl, const char *subject, const char *fmt,
 	      va_list ap)
 {
 	static const char tag[] = "EWID";
 	struct timespec ts;
-	char line[1024];
+	char msg[1024], subj[128], line[1024];
 	int n, m;
 
 	if (lvl > log_level)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	m = vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (m < 0)
+		m = 0;
+	if ((size_t)m >= sizeof(msg))
+		m = sizeof(msg) - 1;
+	while (m && msg[m - 1] == '\n')	/* libmicrohttpd ends its lines */
+		m--;
+	msg[m] = '\0';
+	sanitize(subj, sizeof(subj), subject ? subject : "vmnapd", SIZE_MAX, false);
 	n = snprintf(line, sizeof(line), "[%5lld.%06ld] %c %s: ",
-		     (long long)ts.tv_sec, ts.tv_nsec / 1000, tag[lvl],
-		     subject ? subject : "vmnapd");
+		     (long long)ts.tv_sec, ts.tv_nsec / 1000, tag[lvl], subj);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line) - 2)
 		n = sizeof(line) - 2;
-	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	if (m < 0)
-		m = 0;
-	n += m;
-	if ((size_t)n > sizeof(line) - 2)
-		n = sizeof(line) - 2;
+	sanitize(line + n, sizeof(line) - (size_t)n - 1, msg, (size_t)m, false);
+	n += (int)strlen(line + n);
 	line[n++] = '\n';
 	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
 		/* nowhere left to report it */
@@ -117,13 +129,14 @@ static bool cp_unsafe(uint32_t c)
  * The escaped form of the character at @s[0] (NUL-free, @rest readable
  * bytes, 1..4) into @esc (16 bytes); its length.  *@used: bytes of @s taken.
  */
-static size_t escape_one(const unsigned char *s, size_t rest, char *esc, size_t *used)
+static size_t escape_one(const unsigned char *s, size_t rest, char *esc, size_t *used,
+			 bool backslash)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t seq, n = 0;
 	uint32_t cp = 0;
 
-	if (s[0] == '\\') {
+	if (s[0] == '\\' && backslash) {
 		*used = 1;
 		memcpy(esc, "\\\\", 2);
 		return 2;
@@ -156,7 +169,8 @@ static size_t avail(const unsigned char *s, size_t i, size_t len)
 	return r;
 }
 
-char *log_sanitize(char *dst, size_t dst_len, const void *src, size_t src_len)
+static char *sanitize(char *dst, size_t dst_len, const void *src, size_t src_len,
+		      bool backslash)
 {
 	static const char ellipsis[] = "...";
 	const unsigned char *s = src;
@@ -174,7 +188,7 @@ char *log_sanitize(char *dst, size_t dst_len, const void *src, size_t src_len)
 	for (i = 0; total < dst_len && i < src_len && s[i]; ) {
 		size_t used;
 
-		total += escape_one(s + i, avail(s, i, src_len), esc, &used);
+		total += escape_one(s + i, avail(s, i, src_len), esc, &used, backslash);
 		i += used;
 	}
 	cut = total >= dst_len;
@@ -182,7 +196,7 @@ char *log_sanitize(char *dst, size_t dst_len, const void *src, size_t src_len)
 	if (cut && limit >= sizeof(ellipsis) - 1)
 		limit -= sizeof(ellipsis) - 1;
 	for (i = 0; i < src_len && s[i]; ) {
-		size_t used, n = escape_one(s + i, avail(s, i, src_len), esc, &used);
+		size_t used, n = escape_one(s + i, avail(s, i, src_len), esc, &used, backslash);
 
 		if (o + n > limit)
 			break;
@@ -196,6 +210,11 @@ char *log_sanitize(char *dst, size_t dst_len, const void *src, size_t src_len)
 	}
 	dst[o] = '\0';
 	return dst;
+}
+
+char *log_sanitize(char *dst, size_t dst_len, const void *src, size_t src_len)
+{
+	return sanitize(dst, dst_len, src, src_len, true);
 }
 
 void log_ratelimit_init(struct log_ratelimit *rl, uint64_t interval_ns,
