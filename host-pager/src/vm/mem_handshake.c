@@ -6,8 +6,10 @@
  * (SO_PEERCRED), the size and syntax of its message, every fd's kind
  * (userfaultfd by its anon-inode name; memfd by its "/memfd:" name, a
  * regular shmem file that answers F_GET_SEALS, without write seals, large
- * enough) and every region (alignment, size, overlap, count).  A refusal
- * is logged with its reason, counted, answered, and closes the connection.
+ * enough) and every region (alignment, size, count, overlap: of GPAs, of
+ * host addresses, and of offsets in one memfd, told by its device and inode
+ * whichever fds name it).  A refusal is logged with its reason (the
+ * peer's bytes sanitised), counted, answered, and closes the connection.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -126,12 +128,14 @@ static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, 
 
 static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, ...)
 {
-	char msg[256];
+	char raw[256], msg[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* jansson's errors quote the peer's bytes: one line, valid UTF-8 */
+	log_sanitize(msg, sizeof(msg), raw, sizeof(raw));
 	c->hs->st.refused[why]++;
 	log_warn("mem.sock", "refused pid %d (%s): %s", (int)c->pid,
 		 mem_hs_refusal_name(why), msg);
@@ -183,6 +187,8 @@ struct hs_req {
 	unsigned int nr;
 	struct pager_region_desc rd[PAGER_MAX_REGIONS];
 	int memfd_idx[PAGER_MAX_REGIONS];
+	dev_t dev[PAGER_MAX_REGIONS];		/* the memfd's identity */
+	ino_t ino[PAGER_MAX_REGIONS];
 };
 
 /* Parse and check the regions; fills @rq.  Refuses (and frees @c) on error. */
@@ -233,10 +239,9 @@ static int parse_regions(struct hs_conn *c, json_t *arr, struct hs_req *rq)
 		for (size_t j = 0; j < i; j++) {
 			const struct pager_region_desc *o = &rq->rd[j];
 
+			/* the memfd ranges: check_fds(), by file identity */
 			if (ranges_overlap(gpa, size, o->gpa, o->size) ||
-			    ranges_overlap(host, size, o->host_addr, o->size) ||
-			    (!rq->firecracker && memfd_idx == (uint64_t)rq->memfd_idx[j] &&
-			     ranges_overlap(off, size, o->memfd_offset, o->size))) {
+			    ranges_overlap(host, size, o->host_addr, o->size)) {
 				refuse(c, HS_REFUSE_REGION, "region %zu overlaps region %zu", i, j);
 				return -1;
 			}
@@ -292,6 +297,20 @@ static int check_fds(struct hs_conn *c, struct hs_req *rq)
 			refuse(c, HS_REFUSE_REGION, "region %u: beyond the memfd's %lld bytes",
 			       i, (long long)st.st_size);
 			return -1;
+		}
+		/* two regions on one file (however many fds name it) must not
+		 * share pages: an offload of one would punch the other */
+		rq->dev[i] = st.st_dev;
+		rq->ino[i] = st.st_ino;
+		for (unsigned int j = 0; j < i; j++) {
+			if (rq->memfd_idx[j] >= 0 && rq->dev[j] == st.st_dev &&
+			    rq->ino[j] == st.st_ino &&
+			    ranges_overlap(rq->rd[i].memfd_offset, rq->rd[i].size,
+					   rq->rd[j].memfd_offset, rq->rd[j].size)) {
+				refuse(c, HS_REFUSE_REGION,
+				       "region %u overlaps region %u in the same memfd", i, j);
+				return -1;
+			}
 		}
 		rq->rd[i].memfd = fd;
 	}
