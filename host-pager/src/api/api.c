@@ -21,6 +21,7 @@
 #include "usock.h"
 #include "metrics.h"
 #include "vhost_vsock.h"
+#include "views.h"
 #include "vm_control.h"
 
 #define API_BACKLOG		16
@@ -194,9 +195,10 @@ static void h_root(struct api *a, struct api_reply *r)
 
 	for (struct vm *vm = a->d->vms; vm; vm = vm->next)
 		n++;
-	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I}", "name", "vmnapd",
+	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I,s:o}", "name", "vmnapd",
 					 "api_version", VMNAPD_API_VERSION, "vms", (int)n,
-					 "event_seq", (json_int_t)a->d->event_seq));
+					 "event_seq", (json_int_t)a->d->event_seq,
+					 "rejections", daemon_rejections_json(a->d)));
 }
 
 static void h_metrics(struct api *a, struct api_reply *r)
@@ -797,9 +799,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		route(a, method, url, rq, &r);
 	if (r.status >= HTTP_BAD_REQUEST) {
 		a->client_errors++;
-		log_info(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+		log_info(NULL, "api: %s %s -> %u", LOG_STRN(method, 16), LOG_STR(url), r.status);
 	} else {
-		log_debug(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+		log_debug(NULL, "api: %s %s -> %u", LOG_STRN(method, 16), LOG_STR(url), r.status);
 	}
 	ret = send_reply(conn, &r);
 	json_decref(r.json);
