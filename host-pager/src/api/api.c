@@ -21,7 +21,6 @@
 #include "usock.h"
 #include "metrics.h"
 #include "vhost_vsock.h"
-#include "views.h"
 #include "vm_control.h"
 
 #define API_BACKLOG		16
@@ -198,7 +197,7 @@ static void h_root(struct api *a, struct api_reply *r)
 	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I,s:o}", "name", "vmnapd",
 					 "api_version", VMNAPD_API_VERSION, "vms", (int)n,
 					 "event_seq", (json_int_t)a->d->event_seq,
-					 "rejections", daemon_rejections_json(a->d)));
+					 "rejections", metrics_rejections_json(a->d)));
 }
 
 static void h_metrics(struct api *a, struct api_reply *r)

@@ -334,6 +334,25 @@ static void rejection_metrics(FILE *f, struct vmnapd *d)
 		(unsigned long long)vs.bad_peer);
 }
 
+json_t *metrics_rejections_json(struct vmnapd *d)
+{
+	struct mem_handshake_stats hs;
+	struct guest_link_vsock_stats vs;
+	json_t *refused = json_object();
+
+	mem_handshake_get_stats(d, &hs);
+	for (int r = 0; r < HS_REFUSALS; r++)
+		json_object_set_new(refused, mem_hs_refusal_name((enum mem_hs_refusal)r),
+				    json_integer((json_int_t)hs.refused[r]));
+	guest_link_listen_vsock_get_stats(d, &vs);
+	return json_pack("{s:{s:I,s:o},s:{s:I,s:I,s:I}}",
+			 "mem_handshake", "accepted", (json_int_t)hs.accepted,
+			 "refused", refused,
+			 "vsock_listener", "unknown_cid", (json_int_t)vs.unknown_cid,
+			 "unreserved_port", (json_int_t)vs.unreserved_port,
+			 "bad_peer", (json_int_t)vs.bad_peer);
+}
+
 char *metrics_render(struct vmnapd *d, size_t *len)
 {
 	uint64_t written, failed;

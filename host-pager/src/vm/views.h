@@ -10,15 +10,8 @@
 #include <jansson.h>
 
 #include "pager.h"
-#include "vmnapd.h"
 
 /* A pager's statistics: page-state counts, bytes, faults, latencies. */
 json_t *pager_stats_json(struct pager *p);
-/*
- * What the daemon refused before any VM was involved: memory handshakes
- * by reason ({"mem_handshake": {"accepted": N, "refused": {reason: N}},
- * "vsock_listener": {reason: N}}).
- */
-json_t *daemon_rejections_json(struct vmnapd *d);
 
 #endif
