@@ -100,6 +100,8 @@ for i in range(49):
 PY
 check "/metrics: vmnap_handshake_refused_total{reason=json} 49" \
 	test "$(metric 'vmnap_handshake_refused_total{reason="json"}')" = 49
+check "refused handshakes are logged within a budget (<= 34 of 49 lines)" \
+	test "$(grep -c ' W mem.sock: refused' "$LOG")" -le 34
 check "GET /: rejections.mem_handshake.refused.json == 49" \
 	test "$(get / | jget '["rejections"]["mem_handshake"]["refused"]["json"]')" = 49
 

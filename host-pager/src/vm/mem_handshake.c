@@ -62,7 +62,12 @@ struct mem_handshake {
 	struct pager_config cfg;
 	struct hs_conn *conns;
 	struct mem_handshake_stats st;
+	struct log_ratelimit log_rl;	/* refusal lines */
 };
+
+/* Refusals logged at warning level: a burst, then one per interval. */
+#define HS_LOG_BURST		32U
+#define HS_LOG_INTERVAL_NS	(1000ull * 1000000ull)
 
 static const char *const refusal_names[HS_REFUSALS] = {
 	[HS_REFUSE_PEER] = "peer",
@@ -129,6 +134,7 @@ static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, 
 static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, ...)
 {
 	char raw[256], msg[256];
+	uint64_t suppressed = 0;
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -137,8 +143,16 @@ static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, 
 	/* jansson's errors quote the peer's bytes: one line, valid UTF-8 */
 	log_sanitize(msg, sizeof(msg), raw, sizeof(raw));
 	c->hs->st.refused[why]++;
-	log_warn("mem.sock", "refused pid %d (%s): %s", (int)c->pid,
-		 mem_hs_refusal_name(why), msg);
+	if (!log_ratelimit(&c->hs->log_rl, now_ns(), &suppressed))
+		log_debug("mem.sock", "refused pid %d (%s): %s", (int)c->pid,
+			  mem_hs_refusal_name(why), msg);
+	else if (suppressed)
+		log_warn("mem.sock", "refused pid %d (%s): %s (%llu similar lines suppressed)",
+			 (int)c->pid, mem_hs_refusal_name(why), msg,
+			 (unsigned long long)suppressed);
+	else
+		log_warn("mem.sock", "refused pid %d (%s): %s", (int)c->pid,
+			 mem_hs_refusal_name(why), msg);
 	reply(c, json_pack("{s:b,s:s,s:s}", "ok", 0, "reason",
 			   mem_hs_refusal_name(why), "error", msg));
 	conn_free(c);
@@ -611,6 +625,7 @@ int mem_handshake_start(struct vmnapd *d, const char *path,
 	if (!hs)
 		return -ENOMEM;
 	hs->d = d;
+	log_ratelimit_init(&hs->log_rl, HS_LOG_INTERVAL_NS, HS_LOG_BURST, now_ns());
 	if (cfg)
 		hs->cfg = *cfg;
 	else
