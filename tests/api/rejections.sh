@@ -76,6 +76,17 @@ assert e["module"] == "1\\x0a[ 1.0] I vm vm2: up\\xff\\xfe", e
 assert "features" in e and "seq" in e and "t_ns" in e, e
 PY
 
+# ---- a client's bytes in a URL: the log line and the error reply ----
+curl -s -g -m 10 --unix-socket "$SOCK" -X POST -o "$T/reply" \
+	'http://localhost/vms/vm1/actions/%FF%0A[%20I%20vm%20vm2'
+check "an error quoting invalid UTF-8 from the URL is still a JSON error" python3 - "$T/reply" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1], "rb"))
+assert r["status"] == 404 and "\\xff\\x0a[ I vm vm2" in r["error"], r
+PY
+check "the request's log line is one line, escaped" \
+	grep -qF 'api: POST /vms/vm1/actions/\xff\x0a[ I vm vm2 -> 404' "$LOG"
+
 # ---- rejected guest messages: counted in both places ----
 check "GET /vms/vm1: rejections.bad_length == 103" \
 	wait_for 5 test "$(get /vms/vm1 | jget '["rejections"]["bad_length"]')" = 103
@@ -110,7 +121,7 @@ lines_before=$(wc -l <"$LOG")
 python3 tests/api/fake_guest.py "$T/vm1.link" --reconnects 300 >"$T/storm.log" 2>&1 &
 PIDS+=($!)
 STORM=$!
-check "storm done" wait_for 30 grep -q RECONNECTED "$T/storm.log"
+check "storm done" wait_for 30 grep -qs RECONNECTED "$T/storm.log"
 kill "$STORM" 2>/dev/null; wait "$STORM" 2>/dev/null
 refused=$(get /vms/vm1 | jget '["link"]["connects_refused"]')
 connects=$(get /vms/vm1 | jget '["link"]["connects"]')

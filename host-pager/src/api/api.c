@@ -74,12 +74,14 @@ static void reply_error(struct api_reply *r, unsigned int status, const char *fm
 
 static void reply_error(struct api_reply *r, unsigned int status, const char *fmt, ...)
 {
-	char msg[256];
+	char raw[256], msg[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* it may quote the client's bytes: jansson takes only valid UTF-8 */
+	log_sanitize(msg, sizeof(msg), raw, sizeof(raw));
 	json_decref(r->json);
 	r->status = status;
 	r->json = json_pack("{s:s,s:i}", "error", msg, "status", (int)status);
