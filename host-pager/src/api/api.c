@@ -74,12 +74,14 @@ static void reply_error(struct api_reply *r, unsigned int status, const char *fm
 
 static void reply_error(struct api_reply *r, unsigned int status, const char *fmt, ...)
 {
-	char msg[256];
+	char raw[256], msg[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* it may quote the client's bytes: jansson takes only valid UTF-8 */
+	log_sanitize(msg, sizeof(msg), raw, sizeof(raw));
 	json_decref(r->json);
 	r->status = status;
 	r->json = json_pack("{s:s,s:i}", "error", msg, "status", (int)status);
@@ -194,9 +196,10 @@ static void h_root(struct api *a, struct api_reply *r)
 
 	for (struct vm *vm = a->d->vms; vm; vm = vm->next)
 		n++;
-	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I}", "name", "vmnapd",
+	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I,s:o}", "name", "vmnapd",
 					 "api_version", VMNAPD_API_VERSION, "vms", (int)n,
-					 "event_seq", (json_int_t)a->d->event_seq));
+					 "event_seq", (json_int_t)a->d->event_seq,
+					 "rejections", metrics_rejections_json(a->d)));
 }
 
 static void h_metrics(struct api *a, struct api_reply *r)
@@ -797,9 +800,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		route(a, method, url, rq, &r);
 	if (r.status >= HTTP_BAD_REQUEST) {
 		a->client_errors++;
-		log_info(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+		log_info(NULL, "api: %s %s -> %u", LOG_STRN(method, 16), LOG_STR(url), r.status);
 	} else {
-		log_debug(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+		log_debug(NULL, "api: %s %s -> %u", LOG_STRN(method, 16), LOG_STR(url), r.status);
 	}
 	ret = send_reply(conn, &r);
 	json_decref(r.json);

@@ -66,6 +66,16 @@ void vm_control_set_vmm_pid(struct vm *vm, pid_t pid);
 pid_t vm_control_vmm_pid(struct vm *vm);
 /* Guest-RAM resident bytes integrated over time since attach, GiB*s. */
 double vm_control_memxtime_gib_s(struct vm *vm);
+/*
+ * Guest input @vm refused, by reason (guest link: each rejected message by
+ * its error, connections over the reconnect limit, a guest that does not
+ * read, connections for a VM without a link; vsock device: hostile
+ * packets, rings and connections): @fn once per reason, zeroes included.
+ */
+void vm_rejections_foreach(struct vm *vm,
+			   void (*fn)(const char *reason, uint64_t n, void *arg), void *arg);
+/* "link" events suppressed by the VM's event budget. */
+uint64_t vm_control_events_suppressed(struct vm *vm);
 /* Everything the API shows for a VM. */
 json_t *vm_control_json(struct vm *vm);
 
