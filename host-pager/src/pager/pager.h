@@ -130,6 +130,10 @@ struct pager_stats {
 	uint64_t last_offload_ns;	/* duration of the last offload */
 	uint64_t last_offload_written;	/* bytes written by the last offload */
 	uint64_t dropped_free_pages;	/* pages made ZERO by pager_drop_free */
+	uint64_t vmm_removed_pages;	/* pages made ZERO: the VMM discarded them
+					 * (userfaultfd REMOVE: MADV_DONTNEED/REMOVE) */
+	uint64_t vmm_unmaps;		/* mapper ranges the VMM unmapped (UNMAP) */
+	uint64_t vmm_remaps;		/* mapper ranges the VMM moved (REMAP) */
 	uint64_t gpa_refused;		/* GPA operations refused: map untrusted */
 	enum pager_gpa_source gpa_source;
 	uint32_t mappers;

@@ -8,6 +8,7 @@
  * pager_internal.h for the lock rules.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -38,16 +39,37 @@ void pager_report_error(struct pager *p, int err, const char *what)
 		log_err(p->subject, "cannot signal a pager error: %s", strerror(errno));
 }
 
+/* The live ranges of @m, read under the lock for ioctls made without it. */
+struct mapper_ranges {
+	unsigned int n;
+	struct uffdio_range r[PAGER_MAX_REGIONS];
+};
+
+static void mapper_ranges_locked(struct pager *p, struct pager_mapper *m,
+				 struct mapper_ranges *mr)
+{
+	mr->n = 0;
+	for (unsigned int i = 0; i < p->nr_regions; i++)
+		if (m->host_addr[i] && m->map_hi[i] > m->map_lo[i])
+			mr->r[mr->n++] = (struct uffdio_range){
+				.start = m->host_addr[i] + m->map_lo[i],
+				.len = m->map_hi[i] - m->map_lo[i],
+			};
+}
+
 int pager_mapper_register(struct pager *p, struct pager_mapper *m)
 {
-	for (unsigned int i = 0; i < p->nr_regions; i++) {
+	struct mapper_ranges mr;
+
+	pthread_mutex_lock(&p->lock);
+	mapper_ranges_locked(p, m, &mr);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < mr.n; i++) {
 		struct uffdio_register reg = {
-			.range = { .start = m->host_addr[i], .len = p->regions[i].size },
+			.range = mr.r[i],
 			.mode = UFFDIO_REGISTER_MODE_MISSING,
 		};
 
-		if (!m->host_addr[i])
-			continue;
 		if (ioctl(m->uffd, UFFDIO_REGISTER, &reg) < 0) {
 			int err = -errno;
 
@@ -62,7 +84,6 @@ int pager_mapper_register(struct pager *p, struct pager_mapper *m)
 			return -EOPNOTSUPP;
 		}
 	}
-	m->registered = true;
 	return 0;
 }
 
@@ -73,50 +94,126 @@ int pager_mapper_register(struct pager *p, struct pager_mapper *m)
  * (seen on 6.18: a thread faulting on a hole hung for good once every page
  * was back).  Once UNREGISTER returned, every such fault is queued, so
  * this UFFDIO_WAKE reaches it; the retried fault needs no userfaultfd.
+ * p->reg_lock held, p->lock not.
  */
 static void mapper_unregister(struct pager *p, struct pager_mapper *m)
 {
-	for (unsigned int i = 0; i < p->nr_regions; i++) {
-		struct uffdio_range r = { .start = m->host_addr[i], .len = p->regions[i].size };
+	struct mapper_ranges mr;
 
-		if (!m->host_addr[i])
-			continue;
-		(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &r);
-		(void)ioctl(m->uffd, UFFDIO_WAKE, &r);
+	pthread_mutex_lock(&p->lock);
+	mapper_ranges_locked(p, m, &mr);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < mr.n; i++) {
+		(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &mr.r[i]);
+		(void)ioctl(m->uffd, UFFDIO_WAKE, &mr.r[i]);
 	}
+	pthread_mutex_lock(&p->lock);
 	m->registered = false;
+	pthread_mutex_unlock(&p->lock);
 }
 
-int pager_register_all_locked(struct pager *p)
+int pager_register_all(struct pager *p)
 {
 	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
+		bool skip;
 		int err;
 
-		if (m->dead || m->registered)
+		pthread_mutex_lock(&p->lock);
+		skip = m->dead || m->registered;
+		pthread_mutex_unlock(&p->lock);
+		if (skip)
 			continue;
 		err = pager_mapper_register(p, m);
-		if (err == -ESRCH) {	/* the process exited: not an error */
+		pthread_mutex_lock(&p->lock);
+		if (err == -ESRCH)	/* the process exited: not an error */
 			m->dead = true;
-			continue;
-		}
-		if (err)
+		else if (!err)
+			m->registered = true;
+		pthread_mutex_unlock(&p->lock);
+		if (err && err != -ESRCH)
 			return err;
 	}
-	p->registered = true;
 	return 0;
 }
 
 /* Never unregister while a page is out: the next touch would read zeros. */
-void pager_maybe_unregister_locked(struct pager *p)
+bool pager_unregister_due_locked(struct pager *p)
 {
-	if (!p->registered || p->offloading || p->count[PAGE_OFFLOADED] ||
-	    p->count[PAGE_IN_FLIGHT])
+	return p->registered && !p->offloading && !p->count[PAGE_OFFLOADED] &&
+	       !p->count[PAGE_IN_FLIGHT];
+}
+
+/*
+ * Nothing can go out while this runs: only an offload makes pages
+ * OFFLOADED, and pager_offload_start registers (and sets p->offloading)
+ * under p->reg_lock, which is held here.
+ */
+void pager_maybe_unregister(struct pager *p)
+{
+	pthread_mutex_lock(&p->reg_lock);
+	pthread_mutex_lock(&p->lock);
+	if (!pager_unregister_due_locked(p)) {
+		pthread_mutex_unlock(&p->lock);
+		pthread_mutex_unlock(&p->reg_lock);
 		return;
-	for (struct pager_mapper *m = p->mappers; m; m = m->next)
-		if (m->registered && !m->dead)
-			mapper_unregister(p, m);
+	}
 	p->registered = false;
+	pthread_mutex_unlock(&p->lock);
+	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
+		bool live;
+
+		pthread_mutex_lock(&p->lock);
+		live = m->registered && !m->dead;
+		pthread_mutex_unlock(&p->lock);
+		if (live)
+			mapper_unregister(p, m);
+	}
+	pthread_mutex_unlock(&p->reg_lock);
 	log_debug(p->subject, "every page resident: ranges unregistered");
+}
+
+int pager_discard_run(struct pager *p, uint64_t pg, uint64_t n,
+		      uint64_t *counter)
+{
+	struct pager_region *r = pg_region(p, pg);
+	int err = 0;
+
+	if (!r || r->memfd < 0)
+		return -EOPNOTSUPP;
+	for (uint64_t i = pg; i < pg + n;) {
+		uint64_t run = 0;
+		bool stored;
+
+		pthread_mutex_lock(&p->lock);
+		/* A page in flight is being moved (offload write, restore,
+		 * fault): its owner would install or store its old content
+		 * after the punch, so wait for it. */
+		while (pg_state(p, i) == PAGE_IN_FLIGHT)
+			pthread_cond_wait(&p->state_cv, &p->lock);
+		stored = pg_state(p, i) == PAGE_OFFLOADED;
+		while (i + run < pg + n && pg_state(p, i + run) != PAGE_IN_FLIGHT &&
+		       (pg_state(p, i + run) == PAGE_OFFLOADED) == stored) {
+			pg_set(p, i + run, PAGE_IN_FLIGHT);
+			run++;
+		}
+		pthread_mutex_unlock(&p->lock);
+		if (fallocate(r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)pg_memfd_off(r, i), (off_t)(run * PAGER_PAGE_SIZE)) < 0 &&
+		    !err)
+			err = -errno;
+		if (stored)
+			store_discard(&p->store, pg_store_off(i), run * PAGER_PAGE_SIZE);
+		pthread_mutex_lock(&p->lock);
+		for (uint64_t k = i; k < i + run; k++) {
+			pg_set(p, k, PAGE_ZERO);
+			p->state[k] &= (uint8_t)~(PG_WS_CUR | PG_WS_PREV);
+		}
+		*counter += run;
+		pthread_cond_broadcast(&p->state_cv);
+		pthread_mutex_unlock(&p->lock);
+		i += run;
+	}
+	return err;
 }
 
 uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
