@@ -246,7 +246,7 @@ static int new_userfaultfd(void)
 	struct uffdio_api probe = { .api = UFFD_API };
 	int fd = userfaultfd_with(WANTED_FEATURES);
 
-	if (fd >= 0 || fd != -EINVAL)
+	if (fd != -EINVAL)	/* a descriptor, or an error asking less won't fix */
 		return fd;
 	fd = open_userfaultfd();
 	if (fd < 0)

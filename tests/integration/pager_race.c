@@ -58,8 +58,9 @@ struct drop_call {
 static void drop_cb(struct harness *h, void *arg)
 {
 	struct drop_call *dc = arg;
+	struct pager *p = the_pager(h);
 
-	dc->err = pager_drop_free(the_pager(h), dc->gpa, dc->len);
+	dc->err = p ? pager_drop_free(p, dc->gpa, dc->len) : -ENOENT;
 }
 
 /* Free pages [lo, hi) in FREE_REPORT-sized pieces; the first error. */

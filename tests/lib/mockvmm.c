@@ -613,6 +613,10 @@ int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 			setenv("VMNAP_ALLOW_UNMANAGED", "1", 1);
 		if (h->signal_storm)
 			setenv("MOCKVMM_SIGNAL_STORM", "1", 1);
+		/* MOCKVMM_EXE: another build of the program as the VMM (e.g. an
+		 * uninstrumented one under a ThreadSanitizer harness) */
+		if (getenv("MOCKVMM_EXE") && *getenv("MOCKVMM_EXE"))
+			self = getenv("MOCKVMM_EXE");
 		execl(self, self, "--vmm", a_mib, a_map, a_in, a_out, (char *)NULL);
 		_exit(127);
 	}

@@ -22,7 +22,9 @@
  *   remap       move the guest RAM mapping elsewhere (mremap)
  *
  * Environment: PAGER_STORE_DIR (store directory; default a temp dir),
- * PAGER_DEBUG (debug log), BUILD (where libvmnap-preload.so is).
+ * PAGER_DEBUG (debug log), BUILD (where libvmnap-preload.so is),
+ * MOCKVMM_EXE (run this build of the test program as the mock VMM: an
+ * uninstrumented one when the harness runs under ThreadSanitizer).
  */
 #ifndef VMNAP_TESTS_MOCKVMM_H
 #define VMNAP_TESTS_MOCKVMM_H
