@@ -430,6 +430,7 @@ static void mapper_cut(struct pager *p, struct pager_mapper *m, uint64_t start,
 		       uint64_t end, const char *why)
 {
 	struct uffdio_range drop[PAGER_MAX_REGIONS];
+	bool gone[PAGER_MAX_REGIONS] = { false };
 	unsigned int ndrop = 0;
 
 	pthread_mutex_lock(&p->lock);
@@ -445,9 +446,7 @@ static void mapper_cut(struct pager *p, struct pager_mapper *m, uint64_t start,
 		if (s == lo && e == hi) {
 			m->host_addr[i] = 0;
 			m->map_lo[i] = m->map_hi[i] = 0;
-			log_info(p->subject, "mapper pid %d: region %u (gpa %#llx) %s: no "
-				 "longer served in this mapper", (int)m->pid, i,
-				 (unsigned long long)p->regions[i].gpa, why);
+			gone[i] = true;
 		} else if (s == lo) {
 			m->map_lo[i] = e - host;
 		} else if (e == hi) {
@@ -461,6 +460,11 @@ static void mapper_cut(struct pager *p, struct pager_mapper *m, uint64_t start,
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < p->nr_regions; i++)
+		if (gone[i])
+			log_info(p->subject, "mapper pid %d: region %u (gpa %#llx) %s: no "
+				 "longer served in this mapper", (int)m->pid, i,
+				 (unsigned long long)p->regions[i].gpa, why);
 	for (unsigned int k = 0; k < ndrop; k++) {
 		log_err(p->subject, "mapper pid %d: %s split guest RAM at %#llx+%#llx: "
 			"%#llx+%#llx is no longer served in this mapper", (int)m->pid, why,
@@ -496,6 +500,7 @@ static void event_remap(struct fault_ctx *fc, struct pager_mapper *m,
 			uint64_t from, uint64_t to, uint64_t len)
 {
 	struct pager *p = fc->p;
+	uint64_t moved_from[PAGER_MAX_REGIONS] = { 0 };
 	bool partial = false;
 
 	pthread_mutex_lock(&p->reg_lock);
@@ -507,16 +512,20 @@ static void event_remap(struct fault_ctx *fc, struct pager_mapper *m,
 			continue;
 		if (lo >= from && hi <= from + len) {
 			m->host_addr[i] = m->host_addr[i] - from + to;
-			log_info(p->subject, "mapper pid %d: region %u (gpa %#llx) moved "
-				 "%#llx -> %#llx", (int)m->pid, i,
-				 (unsigned long long)p->regions[i].gpa,
-				 (unsigned long long)lo, (unsigned long long)(lo - from + to));
+			moved_from[i] = lo;
 		} else {
 			partial = true;
 		}
 	}
 	p->vmm_remaps++;
 	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < p->nr_regions; i++)
+		if (moved_from[i])
+			log_info(p->subject, "mapper pid %d: region %u (gpa %#llx) moved "
+				 "%#llx -> %#llx", (int)m->pid, i,
+				 (unsigned long long)p->regions[i].gpa,
+				 (unsigned long long)moved_from[i],
+				 (unsigned long long)(moved_from[i] - from + to));
 	if (partial) {
 		struct uffdio_range moved = { .start = to, .len = len };
 

@@ -14,7 +14,7 @@
  * across a system call that can block or take long - no store or memfd
  * I/O (pread, pwrite, fallocate PUNCH_HOLE, io_uring submission), no
  * userfaultfd ioctl (REGISTER, UNREGISTER, COPY, ZEROPAGE, WAKE), no read
- * of a userfaultfd, no close of one.  A thread that makes such a call for
+ * of a userfaultfd, no close of one, no logging.  A thread that makes such a call for
  * pages first claims them under the lock (sets them IN_FLIGHT; every other
  * thread leaves an IN_FLIGHT page alone or waits on p->state_cv until it
  * is not), drops the lock, makes the call, retakes the lock, sets the
