@@ -9,7 +9,10 @@
  * served at its new address; a second mapper that unmaps its guest RAM
  * (memory unplug) leaves the pager serving the first.  TAP.
  *
- *   pager_events discard|unplug [MiB]	(default 16)
+ * The same without an event (nothing registered when the VMM moved or
+ * unmapped it) is found by the next offload from /proc/PID/maps.
+ *
+ *   pager_events discard|unplug|unregistered [MiB]	(default 16)
  */
 #include <errno.h>
 #include <stddef.h>
@@ -142,6 +145,43 @@ static int mode_unplug(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+/*
+ * The same changes while nothing is out: no range is registered, so the
+ * kernel sends no event, and the next offload must find them itself.
+ */
+static int mode_unregistered(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_stats st;
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 2)) {
+		tap_bail("harness setup failed");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ready"), "mock VMM with 2 mappers ready (%s)", ans);
+	vmm_cmd(&h, ans, "remap squat");
+	st = stats(&h, NULL);
+	tap(!strcmp(ans, "ok") && !st.registered && !st.vmm_remaps, "guest RAM moved while "
+	    "nothing is registered, other memory mapped at the old address (%s)", ans);
+	err = offload(&h);
+	vmm_cmd(&h, ans, "verify 1 4");
+	tap(!err && !strcmp(ans, "ok"), "the offload registers the new address, not what sits "
+	    "at the old one: every byte right (%s; %s)", strerror(-err), ans);
+	vmm_cmd(&h, ans, "peerunmap");
+	st = stats(&h, NULL);
+	tap(!strcmp(ans, "ok") && !st.registered && !st.vmm_unmaps, "the second mapper "
+	    "unmapped its guest RAM while nothing is registered (%s)", ans);
+	err = offload(&h);
+	vmm_cmd(&h, ans, "verify 1 4 0 0 1");
+	tap(!err && !strcmp(ans, "ok"), "the next offload leaves it out and serves the first "
+	    "(%s; %s)", strerror(-err), ans);
+	vmm_quit(&h);
+	return harness_finish(&h);
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t mib;
@@ -151,5 +191,7 @@ int main(int argc, char **argv)
 	mib = mockvmm_arg(argc, argv, 2, 16);
 	if (argc > 1 && !strcmp(argv[1], "unplug"))
 		return mode_unplug(argv[0], mib);
+	if (argc > 1 && !strcmp(argv[1], "unregistered"))
+		return mode_unregistered(argv[0], mib);
 	return mode_discard(argv[0], mib);
 }

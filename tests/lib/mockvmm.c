@@ -311,8 +311,9 @@ static const char *discard(struct vmm *v, uint64_t lo, uint64_t hi, const char *
 	return why;
 }
 
-/* Move guest RAM to another address (mremap), as a VMM may. */
-static const char *remap(struct vmm *v)
+/* Move guest RAM to another address (mremap), as a VMM may; @squat: then
+ * map other memory where it was. */
+static const char *remap(struct vmm *v, bool squat)
 {
 	static char why[LINE_MAX_LEN];
 	size_t len = v->npages * PAGE;
@@ -328,6 +329,9 @@ static const char *remap(struct vmm *v)
 		munmap(to, len);
 		return why;
 	}
+	if (squat && mmap(v->mem, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != v->mem)
+		return "squat: no room";
 	v->mem = got;
 	return "ok";
 }
@@ -402,8 +406,8 @@ static int vmm_serve(struct vmm *v, int in, int out)
 
 			v->mem = NULL;
 			send_line(out, r ? "munmap: %s" : "ok", strerror(errno));
-		} else if (!strcmp(line, "remap")) {
-			send_line(out, "%s", remap(v));
+		} else if (!strcmp(line, "remap") || !strcmp(line, "remap squat")) {
+			send_line(out, "%s", remap(v, line[5] == ' '));
 		} else if (!strcmp(line, "quit")) {
 			if (v->peer >= 0)
 				send_line(v->peer, "quit");

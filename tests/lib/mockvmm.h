@@ -19,7 +19,8 @@
  *            does: MADV_REMOVE, MADV_DONTNEED, or QEMU's balloon discard
  *            (punch the memfd, then MADV_DONTNEED)
  *   peerunmap   the second mapper munmaps its guest RAM (memory unplug)
- *   remap       move the guest RAM mapping elsewhere (mremap)
+ *   remap [squat]  move the guest RAM mapping elsewhere (mremap); squat:
+ *            then map anonymous memory where it was
  *
  * Environment: PAGER_STORE_DIR (store directory; default a temp dir),
  * PAGER_DEBUG (debug log), BUILD (where libvmnap-preload.so is),

@@ -9,9 +9,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/userfaultfd.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -57,10 +62,176 @@ static void mapper_ranges_locked(struct pager *p, struct pager_mapper *m,
 			};
 }
 
+/* One file mapping of a mapper, from /proc/PID/maps. */
+struct maps_vma {
+	uint64_t start, end, off;
+	dev_t dev;
+	ino_t ino;
+};
+
+#define MAPS_MAX_VMAS	4096	/* file mappings of one mapper */
+
+/* The mapper's file mappings into *@out (malloc'd); -ESRCH: gone. */
+static int maps_read(pid_t pid, struct maps_vma **out, unsigned int *n)
+{
+	struct maps_vma *v = malloc(MAPS_MAX_VMAS * sizeof(*v));
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	int err = 0;
+	FILE *f;
+
+	if (!v)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f) {
+		err = errno == ENOENT ? -ESRCH : -errno;
+		free(v);
+		return err;
+	}
+	*n = 0;
+	while (getline(&line, &cap, f) > 0) {
+		uint64_t st, en, off;
+		unsigned int maj, min;
+		unsigned long long ino;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %x:%x %llu",
+			   &st, &en, &off, &maj, &min, &ino) != 6 || !ino)
+			continue;
+		if (*n == MAPS_MAX_VMAS) {
+			err = -E2BIG;
+			break;
+		}
+		v[(*n)++] = (struct maps_vma){ .start = st, .end = en, .off = off,
+					       .dev = makedev(maj, min), .ino = (ino_t)ino };
+	}
+	free(line);
+	fclose(f);
+	if (err)
+		free(v);
+	else
+		*out = v;
+	return err;
+}
+
+static bool vma_of(const struct maps_vma *v, const struct stat *st)
+{
+	return v->dev == st->st_dev && v->ino == st->st_ino;
+}
+
+/* Do the mappings map [a, b) to the file @st at offset @fo, contiguously? */
+static bool maps_cover(const struct maps_vma *v, unsigned int n, const struct stat *st,
+		       uint64_t a, uint64_t b, uint64_t fo)
+{
+	while (a < b) {
+		unsigned int i;
+
+		for (i = 0; i < n; i++)
+			if (vma_of(&v[i], st) && a >= v[i].start && a < v[i].end &&
+			    v[i].off + (a - v[i].start) == fo)
+				break;
+		if (i == n)
+			return false;
+		fo += (v[i].end < b ? v[i].end : b) - a;
+		a = v[i].end < b ? v[i].end : b;
+	}
+	return true;
+}
+
+/*
+ * Check @m's ranges against what it maps now, before registering them.
+ * The kernel tells about munmap and mremap only while a range is
+ * registered (UNMAP, REMAP events); what the VMM did while everything was
+ * resident is seen here: a region moved whole is followed to its new
+ * address, one no longer mapped at all is dropped for this mapper, and
+ * one mapped only in part (or ambiguously) refuses the registration
+ * (-ESTALE), since a page out there could then read zero.  Registering
+ * the stale address instead would fail, or hit whatever the VMM mapped
+ * there since.  p->reg_lock held (the ranges cannot change), p->lock not.
+ */
+static int mapper_check_maps(struct pager *p, struct pager_mapper *m)
+{
+	uint64_t host[PAGER_MAX_REGIONS], lo[PAGER_MAX_REGIONS], hi[PAGER_MAX_REGIONS];
+	struct maps_vma *v = NULL;
+	unsigned int n = 0;
+	int err;
+
+	if (m->pid <= 0)
+		return 0;
+	err = maps_read(m->pid, &v, &n);
+	if (err == -ESRCH || err == -ENOMEM)
+		return err;
+	if (err) {
+		log_debug(p->subject, "mapper pid %d: /proc maps unreadable (%s): its "
+			  "ranges are registered unchecked", (int)m->pid, strerror(-err));
+		return 0;
+	}
+	pthread_mutex_lock(&p->lock);
+	memcpy(host, m->host_addr, sizeof(host));
+	memcpy(lo, m->map_lo, sizeof(lo));
+	memcpy(hi, m->map_hi, sizeof(hi));
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < p->nr_regions && !err; i++) {
+		const struct pager_region *r = &p->regions[i];
+		uint64_t fo = r->memfd_off + lo[i], len = hi[i] - lo[i], to = 0;
+		unsigned int found = 0;
+		bool any = false;
+		struct stat st;
+
+		if (!host[i] || hi[i] <= lo[i] || r->memfd < 0 || fstat(r->memfd, &st) < 0 ||
+		    maps_cover(v, n, &st, host[i] + lo[i], host[i] + hi[i], fo))
+			continue;
+		for (unsigned int k = 0; k < n; k++) {
+			uint64_t a;
+
+			if (!vma_of(&v[k], &st) || v[k].off >= fo + len ||
+			    v[k].off + (v[k].end - v[k].start) <= fo)
+				continue;
+			any = true;
+			if (fo < v[k].off)
+				continue;
+			a = v[k].start + (fo - v[k].off);
+			if (maps_cover(v, n, &st, a, a + len, fo) && a != to) {
+				to = a;
+				found++;
+			}
+		}
+		if (found == 1) {
+			log_warn(p->subject, "mapper pid %d: region %u (gpa %#llx) moved while "
+				 "not registered: %#llx -> %#llx", (int)m->pid, i,
+				 (unsigned long long)r->gpa, (unsigned long long)(host[i] + lo[i]),
+				 (unsigned long long)to);
+			host[i] = to - lo[i];
+		} else if (!any) {
+			log_warn(p->subject, "mapper pid %d: region %u (gpa %#llx) unmapped "
+				 "while not registered: no longer served in this mapper",
+				 (int)m->pid, i, (unsigned long long)r->gpa);
+			host[i] = lo[i] = hi[i] = 0;
+		} else {
+			log_err(p->subject, "mapper pid %d: region %u (gpa %#llx) is mapped only "
+				"in part or more than once now: not registered", (int)m->pid, i,
+				(unsigned long long)r->gpa);
+			err = -ESTALE;
+		}
+	}
+	free(v);
+	if (err)
+		return err;
+	pthread_mutex_lock(&p->lock);
+	memcpy(m->host_addr, host, sizeof(host));
+	memcpy(m->map_lo, lo, sizeof(lo));
+	memcpy(m->map_hi, hi, sizeof(hi));
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
 int pager_mapper_register(struct pager *p, struct pager_mapper *m)
 {
 	struct mapper_ranges mr;
+	int err = mapper_check_maps(p, m);
 
+	if (err)
+		return err;
 	pthread_mutex_lock(&p->lock);
 	mapper_ranges_locked(p, m, &mr);
 	pthread_mutex_unlock(&p->lock);
