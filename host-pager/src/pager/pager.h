@@ -262,7 +262,8 @@ void pager_set_critical_budget(struct pager *p, uint64_t ns);
 /* The VM runs again: start working-set prefetch. */
 void pager_resumed(struct pager *p);
 /*
- * FREE_REPORT: the range becomes ZERO (punched, store slot dropped).
+ * FREE_REPORT: the range becomes ZERO (punched, store slot dropped; pages
+ * being moved by another thread are waited for, then dropped too).
  * -ENXIO (counted in gpa_refused, logged once) while the GPA map is only
  * guessed, -ERANGE outside guest RAM.
  */
