@@ -198,6 +198,7 @@ class CohortRun:
         finally:
             for g in self.guests:
                 g.stop()
+                self.result.setdefault("accel", {})[g.name] = g.accel
                 if g.cg_dirs:
                     b.cgroups.remove(g.cg_dirs)
             if self.vmnapd:
