@@ -55,7 +55,7 @@ struct fq {
 	size_t *ev_end;		/* end offsets of SSE events */
 	size_t nev, ev;
 	long wait_ms;
-	bool waited, truncate;
+	bool started, waited, truncate;
 	char hold[256];
 };
 
@@ -283,6 +283,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 	if (!q)
 		return MHD_NO;
+	if (!q->started) {
+		q->started = true;
+		return MHD_YES;
+	}
 	if (*upload_data_size) {
 		size_t n = *upload_data_size;
 

@@ -26,7 +26,7 @@ struct creq {
 	char *raw_uri;
 	char *body;
 	size_t len, cap;
-	bool too_big;
+	bool too_big, started;
 	struct xfer *x;
 	int fd;
 };
@@ -248,6 +248,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 	if (!r)
 		return MHD_NO;
+	if (!r->started) {	/* headers only: the body (if any) follows */
+		r->started = true;
+		return MHD_YES;
+	}
 	if (*upload_data_size) {
 		size_t n = *upload_data_size;
 
@@ -365,10 +369,10 @@ int proxy_start(struct listener *l)
 	l->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 				  MHD_USE_POLL | MHD_USE_ERROR_LOG,
 				  0, NULL, NULL, on_request, l,
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, l,
 				  MHD_OPTION_LISTEN_SOCKET, (MHD_socket)l->fd,
 				  MHD_OPTION_URI_LOG_CALLBACK, uri_log, l,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, l,
 				  MHD_OPTION_CONNECTION_LIMIT, gw_cfg.max_conns,
 				  MHD_OPTION_CONNECTION_TIMEOUT, gw_cfg.client_timeout_s,
 				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
