@@ -241,6 +241,9 @@ static void api_done(struct api_call *a, CURLcode rc)
 	case API_START:
 		if (rc == CURLE_OK && code == 201) {
 			x->wait = W_STARTED;
+			pthread_mutex_lock(&x->mu);
+			x->managed = true;
+			pthread_mutex_unlock(&x->mu);
 			atomic_fetch_add(&x->l->c.waits_started, 1);
 			gw_debug(x->l->vm, "wait %s started (%s)", x->wait_id, x->log_path);
 			if (x->data_ready)

@@ -13,13 +13,15 @@
  *                           "data:" events of up to 1000 bytes)
  *   X-Fake-Fault: status:NNN | reset (RST, no answer) | truncate (the body
  *                           stops half-way and the connection closes)
- *   X-Fake-Hold: PATH       streaming: after the first event, wait for PATH
- *                           to exist (at most 60 s)
+ *   X-Fake-Hold: PATH       wait for PATH to exist (at most 60 s) before
+ *                           answering; streaming: after the first event
  * Every answer carries X-Fake-Request (method and target as received),
- * X-Fake-Body-Fnv (FNV-1a 64 of the request body, hex), and
+ * X-Fake-Body-Fnv (FNV-1a 64 of the request body, hex), X-Fake-Headers
+ * (the request's header names, lower case, comma-separated), and
  * X-Fake-Authorization (the Authorization header received, for tests).
  * GET /__fake/count answers {"requests": N}.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -214,6 +216,36 @@ static void render(struct fq *q, unsigned long step, const struct step *s, bool 
 	}
 }
 
+static void wait_file(const char *path)
+{
+	struct stat st;
+
+	for (int i = 0; i < 6000 && stat(path, &st); i++)
+		sleep_ms(10);
+}
+
+struct names {
+	char s[2048];
+	size_t len;
+};
+
+static enum MHD_Result add_name(void *cls, enum MHD_ValueKind kind, const char *key,
+				const char *value)
+{
+	struct names *n = cls;
+	int w;
+
+	(void)kind;
+	(void)value;
+	w = snprintf(n->s + n->len, sizeof(n->s) - n->len, "%s%s", n->len ? "," : "", key);
+	if (w > 0 && (size_t)w < sizeof(n->s) - n->len) {
+		for (int i = 0; i < w; i++)
+			n->s[n->len + (size_t)i] = (char)tolower((unsigned char)n->s[n->len + (size_t)i]);
+		n->len += (size_t)w;
+	}
+	return MHD_YES;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct fq *q = cls;
@@ -227,12 +259,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	if (q->ev == 1 && q->truncate)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
-	if (q->ev == 1 && q->hold[0]) {
-		struct stat st;
-
-		for (int i = 0; i < 6000 && stat(q->hold, &st); i++)
-			sleep_ms(10);
-	}
+	if (q->ev == 1 && q->hold[0])
+		wait_file(q->hold);
 	end = q->ev_end[q->ev];
 	n = end - (size_t)pos;
 	if (n > max)
@@ -371,6 +399,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			MHD_add_response_header(resp, "Cache-Control", "no-cache");
 		}
 	} else {
+		if (q->hold[0])
+			wait_file(q->hold);
 		sleep_ms(q->wait_ms);
 		q->waited = true;
 		resp = MHD_create_response_from_callback(q->out_len, 65536, plain_read, q, NULL);
@@ -388,6 +418,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	snprintf(hex, sizeof(hex), "%016" PRIx64, fnv);
 	MHD_add_response_header(resp, "X-Fake-Body-Fnv", hex);
+	{
+		struct names n = { .len = 0 };
+
+		MHD_get_connection_values(conn, MHD_HEADER_KIND, add_name, &n);
+		MHD_add_response_header(resp, "X-Fake-Headers", n.s);
+	}
 	auth = hval(conn, "Authorization");
 	if (auth)
 		MHD_add_response_header(resp, "X-Fake-Authorization", auth);

@@ -144,6 +144,7 @@ struct xfer {
 	int64_t content_length;		/* -1: unknown */
 	bool headers_done, up_done, up_error, released, cancelled;
 	bool paused, unpause_asked;
+	bool managed;			/* vmnapd accepted the wait */
 	struct spool sp;
 };
 

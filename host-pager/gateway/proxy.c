@@ -318,7 +318,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			gw_debug(l->vm, "%s: response header %s not passed", x->log_path, hd->name);
 	ret = resp ? MHD_queue_response(conn, (unsigned int)(x->status >= 200 && x->status <= 999 ?
 					x->status : 502), resp) : MHD_NO;
-	gw_info(l->vm, "%s -> %d (wait %s)", x->log_path, x->status, x->wait_id);
+	gw_info(l->vm, "%s -> %d (%s %s)", x->log_path, x->status,
+		x->managed ? "wait" : "unmanaged", x->wait_id);
 	pthread_mutex_unlock(&x->mu);
 	if (resp)
 		MHD_destroy_response(resp);

@@ -208,6 +208,7 @@ void xfer_put(struct xfer *x)
 	pthread_mutex_unlock(&x->mu);
 	if (left)
 		return;
+	atomic_fetch_add(&x->l->c.spilled_bytes, (unsigned long long)x->sp.spilled);
 	for (h = x->resp_headers; h; h = n) {
 		n = h->next;
 		free(h->name);
