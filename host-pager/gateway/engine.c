@@ -335,14 +335,16 @@ static size_t up_write(char *p, size_t sz, size_t nm, void *arg)
 
 	pthread_mutex_lock(&x->mu);
 	x->headers_done = true;
-	if (spool_pending(&x->sp) + n > gw_cfg.spool_max)
-		ret = -ENOBUFS;
+	if (spool_pending(&x->sp) && spool_pending(&x->sp) + n > gw_cfg.spool_max)
+		ret = -ENOBUFS;	/* an empty spool takes any chunk: no deadlock */
 	else
 		ret = spool_append(&x->sp, p, n);
 	if (ret) {
-		if (!x->paused)
+		if (!x->paused) {
+			atomic_fetch_add(&x->l->c.backpressure, 1);
 			gw_debug(x->l->vm, "%s: %s: upstream paused", x->log_path,
 				 ret == -ENOBUFS ? "spool full" : strerror(-ret));
+		}
 		x->paused = true;
 		x->unpause_asked = false;
 	}

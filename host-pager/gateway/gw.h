@@ -73,7 +73,7 @@ enum gw_upfail { GW_UP_CONNECT, GW_UP_TIMEOUT, GW_UP_RESET, GW_UP_TLS, GW_UP_OTH
 struct gw_counters {
 	atomic_ullong requests, responses, waits_started, waits_ready, unmanaged[GW_NR_UNM];
 	atomic_ullong upstream_errors[GW_NR_UPFAIL], client_gone, held, hold_timeouts;
-	atomic_ullong hold_ns_total, spilled_bytes, bytes_out, rejected;
+	atomic_ullong hold_ns_total, spilled_bytes, bytes_out, rejected, backpressure;
 };
 
 struct listener {

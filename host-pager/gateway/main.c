@@ -238,6 +238,7 @@ char *gw_metrics_text(size_t *len)
 	METRIC(&b, "hold_ns_total", "counter", "data ready to release, summed, in ns", hold_ns_total);
 	METRIC(&b, "client_gone_total", "counter", "clients that left before the end", client_gone);
 	METRIC(&b, "spilled_bytes_total", "counter", "response bytes held in a temp file", spilled_bytes);
+	METRIC(&b, "backpressure_total", "counter", "upstream paused: spool at --spool-max", backpressure);
 	METRIC(&b, "bytes_out_total", "counter", "response body bytes to clients", bytes_out);
 	bprintf(&b, "# HELP vmnap_gateway_unmanaged_total requests forwarded without a wait\n"
 		"# TYPE vmnap_gateway_unmanaged_total counter\n");

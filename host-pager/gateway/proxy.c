@@ -310,6 +310,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 
 	pthread_mutex_lock(&x->mu);
+	/* 1xx never gets here; 204 and 304 have no body whatever they say */
+	if (x->status == 204 || x->status == 304)
+		x->content_length = 0;
 	resp = MHD_create_response_from_callback(
 		x->content_length >= 0 ? (uint64_t)x->content_length : MHD_SIZE_UNKNOWN,
 		16384, read_body, r, NULL);

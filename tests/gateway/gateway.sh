@@ -85,7 +85,7 @@ python3 tests/api/fake_guest.py "$T/p1.link" --budget-ms 10000 >"$T/guest.log" 2
 PIDS+=($!)
 "$GW" --api "$API" --listen g1="unix:$T/g1.sock" --listen p1="unix:$T/p1.sock" \
 	--listen nope="unix:$T/nope.sock" --upstream http://fake.invalid/ --upstream-unix "$UP" \
-	--admin "unix:$T/admin.sock" --hold-buffer 4096 --client-timeout 2 --upstream-timeout 3000 \
+	--admin "unix:$T/admin.sock" --hold-buffer 4096 --spool-max 65536 --client-timeout 2 --upstream-timeout 3000 \
 	-l debug >"$T/gw.log" 2>&1 &
 GWPID=$!
 PIDS+=($GWPID)
@@ -182,7 +182,7 @@ check "4 concurrent: each body byte-exact for its step" \
 check "4 concurrent: 4 more waits started, none outstanding" \
 	test "$(api http://vmnapd/vms/g1 | jget '["counters"]["waits_started"], d["waits_outstanding"]')" = "($((before + 4)), 0)"
 
-# ---- a response larger than the hold buffer (4 KiB): spilled, byte-exact ----
+# ---- a response larger than the hold buffer (4 KiB) and the spool (64 KiB) ----
 for mode in plain stream; do
 	body='{}'; [ $mode = stream ] && body='{"stream": true}'
 	code=$(gw "$G1" --limit-rate 2M -H 'X-Fake-Size: 3000000' -H 'X-Fake-Wait-Ms: 0' -d "$body" http://agent/big)
@@ -191,6 +191,7 @@ for mode in plain stream; do
 		sh -c "test '$code' = 200 && cmp -s '$T/out' '$T/want'"
 done
 check "the large responses spilled to the temp file" test "$(metric spilled_bytes_total 'vm="g1"' "$ADM")" -gt 0
+check "and paused the upstream at --spool-max (64 KiB)" test "$(metric backpressure_total 'vm="g1"' "$ADM")" -gt 0
 
 # ---- upstream failures: the wait ends, the agent gets the status ----
 code=$(gw "$G1" -H 'X-Fake-Fault: status:503' -H 'X-Fake-Wait-Ms: 0' -d '{}' http://agent/v1/x)
