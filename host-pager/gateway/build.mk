@@ -10,3 +10,9 @@ $(GATEWAY_SRCS:%.c=$(BUILD)/%.o): LAYER_INC = -I$(CURDIR)/host-pager/gateway
 
 $(BUILD)/vmnap-gateway: $(GATEWAY_SRCS:%.c=$(BUILD)/%.o)
 	$(CC) $(LDFLAGS) -o $@ $^ -lmicrohttpd -lcurl -ljansson -lpthread
+
+# The spool's unit test (tests/gateway/spool.c) links util.c only.
+TEST_PROGRAMS	+= $(BUILD)/tests/gateway/spool
+$(BUILD)/tests/gateway/spool.o: LAYER_INC = -I$(CURDIR)/host-pager/gateway
+$(BUILD)/tests/gateway/spool: $(BUILD)/tests/gateway/spool.o $(BUILD)/host-pager/gateway/util.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -lpthread
