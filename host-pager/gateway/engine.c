@@ -381,6 +381,22 @@ static char *trim_dup(const char *p, size_t n)
 	return strndup(p, n);
 }
 
+/* Forget the response headers received so far (under x->mu). */
+static void free_headers(struct xfer *x)
+{
+	struct hdr *h, *next;
+
+	for (h = x->resp_headers; h; h = next) {
+		next = h->next;
+		free(h->name);
+		free(h->value);
+		free(h);
+	}
+	x->resp_headers = NULL;
+	x->resp_tail = &x->resp_headers;
+	x->content_length = -1;
+}
+
 static size_t up_header(char *p, size_t sz, size_t nm, void *arg)
 {
 	struct xfer *x = arg;
@@ -390,17 +406,8 @@ static size_t up_header(char *p, size_t sz, size_t nm, void *arg)
 	pthread_mutex_lock(&x->mu);
 	if (n >= 5 && !strncmp(p, "HTTP/", 5)) {
 		const char *sp = memchr(p, ' ', n);
-		struct hdr *h, *next;
 
-		for (h = x->resp_headers; h; h = next) {	/* an interim answer's */
-			next = h->next;
-			free(h->name);
-			free(h->value);
-			free(h);
-		}
-		x->resp_headers = NULL;
-		x->resp_tail = &x->resp_headers;
-		x->content_length = -1;
+		free_headers(x);	/* an interim (1xx) answer's */
 		x->status = sp && (size_t)(sp - p) + 4 <= n ? atoi(sp + 1) : 0;
 	} else if (n && (p[0] == ' ' || p[0] == '\t') && *x->resp_tail == NULL &&
 		   x->resp_headers) {
@@ -466,6 +473,11 @@ static enum gw_upfail upfail_kind(CURLcode rc)
 
 static const char *const upfail_names[] = { "connect", "timeout", "reset", "tls", "other" };
 
+/*
+ * The upstream exchange ended.  An error before the first body byte
+ * (headers may have come) becomes a 502, or a 504 for a timeout, with a
+ * JSON body; after it, the body is cut short.
+ */
 static void up_done(struct xfer *x, CURLcode rc)
 {
 	curl_multi_remove_handle(multi, x->up);
@@ -478,8 +490,8 @@ static void up_done(struct xfer *x, CURLcode rc)
 		atomic_fetch_add(&x->l->c.upstream_errors[k], 1);
 		gw_warn(x->l->vm, "%s: upstream %s error: %s%s", x->log_path, upfail_names[k],
 			curl_easy_strerror(rc),
-			x->headers_done ? " (after the response began: cut short)" : "");
-		if (!x->headers_done) {
+			x->sp.total_in ? " (after the body began: cut short)" : "");
+		if (!x->sp.total_in) {
 			int status = k == GW_UP_TIMEOUT ? 504 : 502;
 			char body[256];
 			int n = snprintf(body, sizeof(body),
@@ -487,6 +499,7 @@ static void up_done(struct xfer *x, CURLcode rc)
 					 upfail_names[k], curl_easy_strerror(rc), status);
 			struct hdr *h = calloc(1, sizeof(*h));
 
+			free_headers(x);
 			x->status = status;
 			x->content_length = n;
 			if (h) {
@@ -497,7 +510,6 @@ static void up_done(struct xfer *x, CURLcode rc)
 			}
 			spool_free(&x->sp);
 			spool_append(&x->sp, body, (size_t)n);
-			x->headers_done = true;
 		} else {
 			x->up_error = true;
 		}
@@ -529,8 +541,7 @@ static void up_issue(struct xfer *x)
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, up_header);
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, gw_cfg.connect_timeout_ms);
-	if (gw_cfg.upstream_timeout_ms)
-		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, gw_cfg.upstream_timeout_ms);
+	/* --upstream-timeout bounds the wait for the first byte: sweep() */
 	/* the body goes through as is: no decoding, no redirects followed */
 	curl_easy_setopt(e, CURLOPT_HTTP_CONTENT_DECODING, 0L);
 	curl_easy_setopt(e, CURLOPT_HTTP_TRANSFER_DECODING, 1L);
@@ -622,6 +633,14 @@ static long sweep(void)
 		if (x->ready_pending) {
 			x->ready_pending = false;
 			data_ready(x);
+		}
+		if (x->up && !x->data_ready && gw_cfg.upstream_timeout_ms) {
+			uint64_t due = x->t_start + (uint64_t)gw_cfg.upstream_timeout_ms * 1000000ull;
+
+			if (now >= due)
+				up_done(x, CURLE_OPERATION_TIMEDOUT);
+			else if (due < next)
+				next = due;
 		}
 		if (x->wait == W_HOLD) {
 			if (x->next_poll <= now) {

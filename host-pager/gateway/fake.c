@@ -53,9 +53,9 @@ struct fq {
 	size_t len, cap;
 	/* the answer being streamed */
 	char *out;
-	size_t out_len;
+	size_t out_len, out_cap;
 	size_t *ev_end;		/* end offsets of SSE events */
-	size_t nev, ev;
+	size_t nev, ev, ev_cap;
 	long wait_ms;
 	bool started, waited, truncate;
 	char hold[256];
@@ -120,19 +120,27 @@ static void *uri_log(void *cls, const char *uri, struct MHD_Connection *conn)
 
 static void out_add(struct fq *q, const char *s, size_t n, bool event_end)
 {
-	char *o = realloc(q->out, q->out_len + n + 1);
 	size_t *e;
 
-	if (!o)
-		return;
-	q->out = o;
+	if (q->out_len + n + 1 > q->out_cap) {
+		size_t cap = (q->out_len + n + 1) * 2;
+		char *o = realloc(q->out, cap);
+
+		if (!o)
+			return;
+		q->out = o;
+		q->out_cap = cap;
+	}
 	memcpy(q->out + q->out_len, s, n);
 	q->out_len += n;
 	if (event_end) {
-		e = realloc(q->ev_end, (q->nev + 1) * sizeof(*e));
-		if (!e)
-			return;
-		q->ev_end = e;
+		if (q->nev == q->ev_cap) {
+			q->ev_cap = q->ev_cap ? q->ev_cap * 2 : 16;
+			e = realloc(q->ev_end, q->ev_cap * sizeof(*e));
+			if (!e)
+				return;
+			q->ev_end = e;
+		}
 		q->ev_end[q->nev++] = q->out_len;
 	}
 }

@@ -54,7 +54,7 @@ static void usage(FILE *f)
 "  --max-conns N           client connections per listener (256)\n"
 "  --client-timeout SEC    idle client connection (60)\n"
 "  --connect-timeout MS    upstream connect (10000)\n"
-"  --upstream-timeout MS   whole upstream exchange, 0 = none (0)\n"
+"  --upstream-timeout MS   until the upstream's first response byte, 0 = none (0)\n"
 "  --max-hold MS           hold after ready while the VM is not running (10000)\n"
 "  -l, --log-level LEVEL   err, warn, info, debug (info)\n");
 }
