@@ -532,6 +532,8 @@ static void up_issue(struct xfer *x)
 	curl_easy_setopt(e, CURLOPT_URL, x->url);
 	if (gw_cfg.upstream_unix)
 		curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, gw_cfg.upstream_unix);
+	if (gw_cfg.upstream_ca)
+		curl_easy_setopt(e, CURLOPT_CAINFO, gw_cfg.upstream_ca);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, NULL);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);

@@ -90,6 +90,7 @@ struct gw_config {
 	const char *api_sock;		/* vmnapd's control API */
 	const char *upstream;		/* base URL, no trailing '/' */
 	const char *upstream_unix;	/* reach the upstream through this socket */
+	const char *upstream_ca;	/* CA bundle for an HTTPS upstream (libcurl's default) */
 	const char *spool_dir;
 	size_t hold_mem;		/* per response, in memory */
 	uint64_t spool_max;		/* per response, memory + file; beyond: backpressure */

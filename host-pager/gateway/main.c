@@ -46,6 +46,7 @@ static void usage(FILE *f)
 "options:\n"
 "  --api PATH              vmnapd's control API socket (/run/vmnap/api.sock)\n"
 "  --upstream-unix PATH    reach the upstream through this unix socket\n"
+"  --upstream-ca FILE      trust these CAs for an HTTPS upstream (libcurl's bundle)\n"
 "  --admin unix:PATH|tcp:HOST:PORT   GET /metrics (Prometheus text)\n"
 "  --hold-buffer BYTES     response bytes held in memory before spilling (1 MiB)\n"
 "  --spool-dir DIR         where spilled responses go (/tmp)\n"
@@ -318,6 +319,7 @@ int main(int argc, char **argv)
 		{ "listen", required_argument, NULL, 'L' },
 		{ "upstream", required_argument, NULL, 'u' },
 		{ "upstream-unix", required_argument, NULL, 'U' },
+		{ "upstream-ca", required_argument, NULL, 'K' },
 		{ "admin", required_argument, NULL, 'A' },
 		{ "hold-buffer", required_argument, NULL, 'H' },
 		{ "spool-dir", required_argument, NULL, 'd' },
@@ -353,6 +355,7 @@ int main(int argc, char **argv)
 		case 'L': if (!add_listener(optarg)) return 2; break;
 		case 'u': gw_cfg.upstream = optarg; break;
 		case 'U': gw_cfg.upstream_unix = optarg; break;
+		case 'K': gw_cfg.upstream_ca = optarg; break;
 		case 'A': admin = optarg; break;
 		case 'H': gw_cfg.hold_mem = v ? (size_t)v : 1; break;
 		case 'd': gw_cfg.spool_dir = optarg; break;

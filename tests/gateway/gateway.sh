@@ -301,6 +301,48 @@ code=$(gw "$T/refused.sock" -d '{}' http://agent/v1/x)
 check "upstream unreachable -> 502, counted connect" \
 	sh -c "test '$code' = 502 && test '$(metric upstream_errors_total 'vm="x",kind="connect"' "$T/admin3.sock")' = 1"
 
+# ---- HTTPS upstream: the certificate is checked ----
+if openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+	-addext subjectAltName=IP:127.0.0.1 -keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1; then
+	python3 - "$T/cert.pem" "$T/key.pem" >"$T/https.port" 2>"$T/https.log" <<'PY' &
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        b = b'{"tls": "ok"}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+c.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = c.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+	PIDS+=($!)
+	until_ok 10 test -s "$T/https.port"
+	port=$(cat "$T/https.port")
+	"$GW" --api "$API" --listen g1="unix:$T/tls.sock" --upstream "https://127.0.0.1:$port" \
+		--admin "unix:$T/admin4.sock" >"$T/gw-tls.log" 2>&1 &
+	PIDS+=($!)
+	"$GW" --api "$API" --listen g1="unix:$T/tls-ca.sock" --upstream "https://127.0.0.1:$port" \
+		--upstream-ca "$T/cert.pem" --admin "unix:$T/admin5.sock" >"$T/gw-tls-ca.log" 2>&1 &
+	PIDS+=($!)
+	wait_sock "$T/admin4.sock" && wait_sock "$T/admin5.sock"
+	code=$(gw "$T/tls.sock" -d '{}' http://agent/v1/x)
+	check "HTTPS upstream with an untrusted certificate -> 502, counted tls" \
+		sh -c "test '$code' = 502 && test '$(metric upstream_errors_total 'vm="g1",kind="tls"' "$T/admin4.sock")' = 1"
+	code=$(gw "$T/tls-ca.sock" -d '{}' http://agent/v1/x)
+	check "HTTPS upstream trusted through --upstream-ca -> 200" \
+		sh -c "test '$code' = 200 && grep -q '\"tls\": \"ok\"' '$T/out'"
+else
+	ok "HTTPS upstream # SKIP openssl cannot make a test certificate"
+fi
+
 # ---- no secrets in the log; the gateway survived everything ----
 check "the gateway logs neither header values nor query strings" \
 	sh -c "! grep -q -e SECRET -e QSECRET '$T/gw.log' '$T/gw-down.log'"
