@@ -548,6 +548,7 @@ static void up_issue(struct xfer *x)
 	curl_easy_setopt(e, CURLOPT_HTTP_CONTENT_DECODING, 0L);
 	curl_easy_setopt(e, CURLOPT_HTTP_TRANSFER_DECODING, 1L);
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);	/* no dot-segment squashing */
 	curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
 	if (x->head) {
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);

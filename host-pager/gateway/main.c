@@ -168,8 +168,14 @@ static struct listener *add_listener(const char *arg)
 		free(l);
 		return NULL;
 	}
-	for (pp = &gw_cfg.listeners; *pp; pp = &(*pp)->next)
-		;
+	for (pp = &gw_cfg.listeners; *pp; pp = &(*pp)->next) {
+		if (!strcmp((*pp)->vm, l->vm)) {
+			fprintf(stderr, "vmnap-gateway: --listen %s: VM %s has a listener already\n",
+				arg, l->vm);
+			free(l);
+			return NULL;
+		}
+	}
 	*pp = l;
 	return l;
 }

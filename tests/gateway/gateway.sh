@@ -158,6 +158,8 @@ check "hop-by-hop headers dropped (Connection, Keep-Alive, those it names)" \
 	sh -c "! echo '$h' | tr , '\n' | grep -qx -e connection -e keep-alive -e x-drop-me"
 check "no header added by the gateway (the client sent no Accept; no Expect)" \
 	sh -c "! echo '$h' | tr , '\n' | grep -qx -e expect -e accept"
+code=$(gw "$G1" --path-as-is -H 'X-Fake-Wait-Ms: 0' 'http://agent/v1/a/../b/./c//d')
+check "dot segments and empty segments pass as sent" test "$(hdr X-Fake-Request)" = "GET /v1/a/../b/./c//d"
 code=$(gw "$G1" -X DELETE -H 'X-Fake-Wait-Ms: 0' http://agent/v1/files/f1)
 check "DELETE without a body passes" test "$code $(hdr X-Fake-Request)" = "200 DELETE /v1/files/f1"
 code=$(gw "$G1" -I -H 'X-Fake-Wait-Ms: 0' http://agent/v1/models)
@@ -342,6 +344,15 @@ PY
 else
 	ok "HTTPS upstream # SKIP openssl cannot make a test certificate"
 fi
+
+# ---- bad command lines ----
+"$GW" --listen a=unix:$T/x1.sock --listen a=unix:$T/x2.sock --upstream http://u >"$T/dup.log" 2>&1
+rc=$?
+check "two listeners for one VM: refused (exit $rc)" sh -c "test $rc = 2 && grep -q 'has a listener already' '$T/dup.log'"
+"$GW" --listen a=unix:$T/x1.sock --upstream ftp://u >/dev/null 2>&1
+check "a non-HTTP upstream: refused" test $? = 2
+"$GW" --listen 'a b=unix:/x' --upstream http://u >/dev/null 2>&1
+check "a bad VM name: refused" test $? = 2
 
 # ---- no secrets in the log; the gateway survived everything ----
 check "the gateway logs neither header values nor query strings" \
