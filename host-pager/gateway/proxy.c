@@ -340,12 +340,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	if (!r)
 		return;
 	if (r->x) {
-		bool unfinished;
-
-		pthread_mutex_lock(&r->x->mu);
-		unfinished = !r->x->up_done || !r->x->released;
-		pthread_mutex_unlock(&r->x->mu);
-		if (unfinished || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		/*
+		 * Completed: the client has the whole response (the engine may not
+		 * have seen the upstream's end yet; it finishes on its own).
+		 * Anything else: the client left or broke the exchange.
+		 */
+		if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 			engine_cancel(r->x);
 		xfer_put(r->x);
 	}
