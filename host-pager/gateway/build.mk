@@ -13,6 +13,6 @@ $(BUILD)/vmnap-gateway: $(GATEWAY_SRCS:%.c=$(BUILD)/%.o)
 
 # The spool's unit test (tests/gateway/spool.c) links util.c only.
 TEST_PROGRAMS	+= $(BUILD)/tests/gateway/spool
-$(BUILD)/tests/gateway/spool.o: LAYER_INC = -I$(CURDIR)/host-pager/gateway
+$(BUILD)/tests/gateway/spool.o: LAYER_INC = -I$(CURDIR)/host-pager/gateway -I$(CURDIR)/tests/lib
 $(BUILD)/tests/gateway/spool: $(BUILD)/tests/gateway/spool.o $(BUILD)/host-pager/gateway/util.o
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl -lpthread

@@ -408,6 +408,7 @@ int main(int argc, char **argv)
 			u[--n] = 0;
 		if (!u || (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))) {
 			fprintf(stderr, "vmnap-gateway: --upstream wants an http:// or https:// URL\n");
+			free(u);
 			return 2;
 		}
 		gw_cfg.upstream = u;
