@@ -4,7 +4,8 @@
  * does with each host message (core/fsm.c decides, this file acts), HELLO
  * on connect, the handoff verdict (evidence.c) with the device quiesce
  * (quiesce.c), the release of held devices on RESUMED, HANDOFF_ABORT, link
- * loss, fail-safe or unload, and the free page reporter's batch state.
+ * loss, fail-safe or unload, the guest clock's catch-up on RESUMED, and the
+ * free page reporter's batch state.
  *
  * Locking: the handoff lock (ho.lock, a mutex) serialises every entry
  * point of this file - the link events (connect and receive work on
@@ -26,6 +27,8 @@
 #include <linux/mutex.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
+#include <linux/time64.h>
+#include <linux/timekeeping.h>
 
 #include "vmnap_mod.h"
 #include "core/fsm.h"
@@ -40,6 +43,8 @@
 #define VMNAP_MAX_QUIESCE_MS	1000U
 /* Request id of a handoff started by the test hook (never from a host). */
 #define VMNAP_LOCAL_REQ_ID	0
+/* Largest clock step taken from one RESUMED (the host's pause cap is far lower). */
+#define VMNAP_MAX_CLOCK_STEP_NS	(7ULL * 24 * 3600 * NSEC_PER_SEC)
 
 /**
  * struct vmnap_handoff - protocol and handoff state, under @lock
@@ -95,7 +100,7 @@ static void vmnap_link_up_locked(void)
 	size_t len;
 	int n;
 
-	info.features = VMNAP_F_QUIESCE;
+	info.features = VMNAP_F_QUIESCE | VMNAP_F_CLOCK_STEP;
 	if (ho.free_ops->available())
 		info.features |= VMNAP_F_FREE_REPORT;
 	if (vmnap_timer_evidence_active())
@@ -239,6 +244,46 @@ static void vmnap_resume_ack(const struct vmnap_resumed *m, u64 ns)
 					       le64_to_cpu(m->req_id), ns));
 }
 
+/*
+ * RESUMED says the guest's clock stood still while paused (QMP stop,
+ * Cloud Hypervisor): step CLOCK_REALTIME forward by the time paused, so
+ * the wall clock is the host's again.  CLOCK_MONOTONIC and CLOCK_BOOTTIME
+ * are left alone: Linux cannot step them, they keep meaning "time this
+ * guest ran" (as across a suspend without a persistent clock), and the
+ * timer budget in the evidence is measured on MONOTONIC, so a wall-clock
+ * step (ours, NTP's, settimeofday's) never changes it.  The step wakes
+ * absolute CLOCK_REALTIME timers (clock_was_set) and resets the NTP
+ * state, as any settimeofday() does; an NTP daemon sees a step it did not
+ * make and measures again.  Handoff lock held.
+ */
+static void vmnap_clock_catch_up(const struct vmnap_resumed *m)
+{
+	u64 ns = le64_to_cpu(m->paused_ns);
+	struct timespec64 ts;
+	int ret;
+
+	if (!(le32_to_cpu(m->flags) & VMNAP_RF_CLOCK_STOPPED) ||
+	    !(ho.fsm.accepted & VMNAP_F_CLOCK_STEP) || !ns)
+		return;
+	if (ns > VMNAP_MAX_CLOCK_STEP_NS) {
+		vmnap_count(VMNAP_CTR_CLOCK_STEP_FAILS);
+		pr_warn_ratelimited("clock step of %llu ns refused: too large\n", ns);
+		return;
+	}
+	ktime_get_real_ts64(&ts);
+	ts = timespec64_add(ts, ns_to_timespec64(ns));
+	ret = do_settimeofday64(&ts);
+	if (ret) {
+		vmnap_count(VMNAP_CTR_CLOCK_STEP_FAILS);
+		pr_warn_ratelimited("clock step of %llu ns failed: %d\n", ns, ret);
+		return;
+	}
+	vmnap_count(VMNAP_CTR_CLOCK_STEPS);
+	vmnap_count_add(VMNAP_CTR_CLOCK_STEP_MS, div_u64(ns + NSEC_PER_MSEC / 2, NSEC_PER_MSEC));
+	pr_debug("CLOCK_REALTIME stepped forward %llu ns (guest clock stopped while paused)\n",
+		 ns);
+}
+
 /* Dispatch a validated host message; nonzero return drops the link. */
 static int vmnap_handle_msg_locked(const struct vmnap_hdr *h,
 				   const void *payload)
@@ -265,6 +310,8 @@ static int vmnap_handle_msg_locked(const struct vmnap_hdr *h,
 		vmnap_handoff_busy_state(payload);
 		break;
 	case VMNAP_ACT_UNQUIESCE:
+		if (type == VMNAP_RESUMED)
+			vmnap_clock_catch_up(payload);
 		t0 = ktime_get();
 		vmnap_release(type == VMNAP_RESUMED ? VMNAP_CTR_UNQ_RESUMED :
 			      VMNAP_CTR_UNQ_ABORT);
@@ -272,6 +319,8 @@ static int vmnap_handle_msg_locked(const struct vmnap_hdr *h,
 			vmnap_resume_ack(payload, ktime_to_ns(ktime_sub(ktime_get(), t0)));
 		break;
 	case VMNAP_ACT_RESUME_ACK:
+		/* released already (fail-safe, link loss): the clock still stood */
+		vmnap_clock_catch_up(payload);
 		vmnap_resume_ack(payload, 0);
 		break;
 	case VMNAP_ACT_STALE:

@@ -145,6 +145,8 @@ int pause_vm(struct pause_backend *pb)
 		return err;
 	}
 	pb->st.pauses++;
+	pb->st.pause_started_ns = t0;
+	pb->st.resume_started_ns = 0;
 	pb->paused = true;
 	log_debug(pb->subject, "%s paused in %llu us", pb->ops->name,
 		  (unsigned long long)(pb->st.last_pause_ns / 1000));
@@ -164,8 +166,17 @@ int pause_resume_vm(struct pause_backend *pb)
 		return err;
 	}
 	pb->st.resumes++;
+	pb->st.resume_started_ns = t0;
 	pb->paused = false;
 	log_debug(pb->subject, "%s resumed in %llu us", pb->ops->name,
 		  (unsigned long long)(pb->st.last_resume_ns / 1000));
 	return 0;
+}
+
+uint64_t pause_clock_stopped_ns(const struct pause_backend *pb, uint64_t fallback)
+{
+	if (!pb->ops->guest_clock_stops || !pb->st.pause_started_ns ||
+	    pb->st.resume_started_ns < pb->st.pause_started_ns)
+		return fallback;
+	return pb->st.resume_started_ns - pb->st.pause_started_ns;
 }
