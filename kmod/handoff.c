@@ -43,6 +43,13 @@
 #define VMNAP_MAX_QUIESCE_MS	1000U
 /* Request id of a handoff started by the test hook (never from a host). */
 #define VMNAP_LOCAL_REQ_ID	0
+/*
+ * A fail-safe that runs this much later than it was due was frozen, not
+ * forgotten: a backend that keeps the guest clock running (the cgroup
+ * freezer, Firecracker) thawed us after more than failsafe_ms and RESUMED
+ * is on its way.
+ */
+#define VMNAP_FAILSAFE_FROZEN_LATE_MS	50
 /* Largest clock step taken from one RESUMED (the host's pause cap is far lower). */
 #define VMNAP_MAX_CLOCK_STEP_NS	(7ULL * 24 * 3600 * NSEC_PER_SEC)
 
@@ -53,6 +60,7 @@
  * @offered: features in the last HELLO
  * @free_batch: id of the last FREE_REPORT batch
  * @quiesced_at: when the devices were last held
+ * @failsafe_deferred: the fail-safe of this hold was deferred once (frozen)
  * @have_evidence: @last, @last_busy are meaningful
  * @last: last evidence measured
  * @last_busy: busy reasons of @last
@@ -69,6 +77,7 @@ static struct vmnap_handoff {
 	u32 offered;
 	u64 free_batch;
 	ktime_t quiesced_at;
+	bool failsafe_deferred;
 	bool have_evidence;
 	struct vmnap_sample last;
 	u32 last_busy;
@@ -219,6 +228,7 @@ static void vmnap_handoff(const struct vmnap_handoff_req *m)
 	if (verdict == VMNAP_READY) {
 		vmnap_fsm_quiesced(&ho.fsm, req_id);
 		ho.quiesced_at = ktime_get();
+		ho.failsafe_deferred = false;
 		vmnap_failsafe_arm();
 	}
 	vmnap_send_handoff_ack(req_id, verdict, &s, busy);
@@ -373,11 +383,31 @@ const struct vmnap_link_ops vmnap_handoff_link_ops = {
 	.on_msg = vmnap_handle_msg,
 };
 
-/* The fail-safe fired: no pause and no resume within failsafe_ms. */
+/*
+ * The fail-safe fired: no pause and no resume within failsafe_ms of guest
+ * time.  A backend that stops the guest clock (QMP stop) leaves it due
+ * while paused; one that keeps it running (the freezer) makes it due at
+ * thaw, far later than armed, just before the RESUMED the host sends after
+ * every resume: then give that RESUMED one more failsafe_ms instead of
+ * releasing the devices as if the host had gone silent.
+ */
 void vmnap_handoff_failsafe_expired(void)
 {
+	s64 late_ms;
+
 	mutex_lock(&ho.lock);
-	vmnap_release(VMNAP_CTR_UNQ_FAILSAFE);
+	late_ms = ktime_ms_delta(ktime_get(), ho.quiesced_at) -
+		  (s64)READ_ONCE(vmnap_failsafe_ms);
+	if (ho.fsm.handoff == VMNAP_HANDOFF_QUIESCED && !ho.failsafe_deferred &&
+	    late_ms > VMNAP_FAILSAFE_FROZEN_LATE_MS) {
+		ho.failsafe_deferred = true;
+		vmnap_count(VMNAP_CTR_FAILSAFE_FROZEN);
+		pr_debug("fail-safe %lld ms late: the guest was frozen, waiting for RESUMED\n",
+			 late_ms);
+		vmnap_failsafe_arm();
+	} else {
+		vmnap_release(VMNAP_CTR_UNQ_FAILSAFE);
+	}
 	mutex_unlock(&ho.lock);
 }
 
@@ -445,6 +475,7 @@ int vmnap_test_handoff(u32 *verdict, u32 *busy)
 	if (*verdict == VMNAP_READY) {
 		vmnap_fsm_quiesced(&ho.fsm, VMNAP_LOCAL_REQ_ID);
 		ho.quiesced_at = ktime_get();
+		ho.failsafe_deferred = false;
 		vmnap_failsafe_arm();
 	}
 	mutex_unlock(&ho.lock);

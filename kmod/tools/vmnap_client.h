@@ -53,6 +53,7 @@ static const char *const vmnap_counter_names[VMNAP_CTR_MAX] = {
 	[VMNAP_CTR_CLOCK_STEPS] = "clock_steps",
 	[VMNAP_CTR_CLOCK_STEP_MS] = "clock_step_ms",
 	[VMNAP_CTR_CLOCK_STEP_FAILS] = "clock_step_fails",
+	[VMNAP_CTR_FAILSAFE_FROZEN] = "failsafe_frozen",
 };
 
 struct vmnap_status {

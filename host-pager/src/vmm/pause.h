@@ -64,13 +64,23 @@ struct pause_spec {
 struct pause_stats {
 	uint64_t pauses, resumes, errors;
 	uint64_t last_pause_ns, last_resume_ns;	/* duration of the last call */
-	/* Monotonic time the last successful pause / resume call started.
-	 * QEMU stops and restarts its clock early in "stop" / "cont" (before
-	 * the vhost-user round trips that make the calls' durations differ),
-	 * so the time between the two starts is the best estimate of how long
-	 * the guest's clock stood still: the connection set-up before each
-	 * command costs about the same both times and cancels out. */
-	uint64_t pause_started_ns, resume_started_ns;
+	/*
+	 * When the guest's clock stood still, bounded from the calls (monotonic
+	 * ns): it stopped before the pause call returned (clock_stopped_ns)
+	 * and restarted after the resume command was sent (clock_restarted_ns:
+	 * the resume call's start, or cmd_sent_ns when the backend set it, e.g.
+	 * QMP after its greeting and capabilities exchange).  Their difference
+	 * is a lower bound of the time the clock stood still; the upper bound
+	 * (from the pause command's send to the resume call's return) is
+	 * logged.  Measured on this host under TCG, the call starts'
+	 * difference overshot by about 1 ms per pause, which adds up over many
+	 * pauses; the lower bound errs by the few hundred microseconds QEMU
+	 * spends after stopping the clock (parking vCPUs, the vhost-user
+	 * round trip) and before restarting it.
+	 */
+	uint64_t cmd_sent_ns;		/* set by a backend during a call; 0: not */
+	uint64_t pause_cmd_sent_ns, clock_stopped_ns;
+	uint64_t clock_restarted_ns, resume_done_ns;
 };
 
 struct pause_backend;
@@ -119,8 +129,8 @@ struct pause_backend *pause_new(const struct pause_spec *spec, const char *subje
 void pause_free(struct pause_backend *pb);
 /*
  * How long the guest's clock stood still in the last pause/resume cycle
- * (between the two calls' starts); @fallback when the backend's clock runs
- * or the calls were not both timed.
+ * (the lower bound above); @fallback when the backend's clock runs or the
+ * calls were not both timed.
  */
 uint64_t pause_clock_stopped_ns(const struct pause_backend *pb, uint64_t fallback);
 /* Stop / continue the vCPUs, blocking; -errno, reported once with context. */
