@@ -179,7 +179,8 @@ int pause_resume_vm(struct pause_backend *pb)
 	if (pb->ops->guest_clock_stops && pb->st.clock_stopped_ns)
 		log_debug(pb->subject, "%s: guest clock stood still %llu..%llu us",
 			  pb->ops->name,
-			  (unsigned long long)(pause_clock_stopped_ns(pb, 0) / 1000),
+			  (unsigned long long)((pb->st.clock_restarted_ns -
+						pb->st.clock_stopped_ns) / 1000),
 			  (unsigned long long)((pb->st.resume_done_ns -
 						pb->st.pause_cmd_sent_ns) / 1000));
 	log_debug(pb->subject, "%s resumed in %llu us", pb->ops->name,
@@ -189,8 +190,13 @@ int pause_resume_vm(struct pause_backend *pb)
 
 uint64_t pause_clock_stopped_ns(const struct pause_backend *pb, uint64_t fallback)
 {
+	uint64_t lo, hi;
+
 	if (!pb->ops->guest_clock_stops || !pb->st.clock_stopped_ns ||
-	    pb->st.clock_restarted_ns < pb->st.clock_stopped_ns)
+	    pb->st.clock_restarted_ns < pb->st.clock_stopped_ns ||
+	    pb->st.resume_done_ns < pb->st.clock_restarted_ns)
 		return fallback;
-	return pb->st.clock_restarted_ns - pb->st.clock_stopped_ns;
+	lo = pb->st.clock_restarted_ns - pb->st.clock_stopped_ns;
+	hi = pb->st.resume_done_ns - pb->st.pause_cmd_sent_ns;
+	return lo + (hi - lo) / 2;
 }

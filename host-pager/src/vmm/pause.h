@@ -65,18 +65,19 @@ struct pause_stats {
 	uint64_t pauses, resumes, errors;
 	uint64_t last_pause_ns, last_resume_ns;	/* duration of the last call */
 	/*
-	 * When the guest's clock stood still, bounded from the calls (monotonic
-	 * ns): it stopped before the pause call returned (clock_stopped_ns)
-	 * and restarted after the resume command was sent (clock_restarted_ns:
-	 * the resume call's start, or cmd_sent_ns when the backend set it, e.g.
-	 * QMP after its greeting and capabilities exchange).  Their difference
-	 * is a lower bound of the time the clock stood still; the upper bound
-	 * (from the pause command's send to the resume call's return) is
-	 * logged.  Measured on this host under TCG, the call starts'
-	 * difference overshot by about 1 ms per pause, which adds up over many
-	 * pauses; the lower bound errs by the few hundred microseconds QEMU
-	 * spends after stopping the clock (parking vCPUs, the vhost-user
-	 * round trip) and before restarting it.
+	 * When the guest's clock stood still, bounded from the calls
+	 * (monotonic ns): it stopped after the pause command was sent
+	 * (pause_cmd_sent_ns: the call's start, or cmd_sent_ns when the
+	 * backend set it, e.g. QMP after its greeting and capabilities
+	 * exchange) and before the pause call returned (clock_stopped_ns); it
+	 * restarted after the resume command was sent (clock_restarted_ns)
+	 * and before the resume call returned (resume_done_ns).  The estimate
+	 * is the middle of the two bounds: on this host under TCG the lower
+	 * bound undershot by about 0.7 ms per pause and the calls' starts
+	 * overshot by about 1 ms (QEMU works between reading "stop" and
+	 * stopping the clock, and between restarting it and answering "cont":
+	 * parking vCPUs, the vhost-user round trips), errors that add up over
+	 * many pauses.
 	 */
 	uint64_t cmd_sent_ns;		/* set by a backend during a call; 0: not */
 	uint64_t pause_cmd_sent_ns, clock_stopped_ns;
@@ -129,8 +130,8 @@ struct pause_backend *pause_new(const struct pause_spec *spec, const char *subje
 void pause_free(struct pause_backend *pb);
 /*
  * How long the guest's clock stood still in the last pause/resume cycle
- * (the lower bound above); @fallback when the backend's clock runs or the
- * calls were not both timed.
+ * (the middle of the bounds above); @fallback when the backend's clock
+ * runs or the calls were not both timed.
  */
 uint64_t pause_clock_stopped_ns(const struct pause_backend *pb, uint64_t fallback);
 /* Stop / continue the vCPUs, blocking; -errno, reported once with context. */
