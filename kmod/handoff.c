@@ -329,7 +329,7 @@ static int vmnap_handle_msg_locked(const struct vmnap_hdr *h,
 			vmnap_resume_ack(payload, ktime_to_ns(ktime_sub(ktime_get(), t0)));
 		break;
 	case VMNAP_ACT_RESUME_ACK:
-		/* released already (fail-safe, link loss): the clock still stood */
+		/* released already by the fail-safe: the clock still stood */
 		vmnap_clock_catch_up(payload);
 		vmnap_resume_ack(payload, 0);
 		break;
