@@ -270,6 +270,7 @@ static void vmnap_clock_catch_up(const struct vmnap_resumed *m)
 {
 	u64 ns = le64_to_cpu(m->paused_ns);
 	struct timespec64 ts;
+	s64 ran;
 	int ret;
 
 	if (!(le32_to_cpu(m->flags) & VMNAP_RF_CLOCK_STOPPED) ||
@@ -278,6 +279,20 @@ static void vmnap_clock_catch_up(const struct vmnap_resumed *m)
 	if (ns > VMNAP_MAX_CLOCK_STEP_NS) {
 		vmnap_count(VMNAP_CTR_CLOCK_STEP_FAILS);
 		pr_warn_ratelimited("clock step of %llu ns refused: too large\n", ns);
+		return;
+	}
+	/*
+	 * Our clock ran at least as long as the host says we were paused
+	 * since the handoff: it did not stand still (a VMM that advances
+	 * kvm-clock on resume after all), and a step would count the pause
+	 * twice.  A pause shorter than the handoff's own round trips looks
+	 * the same and is left alone too (a few ms at most).
+	 */
+	ran = ktime_to_ns(ktime_sub(ktime_get(), ho.quiesced_at));
+	if (ran >= 0 && (u64)ran >= ns) {
+		vmnap_count(VMNAP_CTR_CLOCK_STEP_FAILS);
+		pr_debug("no clock step: %lld ns of guest time since the handoff, paused %llu ns\n",
+			 ran, ns);
 		return;
 	}
 	ktime_get_real_ts64(&ts);
