@@ -4,7 +4,10 @@
 
 Each run boots the Debian guest kernel in QEMU (TCG here) with vmnap.ko,
 vmnapd (its vhost-user-vsock device carries the guest link, the preload
-shim hands guest RAM to the pager, QMP pauses), then plays the same session:
+shim hands guest RAM to the pager, the cgroup freezer on QEMU's own cgroup
+pauses: the guest's clock keeps running, so its time stays true; QMP stop
+with "allow_clock_stop" only where no freezer cgroup can be made), then
+plays the same session:
 a tool command run in the guest, then a model wait (wait_start, the model's
 think time, data_ready), six times with waits from 10 ms to 5 s.  The first
 run has the coordinator disabled (baseline: the VM is registered but
@@ -158,6 +161,44 @@ def read_events(path):
     return out
 
 
+def freezer_cgroup(name):
+    """A fresh freezer cgroup for QEMU: the v1 freezer hierarchy, else v2
+    (cgroup.freeze).  None when neither can be made here."""
+    for root, probe in (("/sys/fs/cgroup/freezer", "freezer.state"),
+                        ("/sys/fs/cgroup/unified", "cgroup.freeze"),
+                        ("/sys/fs/cgroup", "cgroup.freeze")):
+        if not os.path.exists(os.path.join(root, "cgroup.procs")):
+            continue
+        d = os.path.join(root, name)
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError:
+            continue
+        if os.path.exists(os.path.join(d, probe)):
+            return d
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    return None
+
+
+def freezer_remove(d):
+    """Thaw and remove a freezer cgroup once QEMU is gone."""
+    for name, val in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+        try:
+            with open(os.path.join(d, name), "w") as f:
+                f.write(val)
+        except OSError:
+            pass
+    for _ in range(50):
+        try:
+            os.rmdir(d)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def run_session(mode, work):
     """One boot, one session. Returns a dict with per-wait rows and totals."""
     managed = mode == "vmnap"
@@ -174,6 +215,7 @@ def run_session(mode, work):
     guest = None
     ctl = None
     sampler = None
+    cg = freezer_cgroup("vmnap-demo-%s-%d" % (mode, os.getpid()))
     try:
         sock = os.path.join(rundir, "api.sock")
         wait_for(lambda: os.path.exists(sock), 10, "vmnapd's API socket")
@@ -193,7 +235,9 @@ def run_session(mode, work):
              "--ctl", ctlp, "--log", console, "--vsock-user", vu,
              "--env", "LD_PRELOAD=" + preload, "--env", "VMNAP_SOCKET=" + os.path.join(rundir, "mem.sock"),
              "--env", "VMNAP_VM=" + vm, "--", GUEST_CMD % {"fill_bytes": FILL_MIB << 20}],
-            stdout=open(os.path.join(OUT, "guest-%s.out" % mode), "w"), stderr=subprocess.STDOUT)
+            stdout=open(os.path.join(OUT, "guest-%s.out" % mode), "w"), stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: open(os.path.join(cg, "cgroup.procs"), "w").write(str(os.getpid())))
+            if cg else None)
         log("%s: booting the guest (console %s)" % (mode, os.path.relpath(console, ROOT)))
 
         def console_has(s):
@@ -219,8 +263,12 @@ def run_session(mode, work):
             mode, time.monotonic() - t_boot,
             "linked" if api.call("GET", "/vms/" + vm).get("link", {}).get("state") == "up" else "NOT linked"))
         wait_for(lambda: os.path.exists(qmp), 30, "QEMU's QMP socket")
-        api.call("PATCH", "/vms/" + vm, {"pause": {"backend": "qmp", "path": qmp},
-                                         "managed": managed})
+        if cg:	# QEMU alone in its cgroup: freezing it keeps the guest clock running
+            pause = {"backend": "freezer", "path": cg}
+        else:	# QMP stop stops the guest clock: its monotonic timers run late
+            log("%s: no freezer cgroup here: pausing with QMP (guest clock stops)" % mode)
+            pause = {"backend": "qmp", "path": qmp, "allow_clock_stop": True}
+        api.call("PATCH", "/vms/" + vm, {"pause": pause, "managed": managed})
         ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         ctl.connect(ctlp)
         ctl.settimeout(STEP_TIMEOUT)
@@ -303,6 +351,7 @@ def run_session(mode, work):
             "counters": vmj.get("counters", {}), "guest_rc": guest_rc,
             "events": len(read_events(events)),
             "accel": accel_of(os.path.join(OUT, "guest-%s.out" % mode)),
+            "pause_backend": pause["backend"],
             "events_seq_ok": [e["seq"] for e in read_events(events)] ==
                              list(range(1, len(read_events(events)) + 1)),
         }
@@ -323,6 +372,8 @@ def run_session(mode, work):
         except subprocess.TimeoutExpired:
             vmnapd.kill()
         vmnapd_log.close()
+        if cg:
+            freezer_remove(cg)
 
 
 def accel_of(path):
@@ -404,7 +455,8 @@ def main():
         "events_seq_ok": nap["events_seq_ok"] and base["events_seq_ok"],
         "guest": {"kernel": "Debian " + (nap["rows"][0]["tool_output"] if nap["rows"] else "?"),
                   "mem_mib": GUEST_MIB, "page_cache_fill_mib": FILL_MIB,
-                  "accelerator": nap.get("accel", "?")},
+                  "accelerator": nap.get("accel", "?"),
+                  "pause_backend": nap.get("pause_backend", "?")},
         "definitions": {
             "resident": "guest RAM resident on the host: the memfd's allocated blocks (pager)",
             "memxtime": "integral of resident bytes over the session (tool commands and waits), "

@@ -233,8 +233,9 @@ static bool parse_policy(json_t *v, struct coord_config *cfg, struct api_reply *
 
 static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 {
-	static const char *const pkeys[] = { "backend", "path", "timeout_ms", NULL };
-	json_t *b, *t;
+	static const char *const pkeys[] = { "backend", "path", "timeout_ms", "allow_clock_stop",
+					     NULL };
+	json_t *b, *t, *acs;
 	int kind;
 
 	if (!json_is_object(v)) {
@@ -260,6 +261,12 @@ static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 		return false;
 	}
 	ps->timeout_ms = t ? (uint32_t)json_integer_value(t) : 0;
+	acs = json_object_get(v, "allow_clock_stop");
+	if (acs && !json_is_boolean(acs)) {
+		reply_error(r, HTTP_BAD_REQUEST, "pause.allow_clock_stop: want true or false");
+		return false;
+	}
+	ps->allow_clock_stop = json_is_true(acs);
 	return true;
 }
 
@@ -424,8 +431,10 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 	}
 	ret = vm_control_attach(vm, &spec, err, sizeof(err));
 	if (ret) {
-		/* a missing socket or cgroup is the caller's mistake, not a 404 */
-		reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST : errno_status(ret), "%s",
+		/* a missing socket or cgroup is the caller's mistake, not a 404;
+		 * -EPERM: managed with a backend that cannot keep guest time */
+		reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST :
+			    ret == -EPERM ? HTTP_CONFLICT : errno_status(ret), "%s",
 			    err[0] ? err : strerror(-ret));
 		if (created)
 			vm_free(vm);
@@ -468,7 +477,8 @@ static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api
 			ps.timeout_ms = a->d->settings->pause_timeout_ms;
 		ret = vm_control_set_pause(vm, &ps, err, sizeof(err));
 		if (ret) {
-			reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST : errno_status(ret), "%s",
+			reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST :
+				    ret == -EPERM ? HTTP_CONFLICT : errno_status(ret), "%s",
 				    err[0] ? err : strerror(-ret));
 			goto out;
 		}
@@ -483,11 +493,17 @@ static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api
 	}
 	v = json_object_get(body, "managed");
 	if (v) {
+		char err[256] = "";
+
 		if (!json_is_boolean(v)) {
 			reply_error(r, HTTP_BAD_REQUEST, "managed: want true or false");
 			goto out;
 		}
-		coord_set_managed(vm->coord, json_is_true(v));
+		if (vm_control_set_managed(vm, json_is_true(v), err, sizeof(err))) {
+			/* a backend that cannot keep guest time (see vm_control.h) */
+			reply_error(r, HTTP_CONFLICT, "%s", err);
+			goto out;
+		}
 		events_emit(vm->d, vm->name, "managed", json_pack("{s:b}", "managed", json_is_true(v)));
 	}
 	reply_json(r, HTTP_OK, vm_control_json(vm));

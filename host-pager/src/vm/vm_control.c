@@ -164,9 +164,19 @@ static void ctl_resumed(void *arg, uint64_t req, uint64_t paused_ns,
 			enum coord_resume_reason reason, bool offloaded)
 {
 	struct vm *vm = arg;
-	int err = guest_link_resumed(vm->link, req, paused_ns, (enum vmnap_resume_reason)reason,
-				     offloaded ? VMNAP_RF_OFFLOADED : 0);
+	const struct guest_link_peer *peer = guest_link_peer(vm->link);
+	uint32_t flags = offloaded ? VMNAP_RF_OFFLOADED : 0;
+	int err;
 
+	/* The guest's clock stood still: tell it for how long, so it steps
+	 * its wall clock (a module without the feature is left alone). */
+	if (vm->pause && vm->pause->ops->guest_clock_stops && peer &&
+	    (peer->features & VMNAP_F_CLOCK_STEP)) {
+		flags |= VMNAP_RF_CLOCK_STOPPED;
+		paused_ns = pause_clock_stopped_ns(vm->pause, paused_ns);
+	}
+	err = guest_link_resumed(vm->link, req, paused_ns, (enum vmnap_resume_reason)reason,
+				 flags);
 	if (err)
 		log_warn(vm->subject, "RESUMED for request %llu not sent: %s",
 			 (unsigned long long)req, strerror(-err));
@@ -515,6 +525,30 @@ static void sync_guest_clock(struct vm *vm)
 	coord_set_config(vm->coord, &cfg);
 }
 
+const char *vm_control_clock_refusal(const struct pause_backend *pb)
+{
+	if (!pb || !pb->ops->guest_clock_stops || pb->spec.allow_clock_stop)
+		return NULL;
+	return "stops the guest clock: CLOCK_REALTIME is stepped on resume but monotonic "
+	       "timers run late by the time paused (use freezer, or allow_clock_stop)";
+}
+
+int vm_control_set_managed(struct vm *vm, bool managed, char *err, size_t n)
+{
+	const char *why = managed ? vm_control_clock_refusal(vm->pause) : NULL;
+
+	if (!vm->coord) {
+		snprintf(err, n, "VM has no coordinator");
+		return -ENOENT;
+	}
+	if (why) {
+		snprintf(err, n, "cannot manage: pause backend %s %s", vm->pause->ops->name, why);
+		return -EPERM;
+	}
+	coord_set_managed(vm->coord, managed);
+	return 0;
+}
+
 int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *err, size_t n)
 {
 	struct vm_control *ctl;
@@ -576,7 +610,9 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 		goto fail;
 	sync_guest_clock(vm);
 	vm_control_pager_attached(vm);
-	coord_set_managed(vm->coord, spec->managed);
+	ret = vm_control_set_managed(vm, spec->managed, err, n);
+	if (ret)
+		goto fail;
 	log_info(vm->subject, "coordinator attached (pause %s, guest link via %s, %s)",
 		 vm->pause ? vm->pause->ops->name : "none",
 		 ctl->link_desc[0] ? ctl->link_desc : vm->vsock ? "vsock device" : "nothing yet",
@@ -608,6 +644,12 @@ int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, 
 		snprintf(err, n, "pause backend %s at %s: %s", pb->ops->name, ps->path, strerror(-ret));
 		pause_free(pb);
 		return ret;
+	}
+	if (vm->coord && coord_managed(vm->coord) && vm_control_clock_refusal(pb)) {
+		snprintf(err, n, "managed VM: pause backend %s %s", pb->ops->name,
+			 vm_control_clock_refusal(pb));
+		pause_free(pb);
+		return -EPERM;
 	}
 	pause_free(vm->pause);
 	vm->pause = pb;
@@ -785,13 +827,20 @@ json_t *vm_control_json(struct vm *vm)
 		json_object_set_new(o, "state", json_string("UNCONTROLLED"));
 		json_object_set_new(o, "managed", json_false());
 	}
-	if (vm->pause)
-		json_object_set_new(o, "pause", json_pack("{s:s,s:s,s:b,s:I,s:I,s:I}",
+	if (vm->pause) {
+		const char *why = vm_control_clock_refusal(vm->pause);
+
+		json_object_set_new(o, "pause", json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:s,s:b,s:b,s:s?}",
 			"backend", vm->pause->ops->name, "path", vm->pause->spec.path,
 			"paused", vm->pause->paused,
 			"pauses", (json_int_t)vm->pause->st.pauses,
 			"resumes", (json_int_t)vm->pause->st.resumes,
-			"errors", (json_int_t)vm->pause->st.errors));
+			"errors", (json_int_t)vm->pause->st.errors,
+			"guest_clock", vm->pause->ops->guest_clock_stops ? "stops" : "runs",
+			"allow_clock_stop", vm->pause->spec.allow_clock_stop,
+			"may_manage", why == NULL,
+			"refusal", why));
+	}
 	if (vm->link) {
 		struct guest_link_stats st;
 
