@@ -185,10 +185,12 @@ static int regions_init(struct pager *p, const struct pager_region_desc *rd,
 	return 0;
 }
 
-int pager_new(struct loop *loop, const char *subject, const char *name,
-	      const struct pager_config *cfg, const struct pager_region_desc *rd,
-	      unsigned int nr, void *owner, struct pager **out)
+static int pager_create(struct loop *loop, const char *subject, const char *name,
+			const struct pager_config *cfg, const struct pager_region_desc *rd,
+			unsigned int nr, const char *store_id, void *owner,
+			struct pager **out)
 {
+	struct store_region sr[PAGER_MAX_REGIONS];
 	struct pager *p;
 	int err;
 
@@ -219,12 +221,24 @@ int pager_new(struct loop *loop, const char *subject, const char *name,
 		goto fail;
 	}
 	p->count[PAGE_RESIDENT] = p->npages;
-	err = store_open(&p->store, cfg->store_dir, name,
-			 p->npages * PAGER_PAGE_SIZE, cfg->direct_io);
+	for (unsigned int i = 0; i < nr; i++)
+		sr[i] = (struct store_region){
+			.gpa = rd[i].gpa, .size = rd[i].size, .memfd_off = rd[i].memfd_offset,
+		};
+	err = store_open(&p->store, cfg->store_dir, name, p->npages, sr, nr,
+			 cfg->direct_io, store_id);
 	if (err) {
-		log_err(p->subject, "cannot create store in %s: %s",
-			cfg->store_dir, strerror(-err));
+		log_err(p->subject, "cannot %s store %s/%s.store: %s", store_id ?
+			"adopt the" : "create the", cfg->store_dir, name,
+			err == -EBUSY ? "another process holds its lock" :
+			err == -ESTALE ? "it belongs to another run of the VMM or other RAM" :
+			err == -EBADMSG ? "its header is corrupt" : strerror(-err));
 		goto fail;
+	}
+	if (store_id) {
+		err = pager_recover(p);
+		if (err)
+			goto fail;
 	}
 	p->fault_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->offload_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -264,13 +278,35 @@ fail:
 		close(p->offload_done_fd);
 	if (p->error_fd >= 0)
 		close(p->error_fd);
-	store_close(&p->store);
+	store_close(&p->store, false);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
 	free(p);
 	return err;
+}
+
+int pager_new(struct loop *loop, const char *subject, const char *name,
+	      const struct pager_config *cfg, const struct pager_region_desc *rd,
+	      unsigned int nr, void *owner, struct pager **out)
+{
+	return pager_create(loop, subject, name, cfg, rd, nr, NULL, owner, out);
+}
+
+int pager_new_from_store(struct loop *loop, const char *subject, const char *name,
+			 const struct pager_config *cfg,
+			 const struct pager_region_desc *rd, unsigned int nr,
+			 const char *store_id, void *owner, struct pager **out)
+{
+	if (!store_id || !store_id_valid(store_id))
+		return -EINVAL;
+	return pager_create(loop, subject, name, cfg, rd, nr, store_id, owner, out);
+}
+
+const char *pager_store_id(struct pager *p)
+{
+	return p->store.id;
 }
 
 /* Wait for the last offload thread (it may still be discarding slots). */
@@ -353,7 +389,8 @@ void pager_free(struct pager *p)
 			close(p->regions[i].memfd);
 	}
 	pager_critical_release(p);
-	store_close(&p->store);
+	/* A live VMM may hand its memory to the next vmnapd: keep the store */
+	store_close(&p->store, !live_mappers);
 	close(p->fault_wake_fd);
 	close(p->offload_done_fd);
 	close(p->error_fd);
@@ -407,6 +444,8 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 		return err;
 	}
 	pager_fault_kick(p);
+	if (p->recovered)
+		pager_recover_wake(p, m);
 	log_info(p->subject, "mapper pid %d added (%u mapper(s))", (int)pid, count);
 	if (out)
 		*out = m;
@@ -585,6 +624,15 @@ static int drop_pages_locked(struct pager *p, uint64_t pg, uint64_t n)
 			pg_set(p, i + run, PAGE_ZERO);
 			p->state[i + run] &= (uint8_t)~(PG_WS_CUR | PG_WS_PREV);
 			run++;
+		}
+		if (pager_slots_clear_durably(p, i, run)) {
+			/* the hole could later read as the stale slot: keep it */
+			for (uint64_t k = i; k < i + run; k++)
+				pg_set(p, k, stored ? PAGE_OFFLOADED : PAGE_RESIDENT);
+			if (!err)
+				err = -EIO;
+			i += run;
+			continue;
 		}
 		if (fallocate(r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			      (off_t)pg_memfd_off(r, i), (off_t)(run * PAGER_PAGE_SIZE)) < 0 &&
@@ -849,6 +897,12 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->critical_window_faults = p->crit_window_faults;
 	st->critical_budget_stops = p->crit_budget_stops;
 	st->critical_last_restore_ns = p->crit_last_restore_ns;
+	st->recovered = p->recovered;
+	st->recovered_store_pages = p->rec_store_pages;
+	st->recovered_offloaded = p->rec_offloaded;
+	st->recovered_resident = p->rec_resident;
+	st->store_bad_slots = __atomic_load_n(&p->store.bad_slots, __ATOMIC_RELAXED);
+	st->store_id = p->store.id;
 	pthread_mutex_unlock(&p->lock);
 	st->resident_bytes = memfd_allocated_bytes(p);
 	st->store_file_bytes = store_allocated_bytes(&p->store);

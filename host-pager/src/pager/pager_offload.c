@@ -19,8 +19,13 @@
  * store copies are dropped), batches already punched stay OFFLOADED and
  * are served by faults; the done callback gets -ECANCELED.
  *
- * Crash safety hook (later): persist the batch's OFFLOADED bits to the
- * store's metadata between "writes completed" and "punch".
+ * Crash safety: each written page's crc32c is taken when the batch is read;
+ * between "writes completed" and "punch" the batch's slot map entries
+ * (written pages stored with their checksum, zero pages not stored) are
+ * written and made durable with the slots (store_slots_commit: fdatasync).
+ * A batch whose commit fails is not punched (its pages stay RESIDENT).  So
+ * a vmnapd killed at any point leaves every page in the memfd or durably
+ * in the store (see store.h, pager_recover.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,6 +60,7 @@ struct batch {
 	uint64_t pg;		/* first page */
 	uint64_t n;		/* pages */
 	uint8_t *kind;		/* enum batch_page per page */
+	uint32_t *crc;		/* crc32c per BP_WRITE page */
 	struct write_req *req;	/* one per run: writes, then punches */
 	unsigned int pending;
 	int err;		/* a write failed: nothing is punched */
@@ -139,6 +145,16 @@ static void batch_punch(struct offload *o, struct batch *b)
 	if (!b->err && atomic_load(&o->p->offload_abort)) {
 		b->cancelled = true;	/* the VM wants to run: keep it resident */
 		o->cancelled = true;
+	}
+	if (!b->err && !b->cancelled) {
+		/* durable slots and map before the memfd copy goes */
+		for (uint64_t i = 0; i < b->n; i++) {
+			if (b->kind[i] == BP_WRITE)
+				store_slot_set(&o->p->store, b->pg + i, b->crc[i]);
+			else if (b->kind[i] == BP_ZERO)
+				store_slot_clear(&o->p->store, b->pg + i);
+		}
+		b->err = store_slots_commit(&o->p->store, b->pg, b->n);
 	}
 	if (b->err || b->cancelled) {
 		batch_finish(o, b);
@@ -281,6 +297,10 @@ static int batch_submit(struct offload *o, struct batch *b,
 		pg_set(p, b->pg + i, PAGE_IN_FLIGHT);
 	}
 	pthread_mutex_unlock(&p->lock);
+	for (uint64_t i = 0; i < b->n; i++)
+		if (b->kind[i] == BP_WRITE)
+			b->crc[i] = store_crc32c(0, b->buf + i * PAGER_PAGE_SIZE,
+						 PAGER_PAGE_SIZE);
 	b->busy = true;
 	o->busy++;
 	for (uint64_t i = 0; i < b->n;) {
@@ -402,8 +422,9 @@ static int offload_init(struct offload *o, struct pager *p)
 
 		b->buf = store_buf_alloc(p->cfg.write_batch_bytes);
 		b->kind = calloc(o->batch_pages, 1);
+		b->crc = calloc(o->batch_pages, sizeof(*b->crc));
 		b->req = calloc((o->batch_pages + 1) / 2 + 1, sizeof(*b->req));
-		if (!b->buf || !b->kind || !b->req)
+		if (!b->buf || !b->kind || !b->crc || !b->req)
 			return -ENOMEM;
 	}
 	return 0;
@@ -415,6 +436,7 @@ static void offload_fini(struct offload *o)
 		for (unsigned int i = 0; i < o->nb; i++) {
 			free(o->b[i].buf);
 			free(o->b[i].kind);
+			free(o->b[i].crc);
 			free(o->b[i].req);
 		}
 		free(o->b);
@@ -505,4 +527,30 @@ void *pager_offload_main(void *arg)
 			strerror(errno));
 	discard_stale_slots(p);	/* after done: the VM need not wait for it */
 	return NULL;
+}
+
+int pager_slots_clear_durably(struct pager *p, uint64_t pg, uint64_t n)
+{
+	struct store_slot *saved;
+	bool any = false;
+	int err;
+
+	for (uint64_t i = pg; i < pg + n && !any; i++)
+		any = store_slot_stored(&p->store, i);
+	if (!any)
+		return 0;
+	saved = malloc(n * sizeof(*saved));
+	if (!saved)
+		return -ENOMEM;
+	memcpy(saved, &p->store.slots[pg], n * sizeof(*saved));
+	for (uint64_t i = pg; i < pg + n; i++)
+		store_slot_clear(&p->store, i);
+	err = store_slots_commit(&p->store, pg, n);
+	if (err) {
+		memcpy(&p->store.slots[pg], saved, n * sizeof(*saved));
+		log_err(p->subject, "store: slot map update failed: %s: pages kept",
+			strerror(-err));
+	}
+	free(saved);
+	return err;
 }
