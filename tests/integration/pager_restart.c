@@ -10,6 +10,9 @@
  *                 memory to the new vmnapd, which adopts the store
  *                 (the API shows "recovered": true with the pages found);
  *                 the blocked thread continues with the right value
+ *   discarded     the VMM discards a page that came back from the store
+ *                 (as a balloon does): after the restart it still reads
+ *                 zero, not the page's old stored copy
  *   mid-restore   the VMM reads all of its RAM back by faults
  *   mid-offload   an offload is running
  *
@@ -257,6 +260,18 @@ static int mode_restart(const char *self, uint64_t mib)
 	tap(!strcmp(ans, want), "the blocked thread continued with the page's value (%s)", ans);
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "killed offloaded: every page of guest RAM intact (%s)", ans);
+
+	/* 1b. a page back from the store, then discarded by the VMM */
+	vmm_cmd(&h, ans, "punch 0");
+	tap(!strcmp(ans, "ok"), "the VMM discarded page 0 itself (%s)", ans);
+	vmnapd_kill(SIGKILL);
+	vmnapd_spawn(&h, n++);
+	j = wait_vm(&h);
+	json_decref(j);
+	vmm_cmd(&h, ans, "peek 0");
+	tap(!strcmp(ans, "value 0"), "after a restart the discarded page reads zero, "
+	    "not its old stored copy (%s)", ans);
+	vmm_cmd(&h, ans, "fill 1");
 
 	/* 2. killed while the VMM reads its RAM back by faults */
 	j = dbg(&h, "offload " VM_NAME);

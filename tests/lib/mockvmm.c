@@ -329,6 +329,13 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				send_line(out, "ok");
 		} else if (sscanf(line, "peek %llu", &zlo) == 1) {
 			peek(v, zlo, out);
+		} else if (sscanf(line, "punch %llu", &zlo) == 1) {
+			/* the VMM discards a page itself (as a balloon does) */
+			if (zlo < v->npages &&
+			    !madvise(v->mem + zlo * PAGE, PAGE, MADV_REMOVE))
+				send_line(out, "ok");
+			else
+				send_line(out, "punch: %s", strerror(errno));
 		} else if (!strcmp(line, "peekwait")) {
 			peek_wait(out);
 		} else if (!strcmp(line, "zero")) {

@@ -10,8 +10,8 @@
  * vmnapd side (memory handshake server, pager, event loop on its own
  * thread) through the real preload path.  userfaultfd, memfd and io_uring
  * are real; nothing is mocked but the VMM.  The harness talks to it in
- * lines (vmm_cmd(): fill, verify, peek, peekwait, zero, lat, touchset,
- * touchall, quit) and runs pager calls on the loop thread (on_loop()).
+ * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, zero, lat,
+ * touchset, touchall, quit) and runs pager calls on the loop thread (on_loop()).
  *
  * Environment: PAGER_STORE_DIR (store directory; default a temp dir),
  * PAGER_DEBUG (debug log), BUILD (where libvmnap-preload.so is).

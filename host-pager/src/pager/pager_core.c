@@ -138,6 +138,8 @@ uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
 
 void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
 {
+	if (ok)	/* the memfd holds the pages now: their slots are stale */
+		store_slots_forget(&p->store, pg, n);
 	for (uint64_t i = 0; i < n; i++) {
 		pg_set(p, pg + i, ok ? PAGE_RESIDENT : PAGE_OFFLOADED);
 		if (ok)

@@ -342,6 +342,20 @@ bool store_slot_stored(const struct store *s, uint64_t pg)
 	return pg < s->npages && (le32toh(s->slots[pg].flags) & STORE_SLOT_STORED);
 }
 
+void store_slots_forget(struct store *s, uint64_t pg, uint64_t n)
+{
+	int err;
+
+	if (pg > s->npages || n > s->npages - pg)
+		return;
+	for (uint64_t i = pg; i < pg + n; i++)
+		store_slot_clear(s, i);
+	err = pwrite_all(s->meta_fd, &s->slots[pg], n * sizeof(*s->slots),
+			 s->map_off + pg * sizeof(*s->slots));
+	if (err)
+		log_warn(NULL, "store %s: slot map: %s", s->path, strerror(-err));
+}
+
 int store_slots_commit(struct store *s, uint64_t pg, uint64_t n)
 {
 	int err;

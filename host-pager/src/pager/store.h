@@ -104,6 +104,14 @@ void store_discard(struct store *s, uint64_t off, uint64_t len);
 void store_slot_set(struct store *s, uint64_t pg, uint32_t crc);
 void store_slot_clear(struct store *s, uint64_t pg);
 bool store_slot_stored(const struct store *s, uint64_t pg);
+/*
+ * Pages [pg, pg+n) are back in the memfd: clear their map entries and
+ * write them, without fdatasync (the memfd itself does not outlive the
+ * host; this only keeps a vmnapd that dies from leaving entries that a
+ * later discard of the page by the VMM would make look stored).  Only
+ * after the pages are in the memfd.  Errors are logged: the memfd wins.
+ */
+void store_slots_forget(struct store *s, uint64_t pg, uint64_t n);
 /* Write map entries [pg, pg+n) and make them and every slot written so far
  * durable (fdatasync).  -errno. */
 int store_slots_commit(struct store *s, uint64_t pg, uint64_t n);
