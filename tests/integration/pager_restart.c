@@ -15,6 +15,8 @@
  *                 zero, not the page's old stored copy
  *   mid-restore   the VMM reads all of its RAM back by faults
  *   mid-offload   an offload is running
+ *   stopped       SIGTERM while offloaded: vmnapd brings every page back;
+ *                 the next vmnapd adopts the store it kept, empty
  *
  * After each restart every page of guest RAM is checked against its
  * pattern ("verify": the memory digest).  Then the VMM quits and the store
@@ -330,6 +332,21 @@ static int mode_restart(const char *self, uint64_t mib)
 	json_decref(j);
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "and reads back right (%s)", ans);
+
+	/* 4. a clean stop (SIGTERM) while offloaded: pages back, store kept */
+	j = dbg(&h, "offload " VM_NAME);
+	json_decref(j);
+	vmnapd_kill(SIGTERM);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "vmnapd stopped cleanly: every page back in the memfd (%s)", ans);
+	vmnapd_spawn(&h, n++);
+	j = wait_vm(&h);
+	tap(j && json_is_true(json_object_get(json_object_get(j, "stats"), "recovered")) &&
+	    jint(j, "stats", "recovery", "store_pages") == 0 &&
+	    jint(j, "stats", "store_file_bytes", NULL) < (json_int_t)(mib << 20) / 4,
+	    "the next vmnapd adopts the kept store: no page in it, its slots freed "
+	    "(%lld bytes)", (long long)jint(j, "stats", "store_file_bytes", NULL));
+	json_decref(j);
 
 	tap(vmm_quit(&h) == 0, "mock VMM quit");
 	for (int i = 0; i < WAIT_POLLS && !stat(path, &sb); i++)

@@ -369,6 +369,9 @@ void pager_free(struct pager *p)
 	/* The fault thread keeps serving while pages come back. */
 	if (live_mappers && p->count[PAGE_OFFLOADED])
 		restore_all(p);
+	/* The store stays for the next vmnapd, its slots emptied if unused */
+	if (live_mappers && !p->count[PAGE_OFFLOADED])
+		store_discard(&p->store, pg_store_off(0), p->npages * PAGER_PAGE_SIZE);
 	pthread_mutex_lock(&p->lock);
 	pager_maybe_unregister_locked(p);
 	pthread_mutex_unlock(&p->lock);
