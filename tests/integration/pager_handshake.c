@@ -370,6 +370,18 @@ int main(void)
 	exchange("", 0, NULL, 0, false, reply, sizeof(reply));
 	tap(refused_for(reply, "timeout"), "a silent peer times out: %s", reply);
 
+	/* A re-handshake must name a store that exists: never a fresh one */
+	region_json(msg, sizeof(msg), "again", ram, RAM_BYTES, 0, 0);
+	msg[strlen(msg) - 1] = 0;
+	strcat(msg, ",\"store_id\":\"0123456789abcdef0123456789abcdef\"}");
+	exchange(msg, strlen(msg), (int[]){ uffd, memfd }, 2, false, reply, sizeof(reply));
+	tap(refused_for(reply, "store"), "a store id without its store refused: %s", reply);
+	region_json(msg, sizeof(msg), "again", ram, RAM_BYTES, 0, 0);
+	msg[strlen(msg) - 1] = 0;
+	strcat(msg, ",\"store_id\":\"../../etc/passwd\"}");
+	exchange(msg, strlen(msg), (int[]){ uffd, memfd }, 2, false, reply, sizeof(reply));
+	tap(refused_for(reply, "field"), "a malformed store id refused: %s", reply);
+
 	usleep(100000);
 	tap(count_fds() == fd_before, "no fd leaked by refusals (%d -> %d)", fd_before, count_fds());
 
@@ -458,8 +470,8 @@ int main(void)
 
 		for (int i = 0; i < HS_REFUSALS; i++)
 			total += hs.refused[i];
-		tap(hs.accepted == 2 && total == 22 && hs.refused[HS_REFUSE_FD] == 6 &&
-		    hs.refused[HS_REFUSE_REGION] == 8,
+		tap(hs.accepted == 2 && total == 24 && hs.refused[HS_REFUSE_FD] == 6 &&
+		    hs.refused[HS_REFUSE_REGION] == 8 && hs.refused[HS_REFUSE_STORE] == 1,
 		    "counters: %llu accepted, %llu refused (fd %llu, region %llu)",
 		    (unsigned long long)hs.accepted, (unsigned long long)total,
 		    (unsigned long long)hs.refused[HS_REFUSE_FD],

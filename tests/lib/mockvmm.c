@@ -35,6 +35,7 @@
 
 #define LAT_SAMPLES	4000
 #define PEEK_WAIT_MS	500	/* storeerr: "blocked" after this long */
+#define PEEKWAIT_MS	30000	/* peekwait: a blocked peek's bound */
 
 /* ---------------------------------------------------------------- patterns */
 
@@ -265,9 +266,23 @@ static void *peek_thread(void *arg)
 
 /* Read the first word of page @i in a thread; "blocked" if it takes more
  * than PEEK_WAIT_MS (the thread keeps waiting and finishes later). */
+static struct peek pk;	/* outlives a blocked thread */
+
+/* The last peek, once it ends (bounded by PEEKWAIT_MS): its value. */
+static void peek_wait(int out)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += PEEKWAIT_MS / 1000;
+	if (sem_timedwait(&pk.done, &ts))
+		send_line(out, "blocked");
+	else
+		send_line(out, "value %#llx", (unsigned long long)pk.value);
+}
+
 static void peek(struct vmm *v, uint64_t i, int out)
 {
-	static struct peek pk;	/* outlives a blocked thread */
 	struct timespec ts;
 	pthread_t t;
 
@@ -372,6 +387,15 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				send_line(out, "ok");
 		} else if (sscanf(line, "peek %llu", &zlo) == 1) {
 			peek(v, zlo, out);
+		} else if (sscanf(line, "punch %llu", &zlo) == 1) {
+			/* the VMM discards a page itself (as a balloon does) */
+			if (zlo < v->npages &&
+			    !madvise(v->mem + zlo * PAGE, PAGE, MADV_REMOVE))
+				send_line(out, "ok");
+			else
+				send_line(out, "punch: %s", strerror(errno));
+		} else if (!strcmp(line, "peekwait")) {
+			peek_wait(out);
 		} else if (!strcmp(line, "zero")) {
 			memset(v->mem, 0, v->npages * PAGE);
 			send_line(out, "ok");

@@ -10,9 +10,9 @@
  * vmnapd side (memory handshake server, pager, event loop on its own
  * thread) through the real preload path.  userfaultfd, memfd and io_uring
  * are real; nothing is mocked but the VMM.  The harness talks to it in
- * lines (vmm_cmd(): fill, verify, peek, zero, lat, touchset, touchall,
- * discard, peerunmap, remap, quit) and runs pager calls on the loop thread
- * (on_loop()).
+ * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, zero, lat,
+ * touchset, touchall, discard, peerunmap, remap, quit) and runs pager calls
+ * on the loop thread (on_loop()).
  *
  *   verify ROUND THREADS [ZLO ZHI [FLAGS]]  every page's contents (VERIFY_*)
  *   discard LO HI remove|dontneed|qemu  give pages [LO, HI) back as a VMM

@@ -185,10 +185,12 @@ static int regions_init(struct pager *p, const struct pager_region_desc *rd,
 	return 0;
 }
 
-int pager_new(struct loop *loop, const char *subject, const char *name,
-	      const struct pager_config *cfg, const struct pager_region_desc *rd,
-	      unsigned int nr, void *owner, struct pager **out)
+static int pager_create(struct loop *loop, const char *subject, const char *name,
+			const struct pager_config *cfg, const struct pager_region_desc *rd,
+			unsigned int nr, const char *store_id, void *owner,
+			struct pager **out)
 {
+	struct store_region sr[PAGER_MAX_REGIONS];
 	struct pager *p;
 	int err;
 
@@ -220,12 +222,24 @@ int pager_new(struct loop *loop, const char *subject, const char *name,
 		goto fail;
 	}
 	p->count[PAGE_RESIDENT] = p->npages;
-	err = store_open(&p->store, cfg->store_dir, name,
-			 p->npages * PAGER_PAGE_SIZE, cfg->direct_io);
+	for (unsigned int i = 0; i < nr; i++)
+		sr[i] = (struct store_region){
+			.gpa = rd[i].gpa, .size = rd[i].size, .memfd_off = rd[i].memfd_offset,
+		};
+	err = store_open(&p->store, cfg->store_dir, name, p->npages, sr, nr,
+			 cfg->direct_io, store_id);
 	if (err) {
-		log_err(p->subject, "cannot create store in %s: %s",
-			cfg->store_dir, strerror(-err));
+		log_err(p->subject, "cannot %s store %s/%s.store: %s", store_id ?
+			"adopt the" : "create the", cfg->store_dir, name,
+			err == -EBUSY ? "another process holds its lock" :
+			err == -ESTALE ? "it belongs to another run of the VMM or other RAM" :
+			err == -EBADMSG ? "its header is corrupt" : strerror(-err));
 		goto fail;
+	}
+	if (store_id) {
+		err = pager_recover(p);
+		if (err)
+			goto fail;
 	}
 	p->fault_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->offload_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -265,7 +279,7 @@ fail:
 		close(p->offload_done_fd);
 	if (p->error_fd >= 0)
 		close(p->error_fd);
-	store_close(&p->store);
+	store_close(&p->store, false);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
@@ -273,6 +287,28 @@ fail:
 	pthread_cond_destroy(&p->prefetch_cv);
 	free(p);
 	return err;
+}
+
+int pager_new(struct loop *loop, const char *subject, const char *name,
+	      const struct pager_config *cfg, const struct pager_region_desc *rd,
+	      unsigned int nr, void *owner, struct pager **out)
+{
+	return pager_create(loop, subject, name, cfg, rd, nr, NULL, owner, out);
+}
+
+int pager_new_from_store(struct loop *loop, const char *subject, const char *name,
+			 const struct pager_config *cfg,
+			 const struct pager_region_desc *rd, unsigned int nr,
+			 const char *store_id, void *owner, struct pager **out)
+{
+	if (!store_id || !store_id_valid(store_id))
+		return -EINVAL;
+	return pager_create(loop, subject, name, cfg, rd, nr, store_id, owner, out);
+}
+
+const char *pager_store_id(struct pager *p)
+{
+	return p->store.id;
 }
 
 /* Wait for the last offload thread (it may still be discarding slots). */
@@ -337,6 +373,9 @@ void pager_free(struct pager *p)
 	/* The fault thread keeps serving while pages come back. */
 	if (live_mappers && out)
 		restore_all(p);
+	/* The store stays for the next vmnapd, its slots emptied if unused */
+	if (live_mappers && !p->count[PAGE_OFFLOADED])
+		store_discard(&p->store, pg_store_off(0), p->npages * PAGER_PAGE_SIZE);
 	pager_maybe_unregister(p);
 	pager_fault_thread_stop(p);
 	while (p->mappers) {
@@ -355,7 +394,8 @@ void pager_free(struct pager *p)
 			close(p->regions[i].memfd);
 	}
 	pager_critical_release(p);
-	store_close(&p->store);
+	/* A live VMM may hand its memory to the next vmnapd: keep the store */
+	store_close(&p->store, !live_mappers);
 	close(p->fault_wake_fd);
 	close(p->offload_done_fd);
 	close(p->error_fd);
@@ -418,6 +458,8 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 		return err;
 	}
 	pager_fault_kick(p);
+	if (p->recovered)
+		pager_recover_wake(p, m);
 	log_info(p->subject, "mapper pid %d added (%u mapper(s))", (int)pid, count);
 	if (out)
 		*out = m;
@@ -852,6 +894,12 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->critical_window_faults = p->crit_window_faults;
 	st->critical_budget_stops = p->crit_budget_stops;
 	st->critical_last_restore_ns = p->crit_last_restore_ns;
+	st->recovered = p->recovered;
+	st->recovered_store_pages = p->rec_store_pages;
+	st->recovered_offloaded = p->rec_offloaded;
+	st->recovered_resident = p->rec_resident;
+	st->store_bad_slots = __atomic_load_n(&p->store.bad_slots, __ATOMIC_RELAXED);
+	st->store_id = p->store.id;
 	pthread_mutex_unlock(&p->lock);
 	st->resident_bytes = memfd_allocated_bytes(p);
 	st->store_file_bytes = store_allocated_bytes(&p->store);

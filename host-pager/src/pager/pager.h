@@ -149,6 +149,13 @@ struct pager_stats {
 						 * delivery (what the set avoids) */
 	uint64_t critical_budget_stops;		/* restores cut by the budget */
 	uint64_t critical_last_restore_ns;	/* duration of the last restore */
+	/* recovery: created over a store a previous vmnapd left */
+	bool recovered;
+	uint64_t recovered_store_pages;	/* pages its slot map held */
+	uint64_t recovered_offloaded;	/* ... out of the memfd: OFFLOADED */
+	uint64_t recovered_resident;	/* ... in the memfd: RESIDENT */
+	uint64_t store_bad_slots;	/* store reads whose checksum mismatched */
+	const char *store_id;		/* the pager's; valid while it lives */
 };
 
 struct pager;
@@ -166,8 +173,24 @@ int pager_new(struct loop *loop, const char *subject, const char *name,
 	      const struct pager_region_desc *regions, unsigned int nr,
 	      void *owner, struct pager **out);
 /*
+ * The same over the store a previous vmnapd left for this VM (it ended
+ * while the VMM lived on): the store file must carry @store_id (what
+ * pager_store_id() said then) and the same regions; its slot map gives
+ * the OFFLOADED pages (those the memfd lacks; a page the memfd holds is
+ * RESIDENT), each mapper is registered at once and its ranges woken (the
+ * faults the previous vmnapd never answered are served).  -EBUSY (the
+ * store is locked), -ENOENT, -ESTALE (another store), -EBADMSG, -errno.
+ */
+int pager_new_from_store(struct loop *loop, const char *subject, const char *name,
+			 const struct pager_config *cfg,
+			 const struct pager_region_desc *rd, unsigned int nr,
+			 const char *store_id, void *owner, struct pager **out);
+/* The store's id (32 hex digits): a shim presents it to a restarted vmnapd. */
+const char *pager_store_id(struct pager *p);
+/*
  * Stop every pager thread (bringing offloaded pages back while mappers
- * live), close fds, remove the store file, free.  NULL-safe.
+ * live), close fds, free.  The store file is removed unless a mapper still
+ * lives (the VMM may hand its memory to the next vmnapd).  NULL-safe.
  */
 void pager_free(struct pager *p);
 

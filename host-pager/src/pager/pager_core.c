@@ -343,6 +343,32 @@ void pager_maybe_unregister(struct pager *p)
 	log_debug(p->subject, "every page resident: ranges unregistered");
 }
 
+int pager_slots_clear_durably(struct pager *p, uint64_t pg, uint64_t n)
+{
+	struct store_slot *saved;
+	bool any = false;
+	int err;
+
+	for (uint64_t i = pg; i < pg + n && !any; i++)
+		any = store_slot_stored(&p->store, i);
+	if (!any)
+		return 0;
+	saved = malloc(n * sizeof(*saved));
+	if (!saved)
+		return -ENOMEM;
+	memcpy(saved, &p->store.slots[pg], n * sizeof(*saved));
+	for (uint64_t i = pg; i < pg + n; i++)
+		store_slot_clear(&p->store, i);
+	err = store_slots_commit(&p->store, pg, n);
+	if (err) {
+		memcpy(&p->store.slots[pg], saved, n * sizeof(*saved));
+		log_err(p->subject, "store: slot map update failed: %s: pages kept",
+			strerror(-err));
+	}
+	free(saved);
+	return err;
+}
+
 int pager_discard_run(struct pager *p, uint64_t pg, uint64_t n,
 		      uint64_t *counter)
 {
@@ -368,6 +394,18 @@ int pager_discard_run(struct pager *p, uint64_t pg, uint64_t n,
 			run++;
 		}
 		pthread_mutex_unlock(&p->lock);
+		if (pager_slots_clear_durably(p, i, run)) {
+			/* the hole could later read as the stale slot: keep it */
+			pthread_mutex_lock(&p->lock);
+			for (uint64_t k = i; k < i + run; k++)
+				pg_set(p, k, stored ? PAGE_OFFLOADED : PAGE_RESIDENT);
+			pthread_cond_broadcast(&p->state_cv);
+			pthread_mutex_unlock(&p->lock);
+			if (!err)
+				err = -EIO;
+			i += run;
+			continue;
+		}
 		if (fallocate(r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			      (off_t)pg_memfd_off(r, i), (off_t)(run * PAGER_PAGE_SIZE)) < 0 &&
 		    !err)
@@ -406,6 +444,8 @@ uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
 
 void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
 {
+	if (ok)	/* the memfd holds the pages now: their slots are stale */
+		store_slots_forget(&p->store, pg, n);
 	for (uint64_t i = 0; i < n; i++) {
 		pg_set(p, pg + i, ok ? PAGE_RESIDENT : PAGE_OFFLOADED);
 		if (ok)

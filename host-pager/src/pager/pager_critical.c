@@ -134,6 +134,8 @@ static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run 
 		/* a short or failed read: the pread path (retries, EINTR) */
 		if (rerr)
 			rerr = store_read(&p->store, runs[k].buf, len, pg_store_off(runs[k].pg));
+		else
+			rerr = store_verify(&p->store, runs[k].buf, runs[k].pg, runs[k].n);
 		rerr = pager_install_run(p, runs[k].pg, runs[k].n, runs[k].buf, rerr);
 		if (!rerr)
 			*restored += runs[k].n;

@@ -172,6 +172,14 @@ struct pager {
 	bool crit_ring_up;
 	uint64_t crit_restored_pages, crit_window_faults;
 	uint64_t crit_last_restore_ns, crit_budget_stops;
+
+	/* recovery (pager_recover.c): created over a store a vmnapd that
+	 * ended left behind; set before the threads start, read-only after */
+	bool recovered;
+	uint64_t rec_store_pages;	/* pages the store's map held */
+	uint64_t rec_offloaded;		/* ... of them out of the memfd: OFFLOADED */
+	uint64_t rec_resident;		/* ... of them in the memfd: RESIDENT
+					 * (an interrupted offload or restore) */
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -189,7 +197,7 @@ static inline void pg_set(struct pager *p, uint64_t pg, enum pager_page_state s)
 
 static inline uint64_t pg_store_off(uint64_t pg)
 {
-	return pg * PAGER_PAGE_SIZE;
+	return STORE_DATA_OFF + pg * PAGER_PAGE_SIZE;
 }
 
 /* The region holding page @pg. */
@@ -208,6 +216,11 @@ static inline uint64_t pg_memfd_off(const struct pager_region *r, uint64_t pg)
 }
 
 /* pager_core.c: the page-state core (calls nothing above it) */
+/* Before guest RAM pages [pg, pg+n) are punched other than by an offload:
+ * their slot map entries cleared and durable (else the hole could read as
+ * a stale slot after a crash).  0, or -errno with the map unchanged.  Lock
+ * not held: the pages are claimed (IN_FLIGHT) by the caller. */
+int pager_slots_clear_durably(struct pager *p, uint64_t pg, uint64_t n);
 /* Count an error of kind @what ("fault", "restore", "offload") and have the
  * loop thread tell pager_set_error_cb's callback.  Any thread, lock not
  * held. */
@@ -264,5 +277,14 @@ void pager_critical_release(struct pager *p);
 
 /* pager_offload.c */
 void *pager_offload_main(void *arg);
+
+/* pager_recover.c */
+/* Page states from the adopted store's map and the memfds: a page the map
+ * holds is OFFLOADED where the memfd has a hole, else RESIDENT.  Before
+ * the threads start. */
+int pager_recover(struct pager *p);
+/* A mapper of a recovered pager was added (and registered): wake the
+ * faults the previous vmnapd read but never answered. */
+void pager_recover_wake(struct pager *p, struct pager_mapper *m);
 
 #endif

@@ -62,6 +62,8 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 	size_t len = s->n * PAGER_PAGE_SIZE;
 	int err = cqe->res < 0 ? cqe->res : (size_t)cqe->res != len ? -EIO : 0;
 
+	if (!err)
+		err = store_verify(&f->p->store, s->buf, s->pg, s->n);
 	if (!pager_install_run(f->p, s->pg, s->n, s->buf, err)) {
 		pthread_mutex_lock(&f->p->lock);
 		f->p->prefetch_pages += s->n;

@@ -29,6 +29,7 @@
 #include "mem_handshake.h"
 #include "vm_control.h"
 #include "pager.h"
+#include "store.h"
 
 #define HS_MAX_RAM_BYTES	(1ull << 40)	/* per VM */
 #define HS_MAX_ADDR		(1ull << 57)	/* user address space bound */
@@ -80,6 +81,7 @@ static const char *const refusal_names[HS_REFUSALS] = {
 	[HS_REFUSE_REGION] = "region",
 	[HS_REFUSE_VM] = "vm",
 	[HS_REFUSE_INTERNAL] = "internal",
+	[HS_REFUSE_STORE] = "store",
 };
 
 const char *mem_hs_refusal_name(enum mem_hs_refusal r)
@@ -195,6 +197,7 @@ static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 
 struct hs_req {
 	char name[VM_NAME_MAX];
+	char store_id[STORE_ID_HEX];	/* "": a fresh store */
 	bool firecracker;
 	enum pager_gpa_source gpa_source;
 	int uffd_idx;
@@ -359,7 +362,20 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 	for (unsigned int i = 0; i < rq->nr; i++)
 		host[i] = rq->rd[i].host_addr;
 	if (!vm->pager) {
-		err = vm_pager_attach(vm, &hs->cfg, rq->rd, rq->nr);
+		err = rq->store_id[0] ?
+		      vm_pager_adopt(vm, &hs->cfg, rq->rd, rq->nr, rq->store_id) :
+		      vm_pager_attach(vm, &hs->cfg, rq->rd, rq->nr);
+		if (err && rq->store_id[0]) {
+			if (created)
+				vm_free(vm);
+			refuse(c, HS_REFUSE_STORE, "store %s of vm '%s' cannot be adopted: %s; "
+			       "its offloaded pages are out of reach (threads touching them "
+			       "wait)", rq->store_id, rq->name,
+			       err == -EBUSY ? "locked by another process" :
+			       err == -ESTALE ? "another store (other id or RAM)" :
+			       err == -EBADMSG ? "corrupt header or map" : strerror(-err));
+			return;
+		}
 		if (err) {
 			if (created)
 				vm_free(vm);
@@ -398,8 +414,9 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 	hs->st.accepted++;
 	log_info(vm->subject, "mem handshake from pid %d: %u region(s)%s", (int)c->pid,
 		 rq->nr, rq->firecracker ? " (Firecracker form)" : "");
-	reply(c, json_pack("{s:b,s:s,s:I,s:b}", "ok", 1, "vm", vm->name,
-			   "id", (json_int_t)vm->id, "evictable", !rq->firecracker));
+	reply(c, json_pack("{s:b,s:s,s:I,s:b,s:s}", "ok", 1, "vm", vm->name,
+			   "id", (json_int_t)vm->id, "evictable", !rq->firecracker,
+			   "store_id", pager_store_id(vm->pager)));
 }
 
 /* Optional "gpa_source": how the VMM side knows the regions' gpa. */
@@ -457,6 +474,15 @@ static void handle_message(struct hs_conn *c, json_t *doc)
 			goto out;
 		}
 		regions = json_object_get(doc, "regions");
+		name = json_object_get(doc, "store_id");
+		if (name && (!json_is_string(name) ||
+			     !store_id_valid(json_string_value(name)))) {
+			refuse(c, HS_REFUSE_FIELD, "\"store_id\" must be 32 hex digits");
+			goto out;
+		}
+		if (name)
+			snprintf(rq->store_id, sizeof(rq->store_id), "%s",
+				 json_string_value(name));
 	} else {
 		refuse(c, HS_REFUSE_FIELD, "expected an object or an array");
 		goto out;

@@ -872,7 +872,12 @@ json_t *vm_control_json(struct vm *vm)
 			json_object_set_new(l, "via", json_string(ctl->link_desc));
 	}
 	if (vm->pager) {
-		json_object_set_new(o, "pager", pager_stats_json(vm->pager));
+		json_t *pj = pager_stats_json(vm->pager);
+
+		/* re-adopted from the store a previous vmnapd left */
+		json_object_set_new(o, "recovered",
+				    json_boolean(json_is_true(json_object_get(pj, "recovered"))));
+		json_object_set_new(o, "pager", pj);
 		if (ctl)
 			json_object_set_new(o, "memxtime_gib_s", json_real(vm_control_memxtime_gib_s(vm)));
 	}
