@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * api.h - the control API: HTTP/1.1 + JSON on <run_dir>/api.sock (0600),
- * served by libmicrohttpd on vmnapd's event loop (MHD's epoll fd is watched
- * by the loop, MHD_run() runs there, MHD's timeout arms a loop timer) and
+ * served by libmicrohttpd on vmnapd's event loop (the loop accepts on the
+ * socket and hands each connection to MHD, MHD's epoll fd is watched by
+ * the loop, MHD_run() runs there, MHD's timeout arms a loop timer) and
  * jansson for every body.
  *
  *   GET    /                              daemon version
