@@ -43,6 +43,9 @@
 #define HTTP_CONFLICT		409
 #define HTTP_TOO_LARGE		413
 #define HTTP_INTERNAL		500
+#define HTTP_BAD_GATEWAY	502
+#define HTTP_UNAVAILABLE	503
+#define HTTP_GATEWAY_TIMEOUT	504
 
 /*
  * One client connection, from MHD's start notification to its close
@@ -114,16 +117,38 @@ static void reply_json(struct api_reply *r, unsigned int status, json_t *j)
 	r->json = j;
 }
 
+/*
+ * Every errno a part can return has a status, each documented (README,
+ * "Control API"): 404 nothing by that name; 409 in conflict with a state
+ * or with whatever holds a path (a live socket, another file); 400 the
+ * request names something vmnapd cannot use (a path, socket, cgroup,
+ * process); 503 vmnapd is short of memory or descriptors (try again);
+ * 502 / 504 a VMM answered wrongly / not in time; 500 anything else.
+ */
 static unsigned int errno_status(int err)
 {
 	switch (err) {
-	case -ENOENT: return HTTP_NOT_FOUND;
+	case -ENOENT:
+		return HTTP_NOT_FOUND;
 	case -EEXIST: case -EALREADY: case -EBUSY: case -EOPNOTSUPP: case -ENOSPC:
+	case -EADDRINUSE: case -ETXTBSY: case -EISCONN: case -EINPROGRESS:
 		return HTTP_CONFLICT;
 	case -EINVAL: case -ENAMETOOLONG: case -ENOTSOCK: case -ENOTDIR: case -EACCES:
-	case -ECONNREFUSED:
+	case -EPERM: case -ESRCH: case -ECONNREFUSED: case -ELOOP: case -EISDIR: case -EROFS:
+	case -ENXIO: case -ENODEV: case -EAFNOSUPPORT: case -EADDRNOTAVAIL:
+	case -EPROTOTYPE: case -EFAULT: case -EXDEV: case -EOVERFLOW: case -ERANGE:
+	case -EDOM: case -ESPIPE: case -EFBIG: case -ENOTEMPTY: case -EMLINK:
 		return HTTP_BAD_REQUEST;
-	default: return HTTP_INTERNAL;
+	case -ENOMEM: case -EMFILE: case -ENFILE: case -ENOBUFS: case -EAGAIN:
+	case -EDQUOT: case -EUSERS:
+		return HTTP_UNAVAILABLE;
+	case -EPROTO: case -ECONNRESET: case -EPIPE: case -EBADMSG: case -EMSGSIZE:
+	case -ENOTCONN:
+		return HTTP_BAD_GATEWAY;
+	case -ETIMEDOUT:
+		return HTTP_GATEWAY_TIMEOUT;
+	default:
+		return HTTP_INTERNAL;
 	}
 }
 
@@ -229,7 +254,7 @@ static void h_metrics(struct api *a, struct api_reply *r)
 {
 	r->text = metrics_render(a->d, &r->text_len);
 	if (!r->text)
-		reply_error(r, HTTP_INTERNAL, "out of memory");
+		reply_error(r, HTTP_UNAVAILABLE, "out of memory");
 	else
 		r->status = HTTP_OK;
 }
@@ -430,8 +455,8 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 	if (!vm) {
 		vm = vm_new(a->d, name);
 		if (!vm) {
-			reply_error(r, errno == EINVAL ? HTTP_BAD_REQUEST : HTTP_INTERNAL,
-				    "cannot create VM %s: %s", name, strerror(errno));
+			reply_error(r, errno_status(-errno), "cannot create VM %s: %s", name,
+				    strerror(errno));
 			goto out;
 		}
 		created = true;

@@ -32,9 +32,12 @@
  *   POST   /vms/{vm}/actions/{pause|offload|resume}
  *
  * Errors are {"error": "text", "status": N} with 400 (malformed JSON,
- * bad field), 404 (no such VM, wait or route), 405, 409 (state conflict,
- * exists), 413 (body over api.max_body_bytes), 500.  Headers beyond MHD's
- * connection memory limit are refused by MHD itself (431/413).
+ * bad field, unusable path), 404 (no such VM, wait or route), 405, 409
+ * (state conflict, path held), 413 (body over api.max_body_bytes), 502 /
+ * 504 (VMM answered wrongly / late), 503 (out of memory or fds), 500
+ * (anything else); errno_status() in api.c maps each errno, the README
+ * lists them.  Headers beyond MHD's connection memory limit are refused
+ * by MHD itself (431/413).
  */
 #ifndef VMNAP_API_H
 #define VMNAP_API_H
