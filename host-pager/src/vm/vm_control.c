@@ -579,6 +579,7 @@ int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, 
 void vm_control_detach(struct vm *vm)
 {
 	struct vm_control *ctl = vm->control;
+	bool resume = false;
 
 	if (!ctl)
 		return;
@@ -587,21 +588,16 @@ void vm_control_detach(struct vm *vm)
 	if (vm->coord) {
 		enum coord_state s = coord_state(vm->coord);
 
-		/* Never leave a VM stopped behind us (a call in flight is
-		 * waited for by pause_free). */
-		if (vm->pause && vm->pause->busy) {
-			pthread_join(vm->pause->thread, NULL);
-			vm->pause->busy = false;
-		}
-		if (vm->pause && vm->pause->paused &&
-		    (s == COORD_PAUSED || s == COORD_OFFLOADED || s == COORD_RESUMING ||
-		     s == COORD_HANDOFF)) {
-			log_warn(vm->subject, "detaching while %s: resuming the VM",
+		/* Never leave a VM stopped behind us, and never wait for its
+		 * VMM here: the backend resumes it on its own thread, after
+		 * any call still in flight (a wedged VMM) returns. */
+		resume = s == COORD_PAUSED || s == COORD_OFFLOADED || s == COORD_RESUMING ||
+			 s == COORD_HANDOFF;
+		if (vm->pause && resume)
+			log_warn(vm->subject, "detaching while %s: the VM is resumed off the loop",
 				 coord_state_name(s));
-			pause_resume_vm(vm->pause);
-			if (vm->vsock)
-				vhost_vsock_set_paused(vm->vsock, false);
-		}
+		if (vm->vsock)
+			vhost_vsock_set_paused(vm->vsock, false);
 	}
 	loop_timer_cancel(vm->d->loop, &ctl->timer);
 	loop_timer_cancel(vm->d->loop, &ctl->sample_timer);
@@ -609,7 +605,7 @@ void vm_control_detach(struct vm *vm)
 	vm_link_detach(vm);	/* its callbacks point here */
 	coord_free(vm->coord);
 	vm->coord = NULL;
-	pause_free(vm->pause);
+	pause_release(vm->pause, resume);
 	vm->pause = NULL;
 	free(ctl);
 	vm->control = NULL;
