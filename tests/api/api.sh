@@ -258,7 +258,11 @@ sleep 60 &
 SLEEPER=$!
 PIDS+=($SLEEPER)
 check "register with vmm_pid" test "$(status_of PUT /vms/vm3 -d "{\"vmm_pid\": $SLEEPER}")" = 201
-check "VMM PSS reported" sh -c "curl -s --unix-socket '$SOCK' http://localhost/vms/vm3 | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"vmm\"][\"pss_bytes\"] > 0 else 1)'"
+# sampled off the loop (smaps_rollup waits on the VMM's mmap lock): the
+# first sample comes at once from the sampler thread, then every second
+vmm_sampled() { curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | python3 -c 'import json,sys; m=json.load(sys.stdin)["vmm"]; sys.exit(0 if m.get("pss_bytes", 0) > 0 and 0 <= m["sample_age_ms"] < 5000 else 1)'; }
+for ((i = 0; i < 100; i++)); do vmm_sampled && break; sleep 0.05; done
+check "VMM PSS reported, with the sample's age" vmm_sampled
 check "vmnap_vmm_pss_bytes in /metrics" sh -c "curl -s --unix-socket '$SOCK' http://localhost/metrics | grep -q '^vmnap_vmm_pss_bytes{vm=\"vm3\"} [1-9]'"
 check "bad vmm_pid -> 400" test "$(status_of PATCH /vms/vm3 -d '{"vmm_pid": -4}')" = 400
 status_of DELETE /vms/vm3 >/dev/null

@@ -23,6 +23,7 @@
 #include "vmm_mem.h"
 
 #define MEMXTIME_SAMPLE_NS	1000000000ull	/* resident bytes sampled every 1 s */
+#define VMM_MEM_SAMPLE_NS	1000000000ull	/* VMM PSS, cgroup memory: every 1 s */
 #define NS_PER_SEC_F		1e9
 #define GIB_F			1073741824.0
 
@@ -31,6 +32,7 @@ struct vm_control {
 	struct loop_timer timer;
 	char link_desc[160];		/* the socket backend, for logs and the API */
 	pid_t vmm_pid;			/* given at registration, or 0 */
+	struct vmm_mem_sampler *vmm_mem;	/* once a VMM pid is known */
 	bool offload_running;
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
@@ -85,7 +87,10 @@ static void memxtime_sample(struct vm *vm)
 
 static void on_sample_timer(struct loop *l, struct loop_timer *t, void *arg)
 {
+	struct vmm_mem_sample smp;
+
 	memxtime_sample(arg);
+	vm_control_vmm_mem(arg, &smp);	/* follows a changed VMM pid */
 	loop_timer_arm(l, t, MEMXTIME_SAMPLE_NS);
 }
 
@@ -100,6 +105,22 @@ pid_t vm_control_vmm_pid(struct vm *vm)
 	if (vm->control && vm->control->vmm_pid)
 		return vm->control->vmm_pid;
 	return vm->pause ? vm->pause->peer_pid : 0;
+}
+
+bool vm_control_vmm_mem(struct vm *vm, struct vmm_mem_sample *out)
+{
+	struct vm_control *ctl = vm->control;
+	pid_t pid = vm_control_vmm_pid(vm);
+
+	if (!ctl || (!pid && !ctl->vmm_mem))
+		return false;
+	if (!ctl->vmm_mem) {
+		ctl->vmm_mem = vmm_mem_sampler_new(VMM_MEM_SAMPLE_NS);
+		if (!ctl->vmm_mem)
+			return false;
+	}
+	vmm_mem_sampler_set_pid(ctl->vmm_mem, pid);
+	return pid && vmm_mem_sampler_get(ctl->vmm_mem, out);
 }
 
 double vm_control_memxtime_gib_s(struct vm *vm)
@@ -607,6 +628,7 @@ void vm_control_detach(struct vm *vm)
 	vm->coord = NULL;
 	pause_release(vm->pause, resume);
 	vm->pause = NULL;
+	vmm_mem_sampler_free(ctl->vmm_mem);	/* a read in progress ends by itself */
 	free(ctl);
 	vm->control = NULL;
 }
@@ -708,14 +730,19 @@ json_t *vm_control_json(struct vm *vm)
 			json_object_set_new(o, "memxtime_gib_s", json_real(vm_control_memxtime_gib_s(vm)));
 	}
 	if (vm_control_vmm_pid(vm)) {
-		pid_t pid = vm_control_vmm_pid(vm);
-		json_t *m = json_pack("{s:i}", "pid", (int)pid);
-		uint64_t b;
+		struct vmm_mem_sample smp;
+		json_t *m = json_pack("{s:i}", "pid", (int)vm_control_vmm_pid(vm));
 
-		if (!vmm_pss_bytes(pid, &b))
-			json_object_set_new(m, "pss_bytes", json_integer((json_int_t)b));
-		if (!vmm_cgroup_memory_bytes(pid, &b))
-			json_object_set_new(m, "cgroup_memory_bytes", json_integer((json_int_t)b));
+		/* sampled off the loop: smaps_rollup waits on the VMM's mmap lock */
+		if (vm_control_vmm_mem(vm, &smp)) {
+			if (smp.has_pss)
+				json_object_set_new(m, "pss_bytes", json_integer((json_int_t)smp.pss_bytes));
+			if (smp.has_cgroup)
+				json_object_set_new(m, "cgroup_memory_bytes",
+						    json_integer((json_int_t)smp.cgroup_bytes));
+			json_object_set_new(m, "sample_age_ms",
+					    json_integer((json_int_t)((now_ns() - smp.at_ns) / 1000000)));
+		}
 		json_object_set_new(o, "vmm", m);
 	}
 	if (vm->vsock)
