@@ -214,7 +214,7 @@ def main():
                     break
                 time.sleep(0.05)
             socks = open_many(sock2, 5)
-            dropped, t_end = set(), time.monotonic() + 4.0
+            dropped, t_end = set(), time.monotonic() + 8.0
             while time.monotonic() < t_end and len(dropped) < len(socks):
                 for i, s in enumerate(socks):
                     try:
