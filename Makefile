@@ -10,8 +10,9 @@
 #   make bench      every benchmark (bench-pager, bench-vsock, bench-replay)
 #
 # Userspace objects go to $(BUILD); the module is built by Kbuild in place
-# (kmod/*.o, ignored by git).  Expensive artefacts (guest kernel, images,
-# the UML build for KUnit) are cached in $(VMNAP_CACHE), keyed by inputs.
+# (kmod/*.o and kmod/core/*.o, ignored by git).  Expensive artefacts (guest
+# kernel, images, the UML build for KUnit) are cached in $(VMNAP_CACHE),
+# keyed by inputs.
 
 BUILD		?= build
 VMNAP_CACHE	?= /var/cache/vmnap

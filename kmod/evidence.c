@@ -76,7 +76,10 @@
 
 #include "compat.h"
 #include "vmnap_mod.h"
-#include "timerbook.h"
+#include "core/timerbook.h"
+#include "core/verdict.h"
+#include "evidence.h"
+#include "quiesce.h"
 
 #define VMNAP_TICK_FN_NAME	"tick_sched_timer"
 
@@ -98,7 +101,8 @@ static struct vmnap_cpu_timers *vmnap_timers;	/* [nr_cpu_ids] */
 /*
  * Idle time at the start of the window, per CPU.  Allocated once: the
  * second sampling runs with the disks frozen, where an allocation that
- * entered reclaim could wait on them.  Serialised by vmnap.lock.
+ * entered reclaim could wait on them.  Serialised by the handoff lock
+ * (handoff.c), which every caller of vmnap_evidence_collect() holds.
  */
 static u64 *vmnap_idle0;
 static DEFINE_PER_CPU(long, vmnap_io_inflight);
@@ -385,7 +389,12 @@ static bool vmnap_cpu_next_timer(unsigned int cpu, bool this_cpu, s64 *next)
 		live = min(live, v);
 	} else if (this_cpu) {
 		vmnap_count(VMNAP_CTR_TIMER_WHEEL_BLIND);
-		ok = false;	/* complete or say it is not (DESIGN 5) */
+		/*
+		 * Without a stop to bound this CPU's timer wheel the budget
+		 * could be too long: say it is unknown rather than report a
+		 * timer budget that may miss a timer (README.md, "Evidence").
+		 */
+		ok = false;
 	}
 	raw_spin_unlock(&ct->lock);
 	raw_spin_unlock_irqrestore(&cb->lock, flags);
@@ -570,8 +579,8 @@ static u32 vmnap_io_inflight_sum(void)
 /* ---- collection -------------------------------------------------------- */
 
 /*
- * Measure the evidence over @window_us (may sleep).  Called with
- * vmnap.lock held, from the workqueue or a netlink command.
+ * Measure the evidence over @window_us (may sleep).  Called with the
+ * handoff lock held, from the workqueue or a netlink command.
  */
 void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 {

@@ -3,6 +3,10 @@
  * genl.c - generic netlink family "vmnap" (uapi/vmnap_genl.h): status,
  * counters and last evidence for in-guest tools; test commands only with
  * test_hooks=1.  Every command needs CAP_NET_ADMIN.
+ *
+ * Holds no lock of its own: the status is a snapshot the handoff takes
+ * under its lock (vmnap_handoff_status()), the test commands take the
+ * locks they need in handoff.c and link.c.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -10,6 +14,10 @@
 #include <net/netlink.h>
 
 #include "vmnap_mod.h"
+#include "freepage.h"
+#include "genl.h"
+#include "handoff.h"
+#include "link.h"
 
 static struct genl_family vmnap_genl_family;
 
@@ -41,42 +49,43 @@ static int vmnap_put_evidence(struct sk_buff *skb, const struct vmnap_sample *s,
 	return 0;
 }
 
-/* Fill a status message (vmnap.lock held). */
-static int vmnap_fill_status(struct sk_buff *skb)
+/* Fill a status message from a snapshot of the handoff state. */
+static int vmnap_fill_status(struct sk_buff *skb, const struct vmnap_status *st)
 {
 	struct nlattr *nest;
 	unsigned int i;
 
 	if (nla_put_string(skb, VMNAP_A_VERSION, VMNAP_MODULE_VERSION) ||
-	    nla_put_u32(skb, VMNAP_A_LINK, vmnap.fsm.link) ||
-	    nla_put_u32(skb, VMNAP_A_HANDOFF, vmnap.fsm.handoff) ||
+	    nla_put_u32(skb, VMNAP_A_LINK, st->link) ||
+	    nla_put_u32(skb, VMNAP_A_HANDOFF, st->handoff) ||
 	    nla_put_u8(skb, VMNAP_A_ENABLED, READ_ONCE(vmnap_enabled)) ||
-	    nla_put_u32(skb, VMNAP_A_FEATURES, vmnap.offered) ||
-	    nla_put_u32(skb, VMNAP_A_HOST_FEATURES, vmnap.fsm.accepted) ||
-	    nla_put_u64_64bit(skb, VMNAP_A_VM_ID, vmnap.fsm.vm_id, VMNAP_A_PAD) ||
+	    nla_put_u32(skb, VMNAP_A_FEATURES, st->offered) ||
+	    nla_put_u32(skb, VMNAP_A_HOST_FEATURES, st->accepted) ||
+	    nla_put_u64_64bit(skb, VMNAP_A_VM_ID, st->vm_id, VMNAP_A_PAD) ||
 	    nla_put_u32(skb, VMNAP_A_HOST_CID, vmnap_host_cid) ||
 	    nla_put_u32(skb, VMNAP_A_PORT, vmnap_port) ||
-	    nla_put_u32(skb, VMNAP_A_QUIESCED_DEVS, vmnap_quiesced_devices()) ||
-	    nla_put_u8(skb, VMNAP_A_FREE_REPORTING, vmnap.free_registered) ||
-	    nla_put_u32(skb, VMNAP_A_VERDICT, vmnap.last_verdict) ||
-	    nla_put_u64_64bit(skb, VMNAP_A_REQ_ID, vmnap.last_req_id, VMNAP_A_PAD))
+	    nla_put_u32(skb, VMNAP_A_QUIESCED_DEVS, st->quiesced_devs) ||
+	    nla_put_u8(skb, VMNAP_A_FREE_REPORTING, vmnap_freepage_active()) ||
+	    nla_put_u32(skb, VMNAP_A_VERDICT, st->verdict) ||
+	    nla_put_u64_64bit(skb, VMNAP_A_REQ_ID, st->req_id, VMNAP_A_PAD))
 		return -EMSGSIZE;
 	nest = nla_nest_start(skb, VMNAP_A_COUNTERS);
 	if (!nest)
 		return -EMSGSIZE;
 	for (i = 0; i < VMNAP_CTR_MAX; i++)
 		if (nla_put_u64_64bit(skb, i + 1,
-				      atomic64_read(&vmnap.counters[i]),
+				      vmnap_counter_read(i),
 				      VMNAP_CTR_MAX + 1))
 			return -EMSGSIZE;
 	nla_nest_end(skb, nest);
-	if (vmnap.have_evidence)
-		return vmnap_put_evidence(skb, &vmnap.last, vmnap.last_busy);
+	if (st->have_evidence)
+		return vmnap_put_evidence(skb, &st->last, st->last_busy);
 	return 0;
 }
 
 static int vmnap_reply_status(struct genl_info *info)
 {
+	struct vmnap_status st;
 	struct sk_buff *skb;
 	void *hdr;
 	int ret;
@@ -90,9 +99,8 @@ static int vmnap_reply_status(struct genl_info *info)
 		nlmsg_free(skb);
 		return -EMSGSIZE;
 	}
-	mutex_lock(&vmnap.lock);
-	ret = vmnap_fill_status(skb);
-	mutex_unlock(&vmnap.lock);
+	vmnap_handoff_status(&st);
+	ret = vmnap_fill_status(skb, &st);
 	if (ret) {
 		nlmsg_free(skb);
 		return ret;
@@ -122,15 +130,10 @@ static int vmnap_cmd_test(struct sk_buff *skb, struct genl_info *info)
 		vmnap_test_unquiesce();
 		break;
 	case VMNAP_CMD_TEST_DROP_LINK:
-		vmnap_link_drop();
-		flush_workqueue(vmnap.wq);
+		vmnap_link_drop_sync();
 		break;
 	case VMNAP_CMD_TEST_EVIDENCE:
-		mutex_lock(&vmnap.lock);
-		vmnap_evidence_collect(&vmnap.last, READ_ONCE(vmnap_window_us));
-		vmnap.last_busy = vmnap_busy_reasons(&vmnap.last, &vmnap_thr);
-		vmnap.have_evidence = true;
-		mutex_unlock(&vmnap.lock);
+		vmnap_test_evidence();
 		break;
 	default:
 		return -EOPNOTSUPP;

@@ -6,9 +6,10 @@
  * sk_data_ready and sk_state_change run in softirq context under the
  * socket lock; they only queue the receive work.  The receive work reads
  * with MSG_DONTWAIT until -EAGAIN, frames and validates every message
- * (proto.c, uapi/vmnap.h) and hands accepted ones to main.c.  EOF, a
- * socket error (a vsock transport reset sets ECONNRESET) or a fatal
- * framing error drops the link: devices are released, and a reconnect is
+ * (core/proto.c, uapi/vmnap.h) and hands accepted ones up through the
+ * struct vmnap_link_ops given at init (handoff.c).  EOF, a socket error (a
+ * vsock transport reset sets ECONNRESET) or a fatal framing error drops
+ * the link: ops->on_down() releases the devices, and a reconnect is
  * scheduled with capped exponential backoff.  While connected nothing is
  * scheduled: an idle link costs no wakeups.
  *
@@ -17,6 +18,16 @@
  * CAP_NET_BIND_SERVICE can hold one, so the host refuses the guest link
  * from any other port and an unprivileged guest process cannot take over
  * the VM's session.
+ *
+ * Locking: the connect, receive and drop work run on the ordered vmnap_wq,
+ * never concurrently; they alone change the socket, the receive buffer and
+ * the backoff (vmnap_link_reset_backoff() is called from the receive work,
+ * and link stop runs with the workqueue flushed).  vlink.tx_lock (mutex)
+ * serialises writers of the socket (the receive work, the free page
+ * reporter, netlink test commands) and guards vlink.sock and the sequence
+ * number for them; it is taken inside the handoff lock and never held
+ * while calling the ops.  The socket callbacks run in softirq context
+ * under sk_callback_lock and only queue the receive work.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -27,6 +38,9 @@
 #include <net/sock.h>
 
 #include "vmnap_mod.h"
+#include "core/backoff.h"
+#include "core/proto.h"
+#include "link.h"
 
 /* A blocked send (host not reading) gives up after this long. */
 #define VMNAP_SEND_TIMEOUT_S	2
@@ -38,11 +52,39 @@
 #define VMNAP_RESV_PORT_MAX	1023U
 #define VMNAP_RESV_PORT_MIN	512U
 
+/**
+ * struct vmnap_link - the connection (see the locking rules above)
+ * @ops: the protocol above, given at init
+ * @tx_lock: serialises senders; guards @sock and @tx_seq for them
+ * @sock: the connected socket, or NULL
+ * @tx_seq: sequence number of the last message sent
+ * @rx: bytes received and not yet framed
+ * @connect_work: (re)connect, delayed by @backoff
+ * @rx_work: receive and dispatch
+ * @drop_work: drop the link as a transport reset would
+ * @backoff: reconnect delay
+ * @saved_data_ready: the socket's own callback, restored at close
+ * @saved_state_change: the socket's own callback, restored at close
+ */
+static struct vmnap_link {
+	const struct vmnap_link_ops *ops;
+	struct mutex tx_lock;
+	struct socket *sock;
+	u32 tx_seq;
+	struct vmnap_rxbuf rx;
+	struct delayed_work connect_work;
+	struct work_struct rx_work;
+	struct work_struct drop_work;
+	struct vmnap_backoff backoff;
+	void (*saved_data_ready)(struct sock *sk);
+	void (*saved_state_change)(struct sock *sk);
+} vlink;
+
 static void vmnap_sk_data_ready(struct sock *sk)
 {
 	read_lock_bh(&sk->sk_callback_lock);
 	if (sk->sk_user_data)
-		queue_work(vmnap.wq, &vmnap.rx_work);
+		queue_work(vmnap_wq, &vlink.rx_work);
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
@@ -50,7 +92,7 @@ static void vmnap_sk_state_change(struct sock *sk)
 {
 	read_lock_bh(&sk->sk_callback_lock);
 	if (sk->sk_user_data)
-		queue_work(vmnap.wq, &vmnap.rx_work);
+		queue_work(vmnap_wq, &vlink.rx_work);
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
@@ -59,9 +101,9 @@ static void vmnap_sk_install(struct socket *sock)
 	struct sock *sk = sock->sk;
 
 	write_lock_bh(&sk->sk_callback_lock);
-	vmnap.saved_data_ready = sk->sk_data_ready;
-	vmnap.saved_state_change = sk->sk_state_change;
-	sk->sk_user_data = &vmnap;
+	vlink.saved_data_ready = sk->sk_data_ready;
+	vlink.saved_state_change = sk->sk_state_change;
+	sk->sk_user_data = &vlink;
 	sk->sk_data_ready = vmnap_sk_data_ready;
 	sk->sk_state_change = vmnap_sk_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
@@ -73,14 +115,9 @@ static void vmnap_sk_restore(struct socket *sock)
 
 	write_lock_bh(&sk->sk_callback_lock);
 	sk->sk_user_data = NULL;
-	sk->sk_data_ready = vmnap.saved_data_ready;
-	sk->sk_state_change = vmnap.saved_state_change;
+	sk->sk_data_ready = vlink.saved_data_ready;
+	sk->sk_state_change = vlink.saved_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
-}
-
-bool vmnap_link_is_up(void)
-{
-	return READ_ONCE(vmnap.fsm.link) == VMNAP_LINK_UP;
 }
 
 /* Send one whole message; serialised with other senders by tx_lock. */
@@ -90,10 +127,10 @@ static int vmnap_send_locked(const void *buf, size_t len)
 	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
 	int ret;
 
-	if (!vmnap.sock)
+	if (!vlink.sock)
 		return -ENOTCONN;
 	while (iov.iov_len) {
-		ret = kernel_sendmsg(vmnap.sock, &msg, &iov, 1, iov.iov_len);
+		ret = kernel_sendmsg(vlink.sock, &msg, &iov, 1, iov.iov_len);
 		if (ret <= 0) {
 			vmnap_count(VMNAP_CTR_TX_ERRORS);
 			return ret ? ret : -EPIPE;
@@ -113,10 +150,10 @@ int vmnap_send(const void *buf, size_t len)
 
 	if (!len)
 		return -EINVAL;
-	mutex_lock(&vmnap.tx_lock);
-	h->seq = cpu_to_le32(++vmnap.tx_seq);
+	mutex_lock(&vlink.tx_lock);
+	h->seq = cpu_to_le32(++vlink.tx_seq);
 	ret = vmnap_send_locked(buf, len);
-	mutex_unlock(&vmnap.tx_lock);
+	mutex_unlock(&vlink.tx_lock);
 	return ret;
 }
 
@@ -130,10 +167,10 @@ int vmnap_send_error(u32 code, u32 ref_seq, const char *text)
 
 static void vmnap_schedule_connect(void)
 {
-	u32 ms = vmnap_backoff_next(&vmnap.backoff);
+	u32 ms = vmnap_backoff_next(&vlink.backoff);
 
-	if (!READ_ONCE(vmnap.stopping))
-		queue_delayed_work(vmnap.wq, &vmnap.connect_work,
+	if (!vmnap_stopping())
+		queue_delayed_work(vmnap_wq, &vlink.connect_work,
 				   msecs_to_jiffies(ms));
 }
 
@@ -142,30 +179,28 @@ static void vmnap_close(void)
 {
 	struct socket *sock;
 
-	mutex_lock(&vmnap.tx_lock);
-	sock = vmnap.sock;
-	vmnap.sock = NULL;
-	mutex_unlock(&vmnap.tx_lock);
+	mutex_lock(&vlink.tx_lock);
+	sock = vlink.sock;
+	vlink.sock = NULL;
+	mutex_unlock(&vlink.tx_lock);
 	if (!sock)
 		return;
 	vmnap_sk_restore(sock);
 	kernel_sock_shutdown(sock, SHUT_RDWR);
 	sock_release(sock);
-	vmnap.rx.len = 0;
+	vlink.rx.len = 0;
 }
 
 /* The connection is gone or untrustworthy: release and reconnect. */
 static void vmnap_lost(void)
 {
-	bool had = vmnap.sock != NULL;
+	bool had = vlink.sock != NULL;
 
 	vmnap_close();
 	if (!had)
 		return;
 	vmnap_count(VMNAP_CTR_LINK_LOSSES);
-	mutex_lock(&vmnap.lock);
-	vmnap_link_down();
-	mutex_unlock(&vmnap.lock);
+	vlink.ops->on_down();
 	vmnap_schedule_connect();
 }
 
@@ -202,7 +237,7 @@ static void vmnap_connect_work(struct work_struct *work)
 	struct socket *sock;
 	int ret;
 
-	if (READ_ONCE(vmnap.stopping) || vmnap.sock)
+	if (vmnap_stopping() || vlink.sock)
 		return;
 	ret = sock_create_kern(&init_net, AF_VSOCK, SOCK_STREAM, 0, &sock);
 	if (ret) {
@@ -232,7 +267,7 @@ static void vmnap_connect_work(struct work_struct *work)
 	if (ret) {
 		sock_release(sock);
 		vmnap_count(VMNAP_CTR_CONNECT_FAILS);
-		if (vmnap.backoff.attempts == 0)
+		if (vlink.backoff.attempts == 0)
 			pr_info("connect to cid %u port %u: %d, retrying\n",
 				vmnap_host_cid, vmnap_port, ret);
 		vmnap_schedule_connect();
@@ -240,18 +275,16 @@ static void vmnap_connect_work(struct work_struct *work)
 	}
 	vmnap_count(VMNAP_CTR_CONNECTS);
 	vmnap_sk_install(sock);
-	mutex_lock(&vmnap.tx_lock);
-	vmnap.sock = sock;
-	vmnap.tx_seq = 0;
-	mutex_unlock(&vmnap.tx_lock);
-	vmnap.rx.len = 0;
+	mutex_lock(&vlink.tx_lock);
+	vlink.sock = sock;
+	vlink.tx_seq = 0;
+	mutex_unlock(&vlink.tx_lock);
+	vlink.rx.len = 0;
 
-	mutex_lock(&vmnap.lock);
-	vmnap_link_up();
-	mutex_unlock(&vmnap.lock);
+	vlink.ops->on_up();
 	pr_info("connected to cid %u port %u\n", vmnap_host_cid, vmnap_port);
 	/* data (or a reset) may have arrived before the callbacks were set */
-	queue_work(vmnap.wq, &vmnap.rx_work);
+	queue_work(vmnap_wq, &vlink.rx_work);
 }
 
 /* Frame and dispatch whatever the buffer holds. */
@@ -260,7 +293,7 @@ static int vmnap_rx_dispatch(void)
 	struct vmnap_rxmsg m;
 	int ret;
 
-	while ((ret = vmnap_rx_next(&vmnap.rx, &m)) != 0) {
+	while ((ret = vmnap_rx_next(&vlink.rx, &m)) != 0) {
 		if (ret < 0) {
 			vmnap_count(VMNAP_CTR_RX_FATAL);
 			pr_warn_ratelimited("host stream unframed: %s, dropping link\n",
@@ -269,7 +302,7 @@ static int vmnap_rx_dispatch(void)
 			return -EPROTO;
 		}
 		if (m.err) {
-			u32 ref = le32_to_cpu(((struct vmnap_hdr *)vmnap.rx.buf)->seq);
+			u32 ref = le32_to_cpu(((struct vmnap_hdr *)vlink.rx.buf)->seq);
 
 			vmnap_count(VMNAP_CTR_RX_BAD);
 			pr_warn_ratelimited("host message rejected: %s\n",
@@ -277,13 +310,11 @@ static int vmnap_rx_dispatch(void)
 			vmnap_send_error(m.err, ref, NULL);
 		} else {
 			vmnap_count(VMNAP_CTR_RX_MSGS);
-			mutex_lock(&vmnap.lock);
-			ret = vmnap_handle_msg(m.hdr, m.payload);
-			mutex_unlock(&vmnap.lock);
+			ret = vlink.ops->on_msg(m.hdr, m.payload);
 			if (ret)
 				return ret;
 		}
-		vmnap_rx_consume(&vmnap.rx, m.size);
+		vmnap_rx_consume(&vlink.rx, m.size);
 	}
 	return 0;
 }
@@ -294,17 +325,17 @@ static void vmnap_rx_work(struct work_struct *work)
 	struct kvec iov;
 	int ret;
 
-	if (!vmnap.sock)
+	if (!vlink.sock)
 		return;
 	for (;;) {
-		if (vmnap.rx.len == vmnap.rx.cap) {
+		if (vlink.rx.len == vlink.rx.cap) {
 			/* cannot happen: rx_next frames any full buffer */
 			ret = -EPROTO;
 			break;
 		}
-		iov.iov_base = vmnap.rx.buf + vmnap.rx.len;
-		iov.iov_len = vmnap.rx.cap - vmnap.rx.len;
-		ret = kernel_recvmsg(vmnap.sock, &msg, &iov, 1, iov.iov_len,
+		iov.iov_base = vlink.rx.buf + vlink.rx.len;
+		iov.iov_len = vlink.rx.cap - vlink.rx.len;
+		ret = kernel_recvmsg(vlink.sock, &msg, &iov, 1, iov.iov_len,
 				     MSG_DONTWAIT);
 		if (ret == -EAGAIN)
 			return;
@@ -313,11 +344,11 @@ static void vmnap_rx_work(struct work_struct *work)
 				ret = -ECONNRESET;
 			break;
 		}
-		vmnap.rx.len += ret;
+		vlink.rx.len += ret;
 		ret = vmnap_rx_dispatch();
 		if (ret)
 			break;
-		if (!vmnap.sock)	/* dropped by a handler */
+		if (!vlink.sock)	/* dropped by a handler */
 			return;
 	}
 	pr_info("link lost (%d)\n", ret);
@@ -327,66 +358,72 @@ static void vmnap_rx_work(struct work_struct *work)
 /* Drop the link as a transport reset would (test hook, protocol errors). */
 static void vmnap_drop_work(struct work_struct *work)
 {
-	if (vmnap.sock) {
+	if (vlink.sock) {
 		pr_info("link dropped\n");
 		vmnap_lost();
 	}
 }
 
-static DECLARE_WORK(vmnap_drop, vmnap_drop_work);
-
 void vmnap_link_drop(void)
 {
-	queue_work(vmnap.wq, &vmnap_drop);
+	queue_work(vmnap_wq, &vlink.drop_work);
 }
 
-int vmnap_link_init(void)
+/* Drop the link and wait until it is dropped (netlink test command). */
+void vmnap_link_drop_sync(void)
 {
-	mutex_init(&vmnap.tx_lock);
-	INIT_DELAYED_WORK(&vmnap.connect_work, vmnap_connect_work);
-	INIT_WORK(&vmnap.rx_work, vmnap_rx_work);
-	vmnap_backoff_init(&vmnap.backoff, vmnap_reconnect_min_ms,
+	vmnap_link_drop();
+	flush_workqueue(vmnap_wq);
+}
+
+/* HELLO_ACK accepted: the next loss reconnects after the shortest delay. */
+void vmnap_link_reset_backoff(void)
+{
+	vmnap_backoff_reset(&vlink.backoff);
+}
+
+int vmnap_link_init(const struct vmnap_link_ops *ops)
+{
+	vlink.ops = ops;
+	mutex_init(&vlink.tx_lock);
+	INIT_DELAYED_WORK(&vlink.connect_work, vmnap_connect_work);
+	INIT_WORK(&vlink.rx_work, vmnap_rx_work);
+	INIT_WORK(&vlink.drop_work, vmnap_drop_work);
+	vmnap_backoff_init(&vlink.backoff, vmnap_reconnect_min_ms,
 			   vmnap_reconnect_max_ms);
-	vmnap.rx.cap = VMNAP_MAX_MSG;
-	vmnap.rx.buf = kvmalloc(vmnap.rx.cap, GFP_KERNEL);
-	vmnap.txbuf = kvmalloc(VMNAP_MAX_MSG, GFP_KERNEL);
-	if (!vmnap.rx.buf || !vmnap.txbuf) {
-		kvfree(vmnap.rx.buf);
-		kvfree(vmnap.txbuf);
+	vlink.rx.cap = VMNAP_MAX_MSG;
+	vlink.rx.buf = kvmalloc(vlink.rx.cap, GFP_KERNEL);
+	if (!vlink.rx.buf)
 		return -ENOMEM;
-	}
 	return 0;
 }
 
 void vmnap_link_start(void)
 {
-	queue_delayed_work(vmnap.wq, &vmnap.connect_work, 0);
+	queue_delayed_work(vmnap_wq, &vlink.connect_work, 0);
 }
 
 /*
- * Stop for unload: no new connect, socket closed with callbacks restored
- * before the works are flushed, so nothing re-queues them afterwards.
+ * Stop for unload (vmnap_stopping() is already true, so no work schedules
+ * a new connect): socket closed with callbacks restored before the works
+ * are flushed, so nothing re-queues them afterwards.
  */
 void vmnap_link_stop(void)
 {
-	WRITE_ONCE(vmnap.stopping, true);
-	cancel_delayed_work_sync(&vmnap.connect_work);
-	flush_workqueue(vmnap.wq);
-	/* only the (now idle) workqueue changes vmnap.sock */
-	if (vmnap.sock)
-		vmnap_sk_restore(vmnap.sock);
+	cancel_delayed_work_sync(&vlink.connect_work);
+	flush_workqueue(vmnap_wq);
+	/* only the (now idle) workqueue changes vlink.sock */
+	if (vlink.sock)
+		vmnap_sk_restore(vlink.sock);
 	/* a receive work queued before the restore runs to its end */
-	flush_workqueue(vmnap.wq);
+	flush_workqueue(vmnap_wq);
 	vmnap_close();
-	cancel_work_sync(&vmnap.rx_work);
-	cancel_work_sync(&vmnap_drop);
-	mutex_lock(&vmnap.lock);
-	vmnap_link_down();
-	mutex_unlock(&vmnap.lock);
+	cancel_work_sync(&vlink.rx_work);
+	cancel_work_sync(&vlink.drop_work);
+	vlink.ops->on_down();
 }
 
 void vmnap_link_exit(void)
 {
-	kvfree(vmnap.rx.buf);
-	kvfree(vmnap.txbuf);
+	kvfree(vlink.rx.buf);
 }

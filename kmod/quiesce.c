@@ -20,6 +20,15 @@
  * receives nothing anyway; a running one must not lose packets).
  *
  * Release is idempotent: each held device is released exactly once.
+ *
+ * Locking: the held devices (vq.qdevs, vq.nr_qdevs) have no lock of their
+ * own: every caller of vmnap_quiesce(), vmnap_unquiesce() and
+ * vmnap_quiesced_devices() holds the handoff lock (handoff.c), and
+ * vmnap_quiesce_exit() runs at unload after the link, the netlink family
+ * and the handoff are stopped.  The fail-safe hrtimer only queues its work
+ * on vmnap_wq; a generation count (atomic) makes a fire from an earlier
+ * arming harmless; the work calls the callback given at init, which takes
+ * the handoff lock itself.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -34,6 +43,7 @@
 
 #include "compat.h"
 #include "vmnap_mod.h"
+#include "quiesce.h"
 
 enum vmnap_qdev_kind {
 	VMNAP_QDEV_BLK,
@@ -74,6 +84,22 @@ static struct virtio_driver vmnap_vdrv = {
 	.remove = vmnap_vdrv_remove,
 };
 
+/**
+ * struct vmnap_quiesce - held devices and the fail-safe
+ * @qdevs: held devices, [VMNAP_MAX_QUIESCE_DEVS]
+ * @nr_qdevs: how many of @qdevs are held
+ * @failsafe: fires failsafe_ms after the devices were held
+ * @failsafe_work: runs @failsafe_expired on vmnap_wq
+ * @failsafe_expired: given at init (handoff.c releases the devices)
+ */
+static struct vmnap_quiesce {
+	struct vmnap_qdev *qdevs;
+	unsigned int nr_qdevs;
+	struct hrtimer failsafe;
+	struct work_struct failsafe_work;
+	void (*failsafe_expired)(void);
+} vq;
+
 static atomic_t vmnap_failsafe_gen = ATOMIC_INIT(0);
 static atomic_t vmnap_failsafe_fired = ATOMIC_INIT(-1);
 
@@ -88,9 +114,9 @@ static int vmnap_walk_child(struct device *child, void *data)
 	u32 id = *(u32 *)data;
 	struct vmnap_qdev *qd;
 
-	if (vmnap.nr_qdevs == VMNAP_MAX_QUIESCE_DEVS)
+	if (vq.nr_qdevs == VMNAP_MAX_QUIESCE_DEVS)
 		return -ENOSPC;
-	qd = &vmnap.qdevs[vmnap.nr_qdevs];
+	qd = &vq.qdevs[vq.nr_qdevs];
 	if (id == VIRTIO_ID_BLOCK && vmnap_is_class(child, "block") &&
 	    child->type && child->type->name &&
 	    !strcmp(child->type->name, "disk")) {
@@ -107,7 +133,7 @@ static int vmnap_walk_child(struct device *child, void *data)
 		return 0;
 	}
 	qd->dev = get_device(child);
-	vmnap.nr_qdevs++;
+	vq.nr_qdevs++;
 	return 0;
 }
 
@@ -127,9 +153,9 @@ static void vmnap_put_devices(void)
 {
 	unsigned int i;
 
-	for (i = 0; i < vmnap.nr_qdevs; i++)
-		put_device(vmnap.qdevs[i].dev);
-	vmnap.nr_qdevs = 0;
+	for (i = 0; i < vq.nr_qdevs; i++)
+		put_device(vq.qdevs[i].dev);
+	vq.nr_qdevs = 0;
 }
 
 static void vmnap_release_dev(struct vmnap_qdev *qd)
@@ -146,7 +172,7 @@ static void vmnap_release_dev(struct vmnap_qdev *qd)
 /*
  * Hold every virtio block and network device.  Returns 0 with all held, or
  * a negative errno with none held (a disk did not drain within
- * @timeout_ms, or too many devices).  vmnap.lock held.
+ * @timeout_ms, or too many devices).  Handoff lock held.
  */
 int vmnap_quiesce(unsigned int timeout_ms)
 {
@@ -154,7 +180,7 @@ int vmnap_quiesce(unsigned int timeout_ms)
 	unsigned int i;
 	int ret;
 
-	if (vmnap.nr_qdevs)
+	if (vq.nr_qdevs)
 		return 0;	/* already held */
 	ret = bus_for_each_dev(vmnap_vdrv.driver.bus, NULL, NULL,
 			       vmnap_walk_vdev);
@@ -163,8 +189,8 @@ int vmnap_quiesce(unsigned int timeout_ms)
 		vmnap_put_devices();
 		return ret;
 	}
-	for (i = 0; i < vmnap.nr_qdevs; i++) {
-		struct vmnap_qdev *qd = &vmnap.qdevs[i];
+	for (i = 0; i < vq.nr_qdevs; i++) {
+		struct vmnap_qdev *qd = &vq.qdevs[i];
 
 		if (qd->kind == VMNAP_QDEV_BLK) {
 			blk_freeze_queue_start(qd->q);
@@ -176,12 +202,12 @@ int vmnap_quiesce(unsigned int timeout_ms)
 		} else {
 			/* detached by someone else: not ours to attach */
 			put_device(qd->dev);
-			vmnap.qdevs[i--] = vmnap.qdevs[--vmnap.nr_qdevs];
+			vq.qdevs[i--] = vq.qdevs[--vq.nr_qdevs];
 		}
 		rtnl_unlock();
 	}
-	for (i = 0; i < vmnap.nr_qdevs; i++) {
-		struct vmnap_qdev *qd = &vmnap.qdevs[i];
+	for (i = 0; i < vq.nr_qdevs; i++) {
+		struct vmnap_qdev *qd = &vq.qdevs[i];
 		long left = (long)(deadline - jiffies);
 
 		if (qd->kind != VMNAP_QDEV_BLK)
@@ -200,17 +226,17 @@ int vmnap_quiesce(unsigned int timeout_ms)
 /* Release every held device; returns how many were held.  Idempotent. */
 unsigned int vmnap_unquiesce(void)
 {
-	unsigned int i, n = vmnap.nr_qdevs;
+	unsigned int i, n = vq.nr_qdevs;
 
 	for (i = 0; i < n; i++)
-		vmnap_release_dev(&vmnap.qdevs[i]);
+		vmnap_release_dev(&vq.qdevs[i]);
 	vmnap_put_devices();
 	return n;
 }
 
 unsigned int vmnap_quiesced_devices(void)
 {
-	return vmnap.nr_qdevs;
+	return vq.nr_qdevs;
 }
 
 /* ---- fail-safe -------------------------------------------------------- */
@@ -218,7 +244,7 @@ unsigned int vmnap_quiesced_devices(void)
 static enum hrtimer_restart vmnap_failsafe_fn(struct hrtimer *t)
 {
 	atomic_set(&vmnap_failsafe_fired, atomic_read(&vmnap_failsafe_gen));
-	queue_work(vmnap.wq, &vmnap.failsafe_work);
+	queue_work(vmnap_wq, &vq.failsafe_work);
 	return HRTIMER_NORESTART;
 }
 
@@ -229,54 +255,55 @@ static void vmnap_failsafe_work(struct work_struct *work)
 		return;
 	pr_info("fail-safe: no pause or resume within %u ms\n",
 		READ_ONCE(vmnap_failsafe_ms));
-	vmnap_failsafe_expired();
+	vq.failsafe_expired();
 }
 
 /* Arm for failsafe_ms of guest time (a paused guest sees none pass). */
 void vmnap_failsafe_arm(void)
 {
 	atomic_inc(&vmnap_failsafe_gen);
-	hrtimer_start(&vmnap.failsafe,
+	hrtimer_start(&vq.failsafe,
 		      ms_to_ktime(max(READ_ONCE(vmnap_failsafe_ms), 1U)),
 		      HRTIMER_MODE_REL);
 }
 
 void vmnap_failsafe_cancel(void)
 {
-	hrtimer_cancel(&vmnap.failsafe);
+	hrtimer_cancel(&vq.failsafe);
 	atomic_inc(&vmnap_failsafe_gen);
 }
 
 bool vmnap_is_own_timer(const struct hrtimer *t)
 {
-	return t == &vmnap.failsafe;
+	return t == &vq.failsafe;
 }
 
-int vmnap_quiesce_init(void)
+int vmnap_quiesce_init(void (*failsafe_expired)(void))
 {
 	int ret;
 
-	vmnap.qdevs = kcalloc(VMNAP_MAX_QUIESCE_DEVS, sizeof(*vmnap.qdevs),
+	vq.failsafe_expired = failsafe_expired;
+	vq.qdevs = kcalloc(VMNAP_MAX_QUIESCE_DEVS, sizeof(*vq.qdevs),
 			      GFP_KERNEL);
-	if (!vmnap.qdevs)
+	if (!vq.qdevs)
 		return -ENOMEM;
-	vmnap_hrtimer_setup(&vmnap.failsafe, vmnap_failsafe_fn, CLOCK_MONOTONIC,
+	vmnap_hrtimer_setup(&vq.failsafe, vmnap_failsafe_fn, CLOCK_MONOTONIC,
 			    HRTIMER_MODE_REL);
-	INIT_WORK(&vmnap.failsafe_work, vmnap_failsafe_work);
+	INIT_WORK(&vq.failsafe_work, vmnap_failsafe_work);
 	ret = register_virtio_driver(&vmnap_vdrv);
 	if (ret) {
-		kfree(vmnap.qdevs);
+		kfree(vq.qdevs);
 		return ret;
 	}
 	return 0;
 }
 
-/* After the link is stopped and devices released (vmnap_exit()). */
+/* After the link is stopped and devices released (unload). */
 void vmnap_quiesce_exit(void)
 {
-	hrtimer_cancel(&vmnap.failsafe);
-	cancel_work_sync(&vmnap.failsafe_work);
+	hrtimer_cancel(&vq.failsafe);
+	cancel_work_sync(&vq.failsafe_work);
 	vmnap_unquiesce();
 	unregister_virtio_driver(&vmnap_vdrv);
-	kfree(vmnap.qdevs);
+	kfree(vq.qdevs);
 }

@@ -1,85 +1,39 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * vmnap_mod.h - state shared by the files of vmnap.ko.
+ * vmnap_mod.h - what every file of vmnap.ko shares: the module parameters,
+ * the counters, the module's workqueue and the unload flag, all defined in
+ * main.c.  Each component keeps its own state in its own file, behind the
+ * functions of its header; the pure logic is in core/.
  *
- * One instance (struct vmnap, in main.c) per guest.  Locking:
- *  - vmnap.wq is ordered: connect, receive and fail-safe work never run
- *    concurrently, so the link and handoff state change in one place.
- *  - vmnap.lock (mutex) serialises that work with netlink commands and
- *    with module unload; it protects fsm, quiesce state and last evidence.
- *  - vmnap.tx_lock (mutex) serialises writers of the socket (the receive
- *    work and the free page reporter) and guards vmnap.sock for them.
- *  - counters are atomic64 and read without locks.
+ * Calls go down this list by name, and up only through the callbacks a
+ * lower file is given at init (struct vmnap_link_ops, struct
+ * vmnap_free_ops, the fail-safe callback of quiesce.c):
+ *
+ *   main.c      module init/exit and parameters; wires the others
+ *   genl.c      netlink family "vmnap": status and test commands
+ *   freepage.c  free page reporting (a client of the protocol)
+ *   handoff.c   protocol dispatch and the handoff state machine
+ *   link.c      the vsock client         quiesce.c  devices, fail-safe
+ *   evidence.c  idle evidence, guest RAM ranges
+ *
+ * Locking: each file that owns a lock documents it in its header comment
+ * (handoff.c: the handoff lock, which serialises the protocol and handoff
+ * state; link.c: the socket and its tx lock; freepage.c: the pending free
+ * batch).  vmnap_wq is ordered: connect, receive and fail-safe work never
+ * run concurrently.  Counters are atomic64 and read without locks.
  */
 #ifndef _VMNAP_MOD_H
 #define _VMNAP_MOD_H
 
 #include <linux/atomic.h>
-#include <linux/completion.h>
-#include <linux/hrtimer.h>
-#include <linux/mutex.h>
-#include <linux/net.h>
+#include <linux/compiler.h>
+#include <linux/types.h>
 #include <linux/workqueue.h>
 
 #include "uapi/vmnap.h"
 #include "uapi/vmnap_genl.h"
-#include "backoff.h"
-#include "fsm.h"
-#include "proto.h"
-#include "verdict.h"
 
 #define VMNAP_MODULE_VERSION	"0.1.0"
-
-/* Quiesce bookkeeping: at most this many virtio devices are held. */
-#define VMNAP_MAX_QUIESCE_DEVS	32
-
-struct vmnap_qdev;
-
-struct vmnap {
-	struct mutex lock;
-	struct workqueue_struct *wq;
-	bool stopping;
-
-	/* link (link.c) */
-	struct mutex tx_lock;
-	struct socket *sock;
-	u32 tx_seq;
-	struct vmnap_rxbuf rx;
-	struct delayed_work connect_work;
-	struct work_struct rx_work;
-	struct vmnap_backoff backoff;
-	void (*saved_data_ready)(struct sock *sk);
-	void (*saved_state_change)(struct sock *sk);
-	u8 *txbuf;			/* VMNAP_MAX_MSG bytes, under tx_lock */
-
-	/* protocol (fsm.c) */
-	struct vmnap_fsm fsm;
-	u32 offered;			/* features in the last HELLO */
-
-	/* quiesce (quiesce.c) */
-	struct vmnap_qdev *qdevs;
-	unsigned int nr_qdevs;
-	struct hrtimer failsafe;
-	struct work_struct failsafe_work;
-	ktime_t quiesced_at;
-
-	/* free page reporting (freepage.c) */
-	bool free_registered;
-	const char *free_off_reason;
-	struct completion free_done;
-	u64 free_batch;
-
-	/* evidence (evidence.c) */
-	bool have_evidence;
-	struct vmnap_sample last;
-	u32 last_busy;
-	u32 last_verdict;
-	u64 last_req_id;
-
-	atomic64_t counters[VMNAP_CTR_MAX];
-};
-
-extern struct vmnap vmnap;
 
 /* module parameters (main.c) */
 extern unsigned int vmnap_host_cid;
@@ -88,61 +42,37 @@ extern bool vmnap_enabled;
 extern bool vmnap_test_hooks;
 extern unsigned int vmnap_failsafe_ms;
 extern unsigned int vmnap_window_us;
+extern unsigned int vmnap_min_idle_permille;
+extern unsigned long vmnap_max_dirty_pages;
+extern unsigned int vmnap_min_timer_us;
 extern unsigned int vmnap_reconnect_min_ms;
 extern unsigned int vmnap_reconnect_max_ms;
 extern unsigned int vmnap_free_ack_ms;
 extern bool vmnap_free_report;
-extern struct vmnap_thresholds vmnap_thr;
+
+/* module-wide state (main.c) */
+extern struct workqueue_struct *vmnap_wq;	/* ordered */
+extern bool vmnap_unloading;			/* set once, at unload */
+extern atomic64_t vmnap_counters[VMNAP_CTR_MAX];
+
+static inline bool vmnap_stopping(void)
+{
+	return READ_ONCE(vmnap_unloading);
+}
 
 static inline void vmnap_count(enum vmnap_counter c)
 {
-	atomic64_inc(&vmnap.counters[c]);
+	atomic64_inc(&vmnap_counters[c]);
 }
 
-/* main.c: protocol dispatch, called by the receive work under vmnap.lock */
-int vmnap_handle_msg(const struct vmnap_hdr *h, const void *payload);
-void vmnap_link_up(void);
-void vmnap_link_down(void);
-int vmnap_test_handoff(u32 *verdict, u32 *busy);
-void vmnap_test_unquiesce(void);
-void vmnap_failsafe_expired(void);
+static inline void vmnap_count_add(enum vmnap_counter c, u64 n)
+{
+	atomic64_add(n, &vmnap_counters[c]);
+}
 
-/* link.c */
-int vmnap_link_init(void);
-void vmnap_link_start(void);
-void vmnap_link_stop(void);
-void vmnap_link_exit(void);
-int vmnap_send(const void *buf, size_t len);
-int vmnap_send_error(u32 code, u32 ref_seq, const char *text);
-void vmnap_link_drop(void);
-bool vmnap_link_is_up(void);
-
-/* evidence.c */
-int vmnap_evidence_init(void);
-void vmnap_evidence_exit(void);
-void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us);
-bool vmnap_timer_evidence_active(void);
-int vmnap_ram_ranges(u64 (*ranges)[2], unsigned int max);
-
-/* quiesce.c */
-int vmnap_quiesce_init(void);
-void vmnap_quiesce_exit(void);
-int vmnap_quiesce(unsigned int timeout_ms);
-unsigned int vmnap_unquiesce(void);
-unsigned int vmnap_quiesced_devices(void);
-void vmnap_failsafe_arm(void);
-void vmnap_failsafe_cancel(void);
-bool vmnap_is_own_timer(const struct hrtimer *t);
-
-/* freepage.c */
-void vmnap_freepage_init(void);
-void vmnap_freepage_exit(void);
-void vmnap_freepage_ack(u32 status);
-void vmnap_freepage_abort(void);
-void vmnap_freepage_link_up(void);
-
-/* genl.c */
-int vmnap_genl_init(void);
-void vmnap_genl_exit(void);
+static inline u64 vmnap_counter_read(unsigned int i)
+{
+	return atomic64_read(&vmnap_counters[i]);
+}
 
 #endif /* _VMNAP_MOD_H */

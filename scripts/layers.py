@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """layers.py - check that a tree's layers point one way.
 
-A layered tree is a folder whose subfolders are layers, listed with what
-each may use in a make fragment (host-pager/src/layers.mk):
+A layered tree is a folder whose subfolders are layers (the layer "." is
+the files of the folder itself), listed with what each may use in a make
+fragment (host-pager/src/layers.mk, kmod/layers.mk):
 
     VMNAPD_LAYERS := core coord pager ...    (any *_LAYERS := variable)
     LAYER_USES_<layer> := <layer> ...
@@ -16,7 +17,8 @@ Checked, each failure one line on stdout and counted:
   - with --obj, every symbol a layer's objects take from another layer
     (nm: undefined there, defined in that layer's objects) comes from a
     layer it uses: calls and data references, not just includes; and no
-    two files of one layer use each other, directly or around a loop.
+    two files of one layer call each other, directly or around a loop
+    (a file's shared data, such as module parameters, makes no cycle).
 
 Usage: layers.py --tree DIR [--obj DIR] [--tap]
 Exit 0 when clean, 1 on a violation, 2 on bad usage or input.
@@ -35,7 +37,7 @@ def read_layers(mk):
     text = open(mk).read().replace("\\\n", " ")
     for line in text.splitlines():
         line = line.split("#", 1)[0]
-        m = re.match(r"^\s*(\w+)\s*:?=\s*(.*)$", line)
+        m = re.match(r"^\s*([\w.]+)\s*:?=\s*(.*)$", line)
         if not m:
             continue
         var, val = m.group(1), m.group(2).split()
@@ -82,7 +84,7 @@ def find_cycle(layers, uses):
 def layer_files(tree, layers, exts):
     out = {}
     for layer in layers:
-        d = os.path.join(tree, layer)
+        d = tree if layer == "." else os.path.join(tree, layer)
         if not os.path.isdir(d):
             continue
         out[layer] = sorted(os.path.join(d, f) for f in os.listdir(d)
@@ -105,7 +107,12 @@ def check_includes(tree, layers, uses, problems):
                     owner = headers.get(inc)
                 else:   # a path from the repository root into the tree
                     rel = os.path.relpath(os.path.normpath(inc), os.path.normpath(a_tree))
-                    owner = rel.split(os.sep)[0] if not rel.startswith("..") else None
+                    if rel.startswith(".."):
+                        owner = None
+                    else:
+                        first = rel.split(os.sep)[0]
+                        owner = first if first in layers and os.sep in rel else "."
+                        owner = owner if owner in layers else None
                 if owner and owner not in allowed:
                     problems.append(f"include: {f} ({layer}) includes {inc} "
                                     f"of layer {owner}, which {layer} does not use")
@@ -115,27 +122,33 @@ def nm_symbols(obj):
     res = subprocess.run(["nm", "--no-sort", obj], capture_output=True, text=True)
     if res.returncode:
         raise ValueError(f"nm {obj}: {res.stderr.strip()}")
-    defined, undefined = set(), set()
+    defined, undefined = {}, set()   # defined: symbol -> is a function
     for line in res.stdout.splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[0] == "U":
             undefined.add(parts[1])
         elif len(parts) == 3 and parts[1] in "TDBRVWGSCiu":
-            defined.add(parts[2])
+            defined[parts[2]] = parts[1] in "TWi"
     return defined, undefined
 
 
-def check_symbols(objdir, layers, uses, problems):
-    objs = layer_files(objdir, layers, (".o",))
+def check_symbols(tree, objdir, layers, uses, problems):
+    # Only objects of sources that exist: a stale object of a moved or
+    # removed file would claim its symbols for the wrong layer.
+    objs = {layer: [o for o in files if os.path.exists(os.path.join(
+                tree if layer == "." else os.path.join(tree, layer),
+                os.path.basename(o)[:-2] + ".c"))]
+            for layer, files in layer_files(objdir, layers, (".o",)).items()}
     if not any(objs.values()):
         raise ValueError(f"{objdir}: no objects; build first")
-    owner, obj_of, needs = {}, {}, {}
+    owner, obj_of, is_fn, needs = {}, {}, {}, {}
     for layer, files in objs.items():
         for o in files:
             defined, undefined = nm_symbols(o)
-            for s in defined:
+            for s, fn in defined.items():
                 owner[s] = layer
                 obj_of[s] = o
+                is_fn[s] = fn
             needs[o] = (layer, undefined)
     calls = {o: set() for o in needs}   # object -> objects of its own layer it uses
     for o, (layer, undefined) in sorted(needs.items()):
@@ -144,8 +157,8 @@ def check_symbols(objdir, layers, uses, problems):
             if s in owner and owner[s] not in allowed:
                 problems.append(f"symbol: {o} ({layer}) uses {s} of layer "
                                 f"{owner[s]}, which {layer} does not use")
-            elif s in owner and owner[s] == layer and obj_of[s] != o:
-                calls[o].add(obj_of[s])
+            elif s in owner and owner[s] == layer and obj_of[s] != o and is_fn[s]:
+                calls[o].add(obj_of[s])   # calls only: shared data is no cycle
     files = sorted(calls)
     cycle = find_cycle(files, {o: sorted(calls[o]) for o in files})
     if cycle:
@@ -168,7 +181,7 @@ def main():
             problems.append("cycle in the declared layers: " + " -> ".join(cycle))
         check_includes(a.tree, layers, uses, problems)
         if a.obj:
-            check_symbols(a.obj, layers, uses, problems)
+            check_symbols(a.tree, a.obj, layers, uses, problems)
     except (OSError, ValueError) as e:
         print(f"layers.py: {e}", file=sys.stderr)
         return 2

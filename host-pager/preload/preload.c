@@ -6,7 +6,8 @@
  * memfd_create() is interposed to remember guest-RAM memfds (by name); a
  * later shared mmap()/mmap64() of such a memfd of at least the size
  * threshold is guest RAM.  For it the shim creates a userfaultfd (the
- * userfaultfd syscall, else /dev/userfaultfd), does UFFDIO_API, and sends
+ * userfaultfd syscall, else /dev/userfaultfd), does UFFDIO_API asking for
+ * the REMOVE, UNMAP and REMAP events where offered, and sends
  * the region with the userfaultfd and the memfd to vmnapd's memory
  * handshake socket (see host-pager/src/vm/mem_handshake.h).  It does not
  * register the range: vmnapd registers it only while pages are out.  The
@@ -188,23 +189,43 @@ static bool is_known_memfd(int fd)
 	return found;
 }
 
-static int new_userfaultfd(void)
+/*
+ * The events vmnapd handles so that its page map follows the VMM: a range
+ * the VMM discards (MADV_DONTNEED / MADV_REMOVE: QEMU's balloon and
+ * virtio-mem) is zero, not restored from the store later; an unmapped
+ * range (memory unplug) is no longer registered; a moved one (mremap) is
+ * followed instead of silently unregistered by the kernel.  The VMM's
+ * munmap/mremap/madvise of a range registered then waits until vmnapd
+ * has read the event.
+ */
+#define WANTED_FEATURES	(UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP | \
+			 UFFD_FEATURE_EVENT_REMAP)
+
+static int open_userfaultfd(void)
 {
-	struct uffdio_api api = { .api = UFFD_API };
 	int fd, dev;
 
 	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		do
-			dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-		while (dev < 0 && errno == EINTR);
-		if (dev < 0)
-			return -errno;
-		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-		close(dev);
-		if (fd < 0)
-			return -errno;
-	}
+	if (fd >= 0)
+		return fd;
+	do
+		dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	while (dev < 0 && errno == EINTR);
+	if (dev < 0)
+		return -errno;
+	fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+	close(dev);
+	return fd < 0 ? -errno : fd;
+}
+
+/* UFFDIO_API asking for @features; the fd, or -errno. */
+static int userfaultfd_with(uint64_t features)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
+	int fd = open_userfaultfd();
+
+	if (fd < 0)
+		return fd;
 	if (ioctl(fd, UFFDIO_API, &api) < 0) {
 		int err = -errno;
 
@@ -212,6 +233,36 @@ static int new_userfaultfd(void)
 		return err;
 	}
 	return fd;
+}
+
+/*
+ * UFFDIO_API succeeds once per userfaultfd and fails whole when a feature
+ * asked for is not offered, so: ask for the events; if refused, learn what
+ * the kernel offers on a first fd (features 0 reports them) and ask for
+ * the part of the events it offers on a second.
+ */
+static int new_userfaultfd(void)
+{
+	struct uffdio_api probe = { .api = UFFD_API };
+	int fd = userfaultfd_with(WANTED_FEATURES);
+
+	if (fd != -EINVAL)	/* a descriptor, or an error asking less won't fix */
+		return fd;
+	fd = open_userfaultfd();
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, UFFDIO_API, &probe) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	close(fd);
+	if (debug())
+		say("userfaultfd offers features %#llx; events used: %#llx",
+		    (unsigned long long)probe.features,
+		    (unsigned long long)(probe.features & WANTED_FEATURES));
+	return userfaultfd_with(probe.features & WANTED_FEATURES);
 }
 
 static bool qemu_x86_target(void)

@@ -267,6 +267,32 @@ check "vmnap_vmm_pss_bytes in /metrics" sh -c "curl -s --unix-socket '$SOCK' htt
 check "bad vmm_pid -> 400" test "$(status_of PATCH /vms/vm3 -d '{"vmm_pid": -4}')" = 400
 status_of DELETE /vms/vm3 >/dev/null
 
+# guest time: a backend that stops the guest clock (QMP, Cloud Hypervisor)
+# is refused for a managed VM unless the operator accepts it
+python3 - "$T/qmp.sock" <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(4)
+time.sleep(60)
+PY
+PIDS+=($!)
+for ((i = 0; i < 100; i++)); do [ -S "$T/qmp.sock" ] && break; sleep 0.05; done
+r=$(req PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\"}, \"managed\": true}")
+check "managed + QMP (guest clock stops) -> 409 with the reason" sh -c "echo '$r' | grep -q 'stops the guest clock' && echo '$r' | grep -q ' 409\$'"
+check "refused registration leaves no VM" test "$(status_of GET /vms/vm4)" = 404
+check "allow_clock_stop not a boolean -> 400" test "$(status_of PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\", \"allow_clock_stop\": 1}}")" = 400
+check "unmanaged QMP registers" test "$(status_of PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\"}}")" = 201
+check "GET shows the guest clock stops and why it may not be managed" sh -c "curl -s --unix-socket '$SOCK' http://localhost/vms/vm4 | python3 -c 'import json,sys; p=json.load(sys.stdin)[\"pause\"]; sys.exit(0 if p[\"guest_clock\"] == \"stops\" and p[\"may_manage\"] is False and \"monotonic\" in p[\"refusal\"] else 1)'"
+check "PATCH managed -> 409" test "$(status_of PATCH /vms/vm4 -d '{"managed": true}')" = 409
+check "still unmanaged" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm4 | jget '["managed"]')" = False
+check "PATCH a freezer backend: managed now allowed" sh -c "curl -s --unix-socket '$SOCK' -X PATCH http://localhost/vms/vm4 -d '{\"pause\": {\"backend\": \"freezer\", \"path\": \"$CG\"}, \"managed\": true}' | grep -q '\"managed\":true'"
+check "managed: swapping in QMP without allow_clock_stop -> 409" test "$(status_of PATCH /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\"}}")" = 409
+check "with allow_clock_stop -> 200" test "$(status_of PATCH /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\", \"allow_clock_stop\": true}}")" = 200
+status_of DELETE /vms/vm4 >/dev/null
+check "vmnapctl register --managed --allow-clock-stop with QMP" sh -c "'$CTL' -s '$SOCK' --json register vm5 --pause 'qmp:$T/qmp.sock' --managed --allow-clock-stop | grep -q '\"allow_clock_stop\":true'"
+status_of DELETE /vms/vm5 >/dev/null
+
 check "DELETE -> 204" test "$(status_of DELETE /vms/vm1)" = 204
 check "deleted VM is gone (404)" test "$(status_of GET /vms/vm1)" = 404
 

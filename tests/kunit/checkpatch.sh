@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # checkpatch.sh - kernel coding style of vmnap.ko (checkpatch.pl --no-tree)
-# over kmod/*.[ch] and uapi/vmnap_genl.h.  checkpatch.pl comes from the
+# over kmod/*.[ch], kmod/core/*.[ch] and uapi/vmnap_genl.h.  checkpatch.pl comes from the
 # linux-source-6.1 tree that run.sh extracted (or KUNIT_CHECKPATCH=path).
 #
 # Ignored: FUNCTION_ARGUMENTS, a false positive on parameters declared as
@@ -26,7 +26,7 @@ fi
 cd "$root"
 rc=0
 perl "$cp" --no-tree --terse --show-types --ignore FUNCTION_ARGUMENTS \
-	-f $(ls kmod/*.c kmod/*.h | grep -v '^kmod/compat.h$') uapi/vmnap_genl.h || rc=1
+	-f $(ls kmod/*.[ch] kmod/core/*.[ch] | grep -v '^kmod/compat.h$') uapi/vmnap_genl.h || rc=1
 perl "$cp" --no-tree --terse --show-types \
 	--ignore LINUX_VERSION_CODE,CONSTANT_COMPARISON -f kmod/compat.h || rc=1
 exit $rc

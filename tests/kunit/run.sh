@@ -5,8 +5,9 @@
 #
 # The UML kernel is built from Debian's linux-source-6.1 tarball in
 # $VMNAP_CACHE/kunit/<key>/, key = sha256 of (tarball hash, kunitconfig,
-# Kconfig glue): what decides the configuration of the whole kernel.  The tested sources (the kmod/*.c named in
-# Kbuild.vmnap, kmod/*.h, uapi/vmnap.h) are synced into lib/vmnap/ of that
+# Kconfig glue): what decides the configuration of the whole kernel.  The
+# tested sources (the kmod/core/*.c named in Kbuild.vmnap, kmod/core/*.h,
+# uapi/vmnap.h) are synced into lib/vmnap/ of that
 # tree by content, so a change to them rebuilds only those objects; their
 # own hash is printed and recorded with the result.  A cold build takes
 # several minutes on 2 cores; later runs take seconds.
@@ -36,7 +37,7 @@ key=$( (cat "$hfile"; cat "$here/vmnap.kunitconfig" "$here/Kconfig.vmnap") |
 kdir="$cache/$key"
 objs=$(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$here/Kbuild.vmnap" |
 	sed -n 's/^vmnap_kunit-y[^=]*=//p')
-srcs="uapi/vmnap.h $(cd "$root" && ls kmod/*.h) $(for o in $objs; do echo "${o%.o}.c"; done)"
+srcs="uapi/vmnap.h $(cd "$root" && ls kmod/core/*.h) $(for o in $objs; do echo "${o%.o}.c"; done)"
 srckey=$(cd "$root" && cat $srcs | sha256sum | cut -c1-16)
 echo "# kunit: tree $kdir, tested sources $srckey"
 

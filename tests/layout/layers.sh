@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
-# layers.sh - vmnapd's layers point one way (host-pager/src/layers.mk), and
+# layers.sh - vmnapd's and vmnap.ko's layers point one way
+# (host-pager/src/layers.mk, kmod/layers.mk), and
 # the checker (scripts/layers.py) sees each kind of violation: it fails on a
 # made-up tree with an upward include, an upward call and a declared cycle.
 set -u
@@ -11,6 +12,13 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 check "vmnapd: every include and symbol points down" \
 	scripts/layers.py --tree host-pager/src --obj "$BUILD/host-pager/src"
+# Kbuild builds the module's objects in place (make all builds the module).
+if ls kmod/*.o >/dev/null 2>&1; then
+	check "vmnap.ko: kmod/core uses nothing of the module above it" \
+		scripts/layers.py --tree kmod --obj kmod
+else
+	not_ok "vmnap.ko: no objects in kmod/ (run make module first)"
+fi
 
 # A made-up tree: low may use nothing, high may use low.
 mk() {

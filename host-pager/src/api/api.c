@@ -99,12 +99,14 @@ static void reply_error(struct api_reply *r, unsigned int status, const char *fm
 
 static void reply_error(struct api_reply *r, unsigned int status, const char *fmt, ...)
 {
-	char msg[256];
+	char raw[256], msg[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* it may quote the client's bytes: jansson takes only valid UTF-8 */
+	log_sanitize(msg, sizeof(msg), raw, sizeof(raw));
 	json_decref(r->json);
 	r->status = status;
 	r->json = json_pack("{s:s,s:i}", "error", msg, "status", (int)status);
@@ -241,9 +243,10 @@ static void h_root(struct api *a, struct api_reply *r)
 
 	for (struct vm *vm = a->d->vms; vm; vm = vm->next)
 		n++;
-	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I,s:{s:i,s:I,s:I,s:I}}", "name", "vmnapd",
-					 "api_version", VMNAPD_API_VERSION, "vms", (int)n,
+	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I,s:o,s:{s:i,s:I,s:I,s:I}}", "name",
+					 "vmnapd", "api_version", VMNAPD_API_VERSION, "vms", (int)n,
 					 "event_seq", (json_int_t)a->d->event_seq,
+					 "rejections", metrics_rejections_json(a->d),
 					 "api", "connections", (int)a->nr_conns,
 					 "evicted", (json_int_t)a->evictions,
 					 "expired", (json_int_t)a->expired,
@@ -281,8 +284,9 @@ static bool parse_policy(json_t *v, struct coord_config *cfg, struct api_reply *
 
 static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 {
-	static const char *const pkeys[] = { "backend", "path", "timeout_ms", NULL };
-	json_t *b, *t;
+	static const char *const pkeys[] = { "backend", "path", "timeout_ms", "allow_clock_stop",
+					     NULL };
+	json_t *b, *t, *acs;
 	int kind;
 
 	if (!json_is_object(v)) {
@@ -308,6 +312,12 @@ static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 		return false;
 	}
 	ps->timeout_ms = t ? (uint32_t)json_integer_value(t) : 0;
+	acs = json_object_get(v, "allow_clock_stop");
+	if (acs && !json_is_boolean(acs)) {
+		reply_error(r, HTTP_BAD_REQUEST, "pause.allow_clock_stop: want true or false");
+		return false;
+	}
+	ps->allow_clock_stop = json_is_true(acs);
 	return true;
 }
 
@@ -472,8 +482,10 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 	}
 	ret = vm_control_attach(vm, &spec, err, sizeof(err));
 	if (ret) {
-		/* a missing socket or cgroup is the caller's mistake, not a 404 */
-		reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST : errno_status(ret), "%s",
+		/* a missing socket or cgroup is the caller's mistake, not a 404;
+		 * -EPERM: managed with a backend that cannot keep guest time */
+		reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST :
+			    ret == -EPERM ? HTTP_CONFLICT : errno_status(ret), "%s",
 			    err[0] ? err : strerror(-ret));
 		if (created)
 			vm_free(vm);
@@ -516,7 +528,8 @@ static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api
 			ps.timeout_ms = a->d->settings->pause_timeout_ms;
 		ret = vm_control_set_pause(vm, &ps, err, sizeof(err));
 		if (ret) {
-			reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST : errno_status(ret), "%s",
+			reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST :
+				    ret == -EPERM ? HTTP_CONFLICT : errno_status(ret), "%s",
 				    err[0] ? err : strerror(-ret));
 			goto out;
 		}
@@ -531,11 +544,17 @@ static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api
 	}
 	v = json_object_get(body, "managed");
 	if (v) {
+		char err[256] = "";
+
 		if (!json_is_boolean(v)) {
 			reply_error(r, HTTP_BAD_REQUEST, "managed: want true or false");
 			goto out;
 		}
-		coord_set_managed(vm->coord, json_is_true(v));
+		if (vm_control_set_managed(vm, json_is_true(v), err, sizeof(err))) {
+			/* a backend that cannot keep guest time (see vm_control.h) */
+			reply_error(r, HTTP_CONFLICT, "%s", err);
+			goto out;
+		}
 		events_emit(vm->d, vm->name, "managed", json_pack("{s:b}", "managed", json_is_true(v)));
 	}
 	reply_json(r, HTTP_OK, vm_control_json(vm));
@@ -848,9 +867,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		route(a, method, url, rq, &r);
 	if (r.status >= HTTP_BAD_REQUEST) {
 		a->client_errors++;
-		log_info(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+		log_info(NULL, "api: %s %s -> %u", LOG_STRN(method, 16), LOG_STR(url), r.status);
 	} else {
-		log_debug(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+		log_debug(NULL, "api: %s %s -> %u", LOG_STRN(method, 16), LOG_STR(url), r.status);
 	}
 	ret = send_reply(conn, &r);
 	json_decref(r.json);

@@ -130,6 +130,10 @@ struct pager_stats {
 	uint64_t last_offload_ns;	/* duration of the last offload */
 	uint64_t last_offload_written;	/* bytes written by the last offload */
 	uint64_t dropped_free_pages;	/* pages made ZERO by pager_drop_free */
+	uint64_t vmm_removed_pages;	/* pages made ZERO: the VMM discarded them
+					 * (userfaultfd REMOVE: MADV_DONTNEED/REMOVE) */
+	uint64_t vmm_unmaps;		/* mapper ranges the VMM unmapped (UNMAP) */
+	uint64_t vmm_remaps;		/* mapper ranges the VMM moved (REMAP) */
 	uint64_t gpa_refused;		/* GPA operations refused: map untrusted */
 	enum pager_gpa_source gpa_source;
 	uint32_t mappers;
@@ -258,7 +262,8 @@ void pager_set_critical_budget(struct pager *p, uint64_t ns);
 /* The VM runs again: start working-set prefetch. */
 void pager_resumed(struct pager *p);
 /*
- * FREE_REPORT: the range becomes ZERO (punched, store slot dropped).
+ * FREE_REPORT: the range becomes ZERO (punched, store slot dropped; pages
+ * being moved by another thread are waited for, then dropped too).
  * -ENXIO (counted in gpa_refused, logged once) while the GPA map is only
  * guessed, -ERANGE outside guest RAM.
  */

@@ -249,20 +249,35 @@ static struct io_uring_sqe *get_sqe(struct offload *o)
 	return sqe;
 }
 
-/* Read [off, off+len) of region @r, classify its pages, queue the writes. */
+/* Give claimed pages [from, b->n) of @b back unread (RESIDENT: the memfd
+ * holds them, or a hole that reads as zero). */
+static void batch_unclaim(struct pager *p, struct batch *b, uint64_t from)
+{
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t i = from; i < b->n; i++) {
+		if (b->kind[i] == BP_SKIP)
+			continue;
+		pg_set(p, b->pg + i, PAGE_RESIDENT);
+		b->kind[i] = BP_SKIP;
+	}
+	pthread_cond_broadcast(&p->state_cv);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/*
+ * Claim [off, off+len) of region @r, read it, classify its pages, queue
+ * the writes.  The claim comes first: a page read before it could be
+ * discarded (FREE_REPORT, the VMM's REMOVE) or restored in between, and
+ * its stale copy would then be stored and come back later.
+ */
 static int batch_submit(struct offload *o, struct batch *b,
 			struct pager_region *r, uint64_t off, uint64_t len)
 {
 	struct pager *p = o->p;
 	unsigned int nreq = 0;
+	uint64_t claimed = 0;
 	ssize_t got;
 
-	got = pread(r->memfd, b->buf, len, (off_t)off);
-	if (got < 0)
-		return -errno;
-	len = (uint64_t)got & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
-	if (!len)
-		return -EIO;
 	b->r = r;
 	b->pg = r->first_page + (off - r->memfd_off) / PAGER_PAGE_SIZE;
 	b->n = len / PAGER_PAGE_SIZE;
@@ -272,15 +287,36 @@ static int batch_submit(struct offload *o, struct batch *b,
 	b->pending = 0;
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = 0; i < b->n; i++) {
-		/* An IN_FLIGHT page belongs to someone else: leave it. */
-		if (pg_state(p, b->pg + i) == PAGE_IN_FLIGHT) {
+		enum pager_page_state st = pg_state(p, b->pg + i);
+
+		/* IN_FLIGHT belongs to someone else; OFFLOADED is stored */
+		if (st != PAGE_RESIDENT && st != PAGE_ZERO) {
 			b->kind[i] = BP_SKIP;
 			continue;
 		}
-		b->kind[i] = page_is_zero(b->buf + i * PAGER_PAGE_SIZE) ? BP_ZERO : BP_WRITE;
+		b->kind[i] = BP_WRITE;
 		pg_set(p, b->pg + i, PAGE_IN_FLIGHT);
+		claimed++;
 	}
 	pthread_mutex_unlock(&p->lock);
+	if (!claimed)
+		return 0;
+	got = pread(r->memfd, b->buf, len, (off_t)off);
+	if (got < 0) {
+		int err = -errno;
+
+		batch_unclaim(p, b, 0);
+		return err;
+	}
+	len = (uint64_t)got & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+	batch_unclaim(p, b, len / PAGER_PAGE_SIZE);	/* beyond a short read */
+	if (!len)
+		return -EIO;
+	b->n = len / PAGER_PAGE_SIZE;
+	for (uint64_t i = 0; i < b->n; i++)
+		if (b->kind[i] != BP_SKIP)
+			b->kind[i] = page_is_zero(b->buf + i * PAGER_PAGE_SIZE) ?
+				     BP_ZERO : BP_WRITE;
 	b->busy = true;
 	o->busy++;
 	for (uint64_t i = 0; i < b->n;) {
@@ -456,7 +492,7 @@ void *pager_offload_main(void *arg)
 {
 	struct pager *p = arg;
 	struct offload o = { 0 };
-	uint64_t one = 1, ns;
+	uint64_t one = 1, ns, out, zero;
 	int err;
 
 	o.ring.ring_fd = -1;
@@ -482,13 +518,14 @@ void *pager_offload_main(void *arg)
 		p->offload_errors++;
 	else
 		p->offloads++;
+	out = p->count[PAGE_OFFLOADED];
+	zero = p->count[PAGE_ZERO];
 	pthread_mutex_unlock(&p->lock);
 	if (err == -ECANCELED) {
 		log_info(p->subject, "offload cancelled after %llu MiB in %llu ms: %llu page(s) "
 			 "out (served by faults), the rest stays resident",
 			 (unsigned long long)(o.written >> 20),
-			 (unsigned long long)(ns / 1000000),
-			 (unsigned long long)p->count[PAGE_OFFLOADED]);
+			 (unsigned long long)(ns / 1000000), (unsigned long long)out);
 	} else if (err) {
 		log_err(p->subject, "offload aborted after %llu MiB: %s (unwritten pages stay resident)",
 			(unsigned long long)(o.written >> 20), strerror(-err));
@@ -497,8 +534,7 @@ void *pager_offload_main(void *arg)
 		log_info(p->subject, "offload: %llu MiB written in %llu ms, %llu page(s) out, %llu zero",
 			 (unsigned long long)(o.written >> 20),
 			 (unsigned long long)(ns / 1000000),
-			 (unsigned long long)p->count[PAGE_OFFLOADED],
-			 (unsigned long long)p->count[PAGE_ZERO]);
+			 (unsigned long long)out, (unsigned long long)zero);
 	}
 	if (write(p->offload_done_fd, &one, sizeof(one)) < 0)
 		log_err(p->subject, "offload: cannot signal completion: %s",

@@ -239,9 +239,9 @@ static void *prefetch_main(void *arg)
 		p->prefetch_running = true;
 		pthread_mutex_unlock(&p->lock);
 		prefetch_run(&f, ws);
+		pager_maybe_unregister(p);
 		pthread_mutex_lock(&p->lock);
 		p->prefetch_running = false;
-		pager_maybe_unregister_locked(p);
 		pthread_cond_broadcast(&p->prefetch_cv);
 	}
 	pthread_mutex_unlock(&p->lock);

@@ -789,7 +789,13 @@ static void guest_request(struct vhost_vsock *vs, uint32_t local_port, uint32_t 
 		err = guest_link_connect(gl, &vsock_link_transport, c);
 		if (err) {
 			c->link = NULL;
-			log_warn(vs->subject, "guest link refused the stream: %s", strerror(-err));
+			/* the link counts and logs (bounded) its own refusals */
+			if (err == -EAGAIN)
+				log_debug(vs->subject, "guest link refused the stream: %s",
+					  strerror(-err));
+			else
+				log_warn(vs->subject, "guest link refused the stream: %s",
+					 strerror(-err));
 			conn_free(c, true);
 			return;
 		}

@@ -231,7 +231,10 @@ int pause_start(struct pause_backend *pb, struct loop *l, bool pause, pause_done
 int pause_vm(struct pause_backend *pb)
 {
 	uint64_t t0 = now_ns();
-	int err = pb->ops->pause(pb);
+	int err;
+
+	pb->st.cmd_sent_ns = 0;
+	err = pb->ops->pause(pb);
 
 	pb->st.last_pause_ns = now_ns() - t0;
 	if (err) {
@@ -241,6 +244,9 @@ int pause_vm(struct pause_backend *pb)
 		return err;
 	}
 	pb->st.pauses++;
+	pb->st.pause_cmd_sent_ns = pb->st.cmd_sent_ns ? pb->st.cmd_sent_ns : t0;
+	pb->st.clock_stopped_ns = t0 + pb->st.last_pause_ns;
+	pb->st.clock_restarted_ns = 0;
 	pb->paused = true;
 	log_debug(pb->subject, "%s paused in %llu us", pb->ops->name,
 		  (unsigned long long)(pb->st.last_pause_ns / 1000));
@@ -250,7 +256,10 @@ int pause_vm(struct pause_backend *pb)
 int pause_resume_vm(struct pause_backend *pb)
 {
 	uint64_t t0 = now_ns();
-	int err = pb->ops->resume(pb);
+	int err;
+
+	pb->st.cmd_sent_ns = 0;
+	err = pb->ops->resume(pb);
 
 	pb->st.last_resume_ns = now_ns() - t0;
 	if (err) {
@@ -260,8 +269,30 @@ int pause_resume_vm(struct pause_backend *pb)
 		return err;
 	}
 	pb->st.resumes++;
+	pb->st.clock_restarted_ns = pb->st.cmd_sent_ns ? pb->st.cmd_sent_ns : t0;
+	pb->st.resume_done_ns = t0 + pb->st.last_resume_ns;
 	pb->paused = false;
+	if (pb->ops->guest_clock_stops && pb->st.clock_stopped_ns)
+		log_debug(pb->subject, "%s: guest clock stood still %llu..%llu us",
+			  pb->ops->name,
+			  (unsigned long long)((pb->st.clock_restarted_ns -
+						pb->st.clock_stopped_ns) / 1000),
+			  (unsigned long long)((pb->st.resume_done_ns -
+						pb->st.pause_cmd_sent_ns) / 1000));
 	log_debug(pb->subject, "%s resumed in %llu us", pb->ops->name,
 		  (unsigned long long)(pb->st.last_resume_ns / 1000));
 	return 0;
+}
+
+uint64_t pause_clock_stopped_ns(const struct pause_backend *pb, uint64_t fallback)
+{
+	uint64_t lo, hi;
+
+	if (!pb->ops->guest_clock_stops || !pb->st.clock_stopped_ns ||
+	    pb->st.clock_restarted_ns < pb->st.clock_stopped_ns ||
+	    pb->st.resume_done_ns < pb->st.clock_restarted_ns)
+		return fallback;
+	lo = pb->st.clock_restarted_ns - pb->st.clock_stopped_ns;
+	hi = pb->st.resume_done_ns - pb->st.pause_cmd_sent_ns;
+	return lo + (hi - lo) / 2;
 }

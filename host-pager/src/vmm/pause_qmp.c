@@ -155,8 +155,10 @@ static int qmp_run(struct pause_backend *pb, const char *cmd)
 	json_decref(greeting);
 	if (!err)
 		err = qmp_execute(q, "qmp_capabilities");
-	if (!err)
+	if (!err) {
+		pb->st.cmd_sent_ns = now_ns();	/* the clock changes after this */
 		err = qmp_execute(q, cmd);
+	}
 	close(q->fd);
 	free(q);
 	return err;

@@ -4,8 +4,10 @@
  *
  * A guest is READY when no reason bit is set.  Each bit stands for one
  * measured fact, so the host (and the operator) can tell why a handoff was
- * refused.  An unknown timer budget is not a reason to refuse: the host
- * then pauses without offloading (DESIGN §5).
+ * refused.  An unknown timer budget is not a reason to refuse: the
+ * verdict says whether the guest is idle, and the host needs the budget
+ * only to decide whether to evict its memory; with TIMER_KNOWN clear it
+ * pauses but does not offload (README.md, "Evidence", flags).
  */
 #include <linux/kernel.h>
 
