@@ -233,20 +233,21 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	}
 }
 
+/* Sampled off the loop (vm_control_vmm_mem): at most a second old. */
 static void vmm_metrics(FILE *f, struct vmnapd *d)
 {
-	uint64_t b;
+	struct vmm_mem_sample smp;
 
 	help(f, "vmnap_vmm_pss_bytes", "gauge", "the VMM process's proportional set size");
 	FOREACH_VM(d, vm)
-		if (vm_control_vmm_pid(vm) && !vmm_pss_bytes(vm_control_vmm_pid(vm), &b))
+		if (vm_control_vmm_mem(vm, &smp) && smp.has_pss)
 			fprintf(f, "vmnap_vmm_pss_bytes{vm=\"%s\"} %llu\n", vm->name,
-				(unsigned long long)b);
+				(unsigned long long)smp.pss_bytes);
 	help(f, "vmnap_vm_cgroup_memory_bytes", "gauge", "memory charged to the VMM's cgroup");
 	FOREACH_VM(d, vm)
-		if (vm_control_vmm_pid(vm) && !vmm_cgroup_memory_bytes(vm_control_vmm_pid(vm), &b))
+		if (vm_control_vmm_mem(vm, &smp) && smp.has_cgroup)
 			fprintf(f, "vmnap_vm_cgroup_memory_bytes{vm=\"%s\"} %llu\n", vm->name,
-				(unsigned long long)b);
+				(unsigned long long)smp.cgroup_bytes);
 }
 
 static void pause_metrics(FILE *f, struct vmnapd *d)

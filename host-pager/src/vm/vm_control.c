@@ -23,6 +23,7 @@
 #include "vmm_mem.h"
 
 #define MEMXTIME_SAMPLE_NS	1000000000ull	/* resident bytes sampled every 1 s */
+#define VMM_MEM_SAMPLE_NS	1000000000ull	/* VMM PSS, cgroup memory: every 1 s */
 #define NS_PER_SEC_F		1e9
 #define GIB_F			1073741824.0
 /*
@@ -39,6 +40,7 @@ struct vm_control {
 	struct loop_timer timer;
 	char link_desc[160];		/* the socket backend, for logs and the API */
 	pid_t vmm_pid;			/* given at registration, or 0 */
+	struct vmm_mem_sampler *vmm_mem;	/* once a VMM pid is known */
 	bool offload_running;
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
@@ -95,7 +97,10 @@ static void memxtime_sample(struct vm *vm)
 
 static void on_sample_timer(struct loop *l, struct loop_timer *t, void *arg)
 {
+	struct vmm_mem_sample smp;
+
 	memxtime_sample(arg);
+	vm_control_vmm_mem(arg, &smp);	/* follows a changed VMM pid */
 	loop_timer_arm(l, t, MEMXTIME_SAMPLE_NS);
 }
 
@@ -110,6 +115,22 @@ pid_t vm_control_vmm_pid(struct vm *vm)
 	if (vm->control && vm->control->vmm_pid)
 		return vm->control->vmm_pid;
 	return vm->pause ? vm->pause->peer_pid : 0;
+}
+
+bool vm_control_vmm_mem(struct vm *vm, struct vmm_mem_sample *out)
+{
+	struct vm_control *ctl = vm->control;
+	pid_t pid = vm_control_vmm_pid(vm);
+
+	if (!ctl || (!pid && !ctl->vmm_mem))
+		return false;
+	if (!ctl->vmm_mem) {
+		ctl->vmm_mem = vmm_mem_sampler_new(VMM_MEM_SAMPLE_NS);
+		if (!ctl->vmm_mem)
+			return false;
+	}
+	vmm_mem_sampler_set_pid(ctl->vmm_mem, pid);
+	return pid && vmm_mem_sampler_get(ctl->vmm_mem, out);
 }
 
 double vm_control_memxtime_gib_s(struct vm *vm)
@@ -662,6 +683,7 @@ int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, 
 void vm_control_detach(struct vm *vm)
 {
 	struct vm_control *ctl = vm->control;
+	bool resume = false;
 
 	if (!ctl)
 		return;
@@ -670,21 +692,16 @@ void vm_control_detach(struct vm *vm)
 	if (vm->coord) {
 		enum coord_state s = coord_state(vm->coord);
 
-		/* Never leave a VM stopped behind us (a call in flight is
-		 * waited for by pause_free). */
-		if (vm->pause && vm->pause->busy) {
-			pthread_join(vm->pause->thread, NULL);
-			vm->pause->busy = false;
-		}
-		if (vm->pause && vm->pause->paused &&
-		    (s == COORD_PAUSED || s == COORD_OFFLOADED || s == COORD_RESUMING ||
-		     s == COORD_HANDOFF)) {
-			log_warn(vm->subject, "detaching while %s: resuming the VM",
+		/* Never leave a VM stopped behind us, and never wait for its
+		 * VMM here: the backend resumes it on its own thread, after
+		 * any call still in flight (a wedged VMM) returns. */
+		resume = s == COORD_PAUSED || s == COORD_OFFLOADED || s == COORD_RESUMING ||
+			 s == COORD_HANDOFF;
+		if (vm->pause && resume)
+			log_warn(vm->subject, "detaching while %s: the VM is resumed off the loop",
 				 coord_state_name(s));
-			pause_resume_vm(vm->pause);
-			if (vm->vsock)
-				vhost_vsock_set_paused(vm->vsock, false);
-		}
+		if (vm->vsock)
+			vhost_vsock_set_paused(vm->vsock, false);
 	}
 	loop_timer_cancel(vm->d->loop, &ctl->timer);
 	loop_timer_cancel(vm->d->loop, &ctl->sample_timer);
@@ -693,8 +710,9 @@ void vm_control_detach(struct vm *vm)
 	loop_timer_cancel(vm->d->loop, &ctl->link_ev_timer);
 	coord_free(vm->coord);
 	vm->coord = NULL;
-	pause_free(vm->pause);
+	pause_release(vm->pause, resume);
 	vm->pause = NULL;
+	vmm_mem_sampler_free(ctl->vmm_mem);	/* a read in progress ends by itself */
 	free(ctl);
 	vm->control = NULL;
 }
@@ -882,14 +900,19 @@ json_t *vm_control_json(struct vm *vm)
 			json_object_set_new(o, "memxtime_gib_s", json_real(vm_control_memxtime_gib_s(vm)));
 	}
 	if (vm_control_vmm_pid(vm)) {
-		pid_t pid = vm_control_vmm_pid(vm);
-		json_t *m = json_pack("{s:i}", "pid", (int)pid);
-		uint64_t b;
+		struct vmm_mem_sample smp;
+		json_t *m = json_pack("{s:i}", "pid", (int)vm_control_vmm_pid(vm));
 
-		if (!vmm_pss_bytes(pid, &b))
-			json_object_set_new(m, "pss_bytes", json_integer((json_int_t)b));
-		if (!vmm_cgroup_memory_bytes(pid, &b))
-			json_object_set_new(m, "cgroup_memory_bytes", json_integer((json_int_t)b));
+		/* sampled off the loop: smaps_rollup waits on the VMM's mmap lock */
+		if (vm_control_vmm_mem(vm, &smp)) {
+			if (smp.has_pss)
+				json_object_set_new(m, "pss_bytes", json_integer((json_int_t)smp.pss_bytes));
+			if (smp.has_cgroup)
+				json_object_set_new(m, "cgroup_memory_bytes",
+						    json_integer((json_int_t)smp.cgroup_bytes));
+			json_object_set_new(m, "sample_age_ms",
+					    json_integer((json_int_t)((now_ns() - smp.at_ns) / 1000000)));
+		}
 		json_object_set_new(o, "vmm", m);
 	}
 	if (vm->vsock)

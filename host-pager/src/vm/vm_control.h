@@ -72,6 +72,10 @@ void vm_control_pager_attached(struct vm *vm);
 /* The VMM's pid for PSS and cgroup memory (0: from the pause backend). */
 void vm_control_set_vmm_pid(struct vm *vm, pid_t pid);
 pid_t vm_control_vmm_pid(struct vm *vm);
+struct vmm_mem_sample;
+/* The VMM's last memory sample, taken off the loop (vmm_mem.h); false
+ * when there is no VMM pid or no sample of it yet. */
+bool vm_control_vmm_mem(struct vm *vm, struct vmm_mem_sample *out);
 /* Guest-RAM resident bytes integrated over time since attach, GiB*s. */
 double vm_control_memxtime_gib_s(struct vm *vm);
 /*

@@ -109,8 +109,13 @@ struct pause_backend {
 	struct loop *loop;
 	int efd;		/* eventfd: the thread is done; -1 until first use */
 	pthread_t thread;
-	bool busy;
+	bool busy;		/* a thread was started, its completion not yet read */
 	bool op_pause;
+	/* release while a call is in flight (pause.c): under @lock */
+	pthread_mutex_t lock;
+	bool thread_done;	/* the call returned */
+	bool orphaned;		/* released first: the thread frees the backend */
+	bool resume_on_release;
 	int result;
 	pause_done_fn done;
 	void *done_arg;
@@ -127,7 +132,17 @@ const char *pause_kind_name(enum pause_kind k);
 
 /* A backend for @spec; NULL with errno (EINVAL, ENOMEM). */
 struct pause_backend *pause_new(const struct pause_spec *spec, const char *subject);
+/*
+ * Let go of @pb without waiting: a call in flight finishes on its own
+ * thread, which then frees @pb; its done callback is not called.  With
+ * @resume, a VM left paused (by that call or before) is resumed first, off
+ * the loop.  pause_free() is pause_release(pb, false).
+ */
+void pause_release(struct pause_backend *pb, bool resume);
 void pause_free(struct pause_backend *pb);
+/* Wait up to @ms for released backends' threads (at exit); how many are
+ * still running. */
+unsigned int pause_released_wait(uint32_t ms);
 /*
  * How long the guest's clock stood still in the last pause/resume cycle
  * (the middle of the bounds above); @fallback when the backend's clock
@@ -147,8 +162,10 @@ int pause_start(struct pause_backend *pb, struct loop *l, bool pause, pause_done
 
 /* ---- helpers shared by the backends (pause_util.c) ---- */
 
-/* Connect to unix socket @path, non-blocking; -errno. */
-int pause_unix_connect(const char *path);
+/* Connect to unix socket @path by @deadline_ns (CLOCK_MONOTONIC) without
+ * ever blocking past it (a full backlog is retried until then); the fd is
+ * non-blocking.  -ETIMEDOUT, -errno. */
+int pause_unix_connect(const char *path, uint64_t deadline_ns);
 /* Milliseconds left until @deadline_ns, 0 if passed. */
 int pause_ms_left(uint64_t deadline_ns);
 uint32_t pause_timeout_ms(const struct pause_backend *pb);
