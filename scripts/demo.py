@@ -357,7 +357,7 @@ def run_session(mode, work):
             before = sampler.between(t0 - 0.5, t0)
             after = sampler.between(t1, t1 + 0.3)
             rows.append({
-                "wait": wid, "think_s": think, "tool": cmd, "tool_rc": rc, "tool_digest": digest,
+                "wait": "w%d" % (i + 1), "wait_id": wid, "think_s": think, "tool": cmd, "tool_rc": rc, "tool_digest": digest,
                 "tool_output": text, "tool_s": round(tool_s, 3),
                 "states": states, "paused": "PAUSED" in states, "offloaded": "OFFLOADED" in states,
                 "resident_before": before[-1][1] if before else (win[0][1] if win else None),
