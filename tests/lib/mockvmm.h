@@ -10,11 +10,13 @@
  * vmnapd side (memory handshake server, pager, event loop on its own
  * thread) through the real preload path.  userfaultfd, memfd and io_uring
  * are real; nothing is mocked but the VMM.  The harness talks to it in
- * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, zero, lat,
+ * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, read, zero, lat,
  * touchset, touchall, discard, peerunmap, remap, quit) and runs pager calls
  * on the loop thread (on_loop()).
  *
  *   verify ROUND THREADS [ZLO ZHI [FLAGS]]  every page's contents (VERIFY_*)
+ *   read PAGE   the first word of PAGE ("value 0x..."), answered once
+ *            its fault is served (peek: from a thread, with a time limit)
  *   discard LO HI remove|dontneed|qemu  give pages [LO, HI) back as a VMM
  *            does: MADV_REMOVE, MADV_DONTNEED, or QEMU's balloon discard
  *            (punch the memfd, then MADV_DONTNEED)

@@ -188,8 +188,12 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	}
 	m->seq_start = start;
 	m->seq_next = start + n;
+	/* recorded now, not once served: UFFDIO_COPY wakes the faulter, which
+	 * may have the resume delivered before this thread retakes the lock */
+	pager_critical_note_locked(p, start, n);
 	if (m->seq_window > around && n) {
 		/* sequential: have the next window read while this one is used */
+		pager_critical_note_readahead_locked(p, start + n, m->seq_window);
 		pager_readahead_locked(p, start + n, m->seq_window);
 		m->seq_next = start + n + m->seq_window;
 	}
@@ -207,7 +211,6 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	}
 	pager_finish_run_locked(p, start, n, true);
 	p->fault_pages += n;
-	pager_critical_note_locked(p, start, n);
 	return 0;
 }
 
@@ -244,8 +247,21 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	}
 	pg = r->first_page + (addr - m->host_addr[ri]) / PAGER_PAGE_SIZE;
 	pthread_mutex_lock(&p->lock);
-	while (pg_state(p, pg) == PAGE_IN_FLIGHT)
-		pthread_cond_wait(&p->state_cv, &p->lock);
+	/* counted before the faulter is woken (UFFDIO_COPY, ZEROPAGE, WAKE):
+	 * what it does next (a delivery, a stats read) sees this fault */
+	if (!retry) {
+		p->faults++;
+		if (p->crit_recording)
+			p->crit_window_faults++;
+	} else {
+		p->fault_retries++;
+	}
+	if (pg_state(p, pg) == PAGE_IN_FLIGHT) {
+		/* being read back (readahead, prefetch): the guest needs it now */
+		pager_critical_note_locked(p, pg, 1);
+		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
+			pthread_cond_wait(&p->state_cv, &p->lock);
+	}
 	switch (pg_state(p, pg)) {
 	case PAGE_OFFLOADED:
 		err = serve_offloaded(fc, m, r, ri, pg, addr);
@@ -282,14 +298,8 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	} else if (err == -ESRCH) {
 		err = 0;	/* the process exited: not an error */
 	}
-	if (!retry) {
-		p->faults++;
-		if (p->crit_recording)
-			p->crit_window_faults++;
+	if (!retry)
 		p->fault_lat_us[lat_bucket(now_ns() - t0)]++;
-	} else {
-		p->fault_retries++;
-	}
 	unregister = pager_unregister_due_locked(p);
 	pthread_mutex_unlock(&p->lock);
 	if (unregister)

@@ -49,6 +49,8 @@
 #define PG_STATE_MASK	0x03u
 #define PG_WS_CUR	0x10u	/* faulted or prefetched in this cycle */
 #define PG_WS_PREV	0x20u	/* ... in the previous cycle: prefetch it */
+#define PG_CRIT		0x40u	/* noted in the resume-critical set since the
+				 * last pager_resume_prepare */
 
 struct pager_region {
 	uint64_t gpa;
@@ -270,8 +272,12 @@ void pager_prefetch_thread_stop(struct pager *p);
 void pager_prefetch_quiesce(struct pager *p);
 
 /* pager_critical.c */
-/* A fault on pages [pg, pg+n) was served; lock held. */
+/* Pages [pg, pg+n) were claimed for a fault: record them while a resume is
+ * being delivered.  Lock held, before the faulter is woken. */
 void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n);
+/* A fault asked for readahead of [pg, pg+n): record the run the prefetcher
+ * will read (its first offloaded run).  Lock held. */
+void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
 /* Free what the pre-resume restore keeps between resumes (detach). */
 void pager_critical_release(struct pager *p);
 
