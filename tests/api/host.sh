@@ -49,6 +49,8 @@ check "GET /host: host memory from /proc/meminfo" \
 	[ "$(jget '["host"]["mem_total_bytes"] > 0 and "host_headroom_bytes" in d["admission"]' <<<"$H")" = True ]
 check "GET /host: no VMs, nothing reclaimable" \
 	[ "$(jget '["totals"]["reclaimable_bytes"] + d["totals"]["expected_return_bytes"] + len(d["vms"])' <<<"$H")" = 0 ]
+check "/metrics: no pressure metrics without a cgroup" \
+	[ "$(get /metrics | grep -c '^vmnap_memory_pressure')" = 0 ]
 check "POST /host is 405" [ "$(curl -s -o /dev/null -w '%{http_code}' -m 10 --unix-socket "$SOCK" -X POST http://localhost/host)" = 405 ]
 stop
 
@@ -66,6 +68,8 @@ if [ "$(id -u)" = 0 ] && [ -f $MEMV1/memory.limit_in_bytes ] && mkdir "$MEMV1/vm
 		[ "$(jget '["pressure"]["cgroup_version"], d["pressure"]["level"]' <<<"$H")" = "('v1', 'normal')" ]
 	check "GET /host: the cgroup's limit and its headroom" \
 		[ "$(jget '["pressure"]["reading"]["limit_bytes"] == 512 << 20 and d["admission"]["cgroup_headroom_bytes"] > 0' <<<"$H")" = True ]
+	check "/metrics: the level and the cgroup's limit" \
+		[ "$(get /metrics | grep -cE '^vmnap_memory_pressure_level 0$|^vmnap_pressure_cgroup_limit_bytes 536870912$')" = 2 ]
 	stop
 	printf '{"pressure": {"cgroup": "%s", "interval_ms": 50}}\n' "$CG" >"$T/conf.json"
 	start -c "$T/conf.json"

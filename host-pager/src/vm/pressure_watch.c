@@ -201,6 +201,25 @@ void pressure_watch_vm_attached(struct vm *vm)
 		apply_caps(vm->d->pressure, vm);
 }
 
+bool pressure_watch_status(struct vmnapd *d, struct pressure_watch_status *st)
+{
+	struct pressure_watch *pw = d->pressure;
+
+	if (!pw)
+		return false;
+	*st = (struct pressure_watch_status){
+		.level = pw->level,
+		.has_reading = pw->has_reading && pw->last.has_usage,
+		.usage_bytes = pw->last.usage_bytes,
+		.limit_bytes = pw->last.limit_bytes,
+		.samples = pw->samples,
+		.read_errors = pw->read_errors,
+		.level_changes = pw->level_changes,
+		.offloads = pw->offloads,
+	};
+	return true;
+}
+
 static json_t *pressure_json(struct pressure_watch *pw)
 {
 	json_t *o;

@@ -18,6 +18,8 @@
 #define VMNAP_PRESSURE_WATCH_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "vmnapd.h"
 
@@ -29,6 +31,14 @@ int pressure_watch_start(struct vmnapd *d, const char *cgroup,
 void pressure_watch_stop(struct vmnapd *d);
 /* A coordinator was attached to @vm: give it the current caps. */
 void pressure_watch_vm_attached(struct vm *vm);
+/* What /metrics shows; false when no cgroup is watched. */
+struct pressure_watch_status {
+	unsigned int level;		/* enum pressure_level */
+	bool has_reading;
+	uint64_t usage_bytes, limit_bytes;	/* limit 0: none */
+	uint64_t samples, read_errors, level_changes, offloads;
+};
+bool pressure_watch_status(struct vmnapd *d, struct pressure_watch_status *st);
 /*
  * The host's memory, the pressure cgroup, and per VM: resident,
  * reclaimable (resident of a paused VM that can be offloaded) and
