@@ -51,6 +51,8 @@ check "GET /host: no VMs, nothing reclaimable" \
 	[ "$(jget '["totals"]["reclaimable_bytes"] + d["totals"]["expected_return_bytes"] + len(d["vms"])' <<<"$H")" = 0 ]
 check "/metrics: no pressure metrics without a cgroup" \
 	[ "$(get /metrics | grep -c '^vmnap_memory_pressure')" = 0 ]
+check "vmnapctl host prints GET /host" \
+	[ "$("$BUILD/vmnapctl" -s "$SOCK" host | jget '["pressure"]["enabled"]')" = False ]
 check "POST /host is 405" [ "$(curl -s -o /dev/null -w '%{http_code}' -m 10 --unix-socket "$SOCK" -X POST http://localhost/host)" = 405 ]
 stop
 
