@@ -59,6 +59,7 @@ static void usage(FILE *f)
 		"Control vmnapd through its API socket (default " DEFAULT_SOCKET ").\n\n"
 		"Commands:\n"
 		"  status                          daemon status\n"
+		"  host                            memory for admission (GET /host, JSON)\n"
 		"  list                            every VM and its state\n"
 		"  show VM                         one VM: state, counters, pager\n"
 		"  register VM [--pause BACKEND:PATH] [--link unix:PATH|hybrid:UDS|vsock:CID]\n"
@@ -353,16 +354,17 @@ int main(int argc, char **argv)
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 
-	if (!strcmp(cmd, "status") || !strcmp(cmd, "list") || !strcmp(cmd, "metrics")) {
+	if (!strcmp(cmd, "status") || !strcmp(cmd, "list") || !strcmp(cmd, "metrics") ||
+	    !strcmp(cmd, "host")) {
 		if (nargs) {
 			usage(stderr);
 			return EXIT_USAGE;
 		}
-		if (!strcmp(cmd, "metrics")) {
+		if (!strcmp(cmd, "metrics") || !strcmp(cmd, "host")) {
 			bool j = c.json;
 
-			c.json = true;	/* text: print as is */
-			ret = call(&c, "GET", "/metrics", NULL, cmd);
+			c.json = true;	/* text or JSON: print as is */
+			ret = call(&c, "GET", !strcmp(cmd, "host") ? "/host" : "/metrics", NULL, cmd);
 			c.json = j;
 			return ret;
 		}

@@ -35,6 +35,9 @@ static void test_example_is_the_defaults(void **st)
 	config_default(&d);
 	assert_int_equal(config_load("host-pager/vmnapd.conf.example", &s, err, sizeof(err)), 0);
 	assert_memory_equal(&s.coord, &d.coord, sizeof(d.coord));
+	assert_memory_equal(&s.pressure, &d.pressure, sizeof(d.pressure));
+	assert_true(s.pressure_enabled);
+	assert_null(s.pressure_cgroup);
 	assert_int_equal(s.pause_timeout_ms, d.pause_timeout_ms);
 	assert_int_equal(s.api_max_body, d.api_max_body);
 	assert_string_equal(s.run_dir, "/run/vmnap");
@@ -56,6 +59,24 @@ static void test_overrides(void **st)
 	config_free(&s);
 }
 
+static void test_pressure_keys(void **st)
+{
+	struct vmnapd_settings s;
+	char err[CONFIG_ERR_LEN] = "";
+
+	(void)st;
+	assert_int_equal(load_text("{\"pressure\": {\"cgroup\": \"/sys/fs/cgroup/memory/vms\", "
+				   "\"psi_critical_pct\": 12.5, \"usage_critical_permille\": 950, "
+				   "\"offload_min_budget_ms\": 100, \"enabled\": false}}", &s, err), 0);
+	assert_string_equal(s.pressure_cgroup, "/sys/fs/cgroup/memory/vms");
+	assert_false(s.pressure_enabled);
+	assert_int_equal(s.pressure.psi_centi[PRESSURE_CRITICAL], 1250);
+	assert_int_equal(s.pressure.usage_permille[PRESSURE_CRITICAL], 950);
+	assert_int_equal(s.pressure.usage_permille[PRESSURE_ELEVATED], 800);
+	assert_int_equal(s.pressure.caps.offload_min_budget_ns, 100 * MS);
+	config_free(&s);
+}
+
 static void test_errors(void **st)
 {
 	static const char *const bad[] = {
@@ -66,6 +87,11 @@ static void test_errors(void **st)
 		"{\"coordinator\": {\"kinds\": {\"model\": {\"offload\": 1}}}}",
 		"{\"coordinator\": {\"busy_backoff_ms\": 10, \"busy_backoff_max_ms\": 5}}",
 		"{\"api\": {\"max_body_bytes\": 10}}",
+		"{\"pressure\": {\"cgroup\": 5}}",
+		"{\"pressure\": {\"psi_critical_pct\": 101}}",
+		"{\"pressure\": {\"usage_elevated_permille\": 950}}",	/* above critical */
+		"{\"pressure\": {\"interval_ms\": 1}}",
+		"{\"pressure\": {\"bogus\": 1}}",
 		"{\"run_dir\": 7}",
 		"{\"bogus\": true}",
 		"[1]",
@@ -106,6 +132,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_example_is_the_defaults),
+		cmocka_unit_test(test_pressure_keys),
 		cmocka_unit_test(test_overrides),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_roundtrip),

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "usock.h"
 #include "metrics.h"
+#include "pressure_watch.h"
 #include "vhost_vsock.h"
 #include "vm_control.h"
 
@@ -718,6 +719,12 @@ static void route(struct api *a, const char *method, const char *url, struct api
 			h_root(a, r);
 		else
 			h_metrics(a, r);
+		return;
+	}
+	if (n == 1 && !strcmp(seg[0], "host")) {	/* memory for admission */
+		if (!get)
+			goto not_allowed;
+		reply_json(r, HTTP_OK, pressure_watch_host_json(a->d));
 		return;
 	}
 	if (strcmp(seg[0], "vms")) {

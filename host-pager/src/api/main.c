@@ -19,6 +19,7 @@
 
 #include "api.h"		/* coordinator: control API */
 #include "config.h"	/* coordinator: settings file */
+#include "pressure_watch.h"	/* memory pressure */
 #include "events.h"	/* coordinator: event log */
 #include "log.h"
 #include "loop.h"
@@ -36,6 +37,7 @@
 #define MAX_VSOCK_OPTS		64
 #define SHUTDOWN_VMM_WAIT_MS	2000	/* for VMM calls still in flight at exit */
 #define OPT_VSOCK		0x100	/* long option only */
+#define OPT_PRESSURE_CGROUP	0x101	/* long option only */
 
 struct vsock_opt {
 	char *spec;	/* strdup'ed, split in place */
@@ -87,6 +89,9 @@ static void usage(FILE *f)
 		"  -e, --events FILE     append JSONL events to FILE\n"
 		"  -c, --config FILE     read settings from FILE\n"
 		"  -l, --log-level LVL   err, warn, info (default), debug\n"
+		"      --pressure-cgroup DIR\n"
+		"                        watch the memory pressure of the VMs' parent\n"
+		"                        cgroup DIR (v2, or v1 memory controller)\n"
 		"      --vsock NAME:VHOST_USER_SOCKET:GUEST_CID[:UDS]\n"
 		"                        VM NAME gets a vhost-user-vsock device for QEMU\n"
 		"                        (hybrid socket UDS, default RUN_DIR/NAME.vsock);\n"
@@ -159,6 +164,7 @@ static void daemon_stop(struct vmnapd *d)
 	if (left)
 		log_warn(NULL, "%u VMM call(s) still unanswered at exit", left);
 	/* subsystems stop here, in reverse order of daemon_start() */
+	pressure_watch_stop(d);	/* memory pressure */
 	pager_debug_stop(d);	/* pager */
 	mem_handshake_stop(d);	/* pager */
 	api_stop(d);		/* coordinator */
@@ -176,6 +182,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "vsock", required_argument, NULL, OPT_VSOCK },
+		{ "pressure-cgroup", required_argument, NULL, OPT_PRESSURE_CGROUP },
 		{ 0 }
 	};
 	struct vmnapd d = {
@@ -187,6 +194,7 @@ int main(int argc, char **argv)
 	int c, sfd, err;
 	struct vmnapd_settings settings;	/* coordinator */
 	bool log_level_set = false;		/* coordinator */
+	const char *pressure_cgroup = NULL;	/* memory pressure */
 
 	while ((c = getopt_long(argc, argv, "r:s:e:c:l:hV", opts, NULL)) != -1) {
 		switch (c) {
@@ -204,6 +212,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("vmnapd %s\n", VMNAPD_VERSION); return 0;
+		case OPT_PRESSURE_CGROUP:
+			pressure_cgroup = optarg;
+			break;
 		case OPT_VSOCK:
 			if (nvsock == MAX_VSOCK_OPTS) {
 				fprintf(stderr, "vmnapd: too many --vsock\n");
@@ -274,6 +285,18 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		free(vsock_opts[i].spec);
+	}
+	/* memory pressure: the command line's cgroup, else the file's if enabled */
+	if (!pressure_cgroup && settings.pressure_enabled)
+		pressure_cgroup = settings.pressure_cgroup;
+	if (pressure_cgroup) {
+		err = pressure_watch_start(&d, pressure_cgroup, &settings.pressure);
+		if (err) {
+			log_err(NULL, "memory pressure cgroup %s: %s", pressure_cgroup,
+				strerror(-err));
+			daemon_stop(&d);
+			return 1;
+		}
 	}
 	log_info(NULL, "vmnapd %s ready (run dir %s, store dir %s)", VMNAPD_VERSION,
 		 d.cfg.run_dir, d.cfg.store_dir);

@@ -11,6 +11,7 @@
 #include "metrics.h"
 #include "pager.h"
 #include "pause.h"
+#include "pressure_watch.h"
 #include "vm_control.h"
 #include "vmm_mem.h"
 
@@ -354,6 +355,39 @@ json_t *metrics_rejections_json(struct vmnapd *d)
 			 "bad_peer", (json_int_t)vs.bad_peer);
 }
 
+/* Host memory pressure (pressure_watch.h): only when a cgroup is watched. */
+static void pressure_metrics(FILE *f, struct vmnapd *d)
+{
+	struct pressure_watch_status st;
+
+	if (!pressure_watch_status(d, &st))
+		return;
+	help(f, "vmnap_memory_pressure_level", "gauge",
+	     "pressure cgroup's level: 0 normal, 1 elevated, 2 critical");
+	fprintf(f, "vmnap_memory_pressure_level %u\n", st.level);
+	if (st.has_reading) {
+		help(f, "vmnap_pressure_cgroup_usage_bytes", "gauge", "pressure cgroup's memory usage");
+		fprintf(f, "vmnap_pressure_cgroup_usage_bytes %llu\n",
+			(unsigned long long)st.usage_bytes);
+		if (st.limit_bytes) {
+			help(f, "vmnap_pressure_cgroup_limit_bytes", "gauge",
+			     "pressure cgroup's memory limit");
+			fprintf(f, "vmnap_pressure_cgroup_limit_bytes %llu\n",
+				(unsigned long long)st.limit_bytes);
+		}
+	}
+	help(f, "vmnap_memory_pressure_level_changes_total", "counter", "level changes");
+	fprintf(f, "vmnap_memory_pressure_level_changes_total %llu\n",
+		(unsigned long long)st.level_changes);
+	help(f, "vmnap_memory_pressure_offloads_total", "counter",
+	     "paused VMs offloaded because of memory pressure");
+	fprintf(f, "vmnap_memory_pressure_offloads_total %llu\n", (unsigned long long)st.offloads);
+	help(f, "vmnap_memory_pressure_read_errors_total", "counter",
+	     "pressure cgroup reads that failed");
+	fprintf(f, "vmnap_memory_pressure_read_errors_total %llu\n",
+		(unsigned long long)st.read_errors);
+}
+
 char *metrics_render(struct vmnapd *d, size_t *len)
 {
 	uint64_t written, failed;
@@ -377,6 +411,7 @@ char *metrics_render(struct vmnapd *d, size_t *len)
 	pause_metrics(f, d);
 	vmm_metrics(f, d);
 	rejection_metrics(f, d);
+	pressure_metrics(f, d);
 	if (fclose(f)) {
 		free(buf);
 		return NULL;

@@ -71,6 +71,8 @@ struct coord {
 	uint64_t resume_ack_req_id;
 	uint64_t resume_ack_deadline_ns;
 
+	bool has_caps;			/* memory pressure caps the offload gates */
+	struct coord_pressure_caps caps;
 	uint64_t armed_ns;		/* last deadline given to arm_timer */
 	struct coord_evidence last_ev;
 	struct coord_stats st;
@@ -401,6 +403,12 @@ static void start_resume(struct coord *c, enum coord_resume_reason reason,
 		coord_resume_done(c, err);
 }
 
+/* An offload gate: the policy's value, capped under memory pressure. */
+static uint64_t gate(const struct coord *c, uint64_t policy, uint64_t cap)
+{
+	return c->has_caps ? min_u64(policy, cap) : policy;
+}
+
 /* PAUSED: when may this cycle offload?  NO_DEADLINE: not at all. */
 static uint64_t offload_time(struct coord *c)
 {
@@ -409,10 +417,13 @@ static uint64_t offload_time(struct coord *c)
 	if (c->manual || !offload_possible(c) || !(c->handoff_flags & COORD_HANDOFF_OFFLOAD) ||
 	    !waits_allow(c, true) || c->budget_deadline_ns == COORD_NO_DEADLINE)
 		return COORD_NO_DEADLINE;
-	t = max_u64(add_sat(oldest_wait_start(c), c->cfg.offload_after_ns), clock_now(c));
+	t = max_u64(add_sat(oldest_wait_start(c), gate(c, c->cfg.offload_after_ns,
+						       c->caps.offload_after_ns)), clock_now(c));
 	if (c->has_offloaded)
-		t = max_u64(t, add_sat(c->last_offload_ns, c->cfg.offload_cooldown_ns));
-	if (c->budget_deadline_ns < add_sat(t, c->cfg.offload_min_budget_ns))
+		t = max_u64(t, add_sat(c->last_offload_ns, gate(c, c->cfg.offload_cooldown_ns,
+								c->caps.offload_cooldown_ns)));
+	if (c->budget_deadline_ns < add_sat(t, gate(c, c->cfg.offload_min_budget_ns,
+						    c->caps.offload_min_budget_ns)))
 		return COORD_NO_DEADLINE;
 	return t;
 }
@@ -942,6 +953,50 @@ void coord_resume_ack(struct coord *c, uint64_t req_id)
 	c->awaiting_resume_ack = false;
 	deliver_pending(c);
 	coord_rearm(c);
+}
+
+void coord_set_pressure_caps(struct coord *c, const struct coord_pressure_caps *caps)
+{
+	c->has_caps = caps != NULL;
+	if (caps)
+		c->caps = *caps;
+}
+
+int coord_pressure_offload(struct coord *c)
+{
+	bool any = false;
+
+	if (!offload_possible(c))
+		return -EOPNOTSUPP;
+	if (c->state == COORD_OFFLOADING || c->state == COORD_OFFLOADED)
+		return -EALREADY;
+	if (c->state != COORD_PAUSED)
+		return -EBUSY;
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
+		const struct coord_wait *w = &c->waits[i];
+
+		if (!w->used || w->ready)
+			continue;
+		if (!c->cfg.kind[w->kind].may_offload)
+			return -EPERM;
+		any = true;
+	}
+	if (!any && !c->manual)
+		return -EPERM;	/* resuming anyway: no wait is left */
+	start_offload(c, "memory_pressure");
+	coord_rearm(c);
+	return 0;
+}
+
+uint64_t coord_expected_wait_ns(const struct coord *c)
+{
+	uint64_t now, t;
+
+	if (c->state != COORD_PAUSED && c->state != COORD_OFFLOADED)
+		return 0;
+	now = c->ops->now(c->arg);
+	t = min_u64(timer_resume_time(c), max_pause_time(c));
+	return t > now ? t - now : 0;
 }
 
 void coord_pause_done(struct coord *c, int err)

@@ -112,6 +112,19 @@ struct coord_config {
 	struct coord_kind_policy kind[COORD_NR_WAIT_KINDS];
 };
 
+/*
+ * Host memory pressure (pressure.h) caps the offload gates that exist only
+ * to save I/O: a cycle paused while the caps are set offloads after
+ * min(offload_after, cap), with a timer budget of min(min_budget, cap) and
+ * min(cooldown, cap) since the last offload.  The VM's own policy is kept
+ * (coord_config() still shows it).
+ */
+struct coord_pressure_caps {
+	uint64_t offload_after_ns;	/* 0 ms */
+	uint64_t offload_min_budget_ns;	/* 200 ms */
+	uint64_t offload_cooldown_ns;	/* 0 ms */
+};
+
 struct coord;
 
 /*
@@ -232,6 +245,20 @@ void coord_resume_ack(struct coord *c, uint64_t req_id);
 void coord_pause_done(struct coord *c, int err);
 void coord_resume_done(struct coord *c, int err);
 void coord_offload_done(struct coord *c, int err);
+/* Memory pressure: cap the offload gates of the next pause cycles
+ * (NULL: none). */
+void coord_set_pressure_caps(struct coord *c, const struct coord_pressure_caps *caps);
+/*
+ * Memory pressure: offload a PAUSED VM now, whatever its offload delay,
+ * timer budget, cooldown or handoff flags say; its waits' kinds must still
+ * allow offloading (a cycle paused by hand has none and may).  -EOPNOTSUPP
+ * (no pager, not evictable), -EALREADY (offloading or offloaded), -EBUSY
+ * (not paused), -EPERM (a wait's kind forbids it).
+ */
+int coord_pressure_offload(struct coord *c);
+/* PAUSED or OFFLOADED: how long until its next resume deadline (guest
+ * timer or fail-safe) from now; 0 in other states. */
+uint64_t coord_expected_wait_ns(const struct coord *c);
 /* The pager cannot serve this VM any more: fail-safe resume. */
 void coord_pager_error(struct coord *c, int err);
 

@@ -36,6 +36,8 @@ void config_default(struct vmnapd_settings *s)
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
 	s->api_conn_timeout_s = CONFIG_DEFAULT_API_TIMEOUT_S;
 	coord_config_default(&s->coord);
+	s->pressure_enabled = true;
+	pressure_config_default(&s->pressure);
 }
 
 void config_free(struct vmnapd_settings *s)
@@ -44,6 +46,7 @@ void config_free(struct vmnapd_settings *s)
 	free(s->store_dir);
 	free(s->events_path);
 	free(s->log_level);
+	free(s->pressure_cgroup);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -211,6 +214,96 @@ static int api_from_json(const json_t *obj, struct vmnapd_settings *s, char *err
 	return 0;
 }
 
+/* A percentage 0..100 (integer or real) as % x 100. */
+static int get_pct(const char *key, const json_t *v, uint32_t *centi, char *err, size_t n)
+{
+	double d = json_is_number(v) ? json_number_value(v) : -1;
+
+	if (!(d >= 0 && d <= 100)) {
+		snprintf(err, n, "pressure.%s: want a number 0..100 (percent)", key);
+		return -EINVAL;
+	}
+	*centi = (uint32_t)(d * 100 + 0.5);
+	return 0;
+}
+
+int config_pressure_from_json(const json_t *obj, struct vmnapd_settings *s, char *err, size_t n)
+{
+	struct pressure_config p = s->pressure;
+	char *cgroup = NULL;
+	bool enabled = s->pressure_enabled, has_cgroup = false;
+	const char *key;
+	json_t *v;
+	int ret = 0;
+
+	if (!json_is_object(obj)) {
+		snprintf(err, n, "pressure: want an object");
+		return -EINVAL;
+	}
+	json_object_foreach((json_t *)obj, key, v) {
+		if (key[0] == '_')
+			continue;
+		if (!strcmp(key, "cgroup")) {
+			has_cgroup = true;
+			if (!json_is_null(v))
+				ret = get_str("pressure.cgroup", v, &cgroup, err, n);
+		} else if (!strcmp(key, "enabled")) {
+			if (!json_is_boolean(v)) {
+				snprintf(err, n, "pressure.enabled: want true or false");
+				ret = -EINVAL;
+			}
+			enabled = json_is_true(v);
+		} else if (!strcmp(key, "interval_ms")) {
+			ret = get_ms("pressure", key, v, &p.interval_ns, err, n);
+			if (!ret && p.interval_ns < 10 * NS_PER_MS) {
+				snprintf(err, n, "pressure.interval_ms: want at least 10");
+				ret = -EINVAL;
+			}
+		} else if (!strcmp(key, "usage_elevated_permille")) {
+			ret = get_u32("pressure", key, v, 0, &p.usage_permille[PRESSURE_ELEVATED], err, n);
+		} else if (!strcmp(key, "usage_critical_permille")) {
+			ret = get_u32("pressure", key, v, 0, &p.usage_permille[PRESSURE_CRITICAL], err, n);
+		} else if (!strcmp(key, "usage_hysteresis_permille")) {
+			ret = get_u32("pressure", key, v, 0, &p.usage_hysteresis_permille, err, n);
+		} else if (!strcmp(key, "psi_elevated_pct")) {
+			ret = get_pct(key, v, &p.psi_centi[PRESSURE_ELEVATED], err, n);
+		} else if (!strcmp(key, "psi_critical_pct")) {
+			ret = get_pct(key, v, &p.psi_centi[PRESSURE_CRITICAL], err, n);
+		} else if (!strcmp(key, "psi_hysteresis_pct")) {
+			ret = get_pct(key, v, &p.psi_hysteresis_centi, err, n);
+		} else if (!strcmp(key, "offload_after_ms")) {
+			ret = get_ms("pressure", key, v, &p.caps.offload_after_ns, err, n);
+		} else if (!strcmp(key, "offload_min_budget_ms")) {
+			ret = get_ms("pressure", key, v, &p.caps.offload_min_budget_ns, err, n);
+		} else if (!strcmp(key, "offload_cooldown_ms")) {
+			ret = get_ms("pressure", key, v, &p.caps.offload_cooldown_ns, err, n);
+		} else {
+			snprintf(err, n, "pressure.%s: unknown key", key);
+			ret = -EINVAL;
+		}
+		if (ret)
+			goto out;
+	}
+	if ((p.usage_permille[PRESSURE_ELEVATED] && p.usage_permille[PRESSURE_CRITICAL] &&
+	     p.usage_permille[PRESSURE_CRITICAL] < p.usage_permille[PRESSURE_ELEVATED]) ||
+	    (p.psi_centi[PRESSURE_ELEVATED] && p.psi_centi[PRESSURE_CRITICAL] &&
+	     p.psi_centi[PRESSURE_CRITICAL] < p.psi_centi[PRESSURE_ELEVATED])) {
+		snprintf(err, n, "pressure: a critical threshold is below its elevated one");
+		ret = -EINVAL;
+		goto out;
+	}
+	s->pressure = p;
+	s->pressure_enabled = enabled;
+	if (has_cgroup) {
+		free(s->pressure_cgroup);
+		s->pressure_cgroup = cgroup;
+		cgroup = NULL;
+	}
+out:
+	free(cgroup);
+	return ret;
+}
+
 int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n)
 {
 	json_error_t jerr;
@@ -244,6 +337,8 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 			ret = api_from_json(v, s, err, n);
 		else if (!strcmp(key, "coordinator"))
 			ret = config_coord_from_json(v, &s->coord, err, n);
+		else if (!strcmp(key, "pressure"))
+			ret = config_pressure_from_json(v, s, err, n);
 		else if (key[0] == '_')
 			ret = 0;	/* "_comment" and friends */
 		else {

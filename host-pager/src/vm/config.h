@@ -16,7 +16,13 @@
  *       "max_pause_ms": 60000,
  *       "kinds": { "model":   { "pause": true, "offload": true },
  *                  "network": { "pause": true, "offload": false },
- *                  "file":    { "pause": true, "offload": false } } }
+ *                  "file":    { "pause": true, "offload": false } } },
+ *     "pressure": { "cgroup": null, "enabled": true, "interval_ms": 200,
+ *       "usage_elevated_permille": 800, "usage_critical_permille": 900,
+ *       "usage_hysteresis_permille": 50, "psi_elevated_pct": 10,
+ *       "psi_critical_pct": 30, "psi_hysteresis_pct": 5,
+ *       "offload_after_ms": 0, "offload_min_budget_ms": 200,
+ *       "offload_cooldown_ms": 0 }
  *   }
  *
  * Unknown keys and wrong types are errors (a typo must not silently keep
@@ -30,6 +36,7 @@
 #include <stdint.h>
 
 #include "coord.h"
+#include "pressure.h"
 
 #define CONFIG_ERR_LEN			256
 #define CONFIG_DEFAULT_API_BODY		65536
@@ -43,6 +50,10 @@ struct vmnapd_settings {
 	uint32_t api_max_conns;
 	uint32_t api_conn_timeout_s;
 	struct coord_config coord;
+	/* memory pressure: on when a cgroup is given and enabled */
+	char *pressure_cgroup;		/* NULL: none */
+	bool pressure_enabled;		/* true */
+	struct pressure_config pressure;
 };
 
 void config_default(struct vmnapd_settings *s);
@@ -54,5 +65,8 @@ void config_free(struct vmnapd_settings *s);
 int config_coord_from_json(const json_t *obj, struct coord_config *cfg,
 			   char *err, size_t errlen);
 json_t *config_coord_to_json(const struct coord_config *cfg);
+/* Apply a "pressure" object onto @s; -EINVAL with @err. */
+int config_pressure_from_json(const json_t *obj, struct vmnapd_settings *s,
+			      char *err, size_t errlen);
 
 #endif

@@ -8,7 +8,9 @@
  * clock as every other timestamp vmnapd reports), "type", and "vm" when
  * the event belongs to one VM.  Types: "transition" (from, to, why),
  * "wait_start" (wait, kind), "wait_ready" (wait), "delivered" (wait,
- * latency_ns), "vm_register", "vm_delete", "external", "link" (state).
+ * latency_ns), "vm_register", "vm_delete", "external", "link" (state),
+ * "pressure" (from, to, reading; no vm), "pressure_offload" (level,
+ * resident_bytes, expected_wait_ns, reading).
  * Each line is written with one write(2) on an O_APPEND fd.
  */
 #ifndef VMNAP_EVENTS_H

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "loop.h"
 #include "pager.h"
+#include "pressure_watch.h"
 #include "views.h"
 #include "vhost_vsock.h"
 #include "vm_control.h"
@@ -619,6 +620,7 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 		snprintf(err, n, "out of memory");
 		goto fail;
 	}
+	pressure_watch_vm_attached(vm);
 	if (vm->link)
 		vm_link_detach(vm);	/* ours must be the only owner */
 	ret = vm_link_attach(vm, VMNAP_F_ALL, &ctl_link_ops, vm);

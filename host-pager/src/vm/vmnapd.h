@@ -72,6 +72,7 @@ struct vmnapd {
 	void *mem_handshake;	/* memory handshake server (mem_handshake.c) */
 	void *pager_debug;	/* pager debug endpoint (pager_debug.c) */
 	struct guest_link_vsock_listener *link_vsock;	/* AF_VSOCK guest links */
+	void *pressure;		/* memory pressure watch (pressure_watch.c) */
 };
 
 /* A name is 1..VM_NAME_MAX-1 of [A-Za-z0-9_.-] and not "." or "..". */
