@@ -22,8 +22,14 @@ CC		?= gcc
 CFLAGS_BASE	:= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g \
 		   -fno-strict-aliasing -I$(CURDIR)
 CFLAGS		?=
-ALL_CFLAGS	= $(CFLAGS_BASE) $(LAYER_INC) $(EXTRA_CFLAGS) $(CFLAGS)
+# Sanitizer flags have their own variables: a command-line EXTRA_CFLAGS or
+# LDFLAGS would replace the fragments' target-specific "+=" additions (the
+# guest tool's libnl include path, a test's --wrap) instead of adding to them.
+SAN_CFLAGS	?=
+SAN_LDFLAGS	?=
+ALL_CFLAGS	= $(CFLAGS_BASE) $(LAYER_INC) $(EXTRA_CFLAGS) $(CFLAGS) $(SAN_CFLAGS)
 LDFLAGS		?=
+LDFLAGS		+= $(SAN_LDFLAGS)
 
 # Kernel headers: Debian's linux-headers-<ver>-amd64 that matches the guest
 # kernel scripts/guest-kernel.sh fetches.  KDIR= overrides.
@@ -44,6 +50,10 @@ GUEST_PROGRAMS	:=	# programs copied into the guest initramfs
 LIBS		:=	# shared objects -> $(BUILD)/<name>.so
 
 include $(sort $(wildcard */build.mk */*/build.mk))
+# The replay benchmark's exec agent is linked -static, which the sanitizers
+# cannot be: it stays a plain build under `make asan`.
+$(EXEC_AGENT) $(EXEC_AGENT).o: override SAN_CFLAGS :=
+$(EXEC_AGENT): override SAN_LDFLAGS :=
 # Benchmarks: scripts/bench-<name>.mk adds its target to BENCH_TARGETS.
 BENCH_TARGETS	:=
 include $(sort $(wildcard scripts/*.mk))
@@ -61,8 +71,9 @@ module:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 asan:
-	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1" \
-		LDFLAGS="-fsanitize=address,undefined" userspace
+	$(MAKE) BUILD=build-asan \
+		SAN_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1" \
+		SAN_LDFLAGS="-fsanitize=address,undefined" userspace
 
 guest-kernel: deps
 	@scripts/guest-kernel.sh

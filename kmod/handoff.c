@@ -4,7 +4,8 @@
  * does with each host message (core/fsm.c decides, this file acts), HELLO
  * on connect, the handoff verdict (evidence.c) with the device quiesce
  * (quiesce.c), the release of held devices on RESUMED, HANDOFF_ABORT, link
- * loss, fail-safe or unload, and the free page reporter's batch state.
+ * loss, fail-safe or unload, the guest clock's catch-up on RESUMED, and the
+ * free page reporter's batch state.
  *
  * Locking: the handoff lock (ho.lock, a mutex) serialises every entry
  * point of this file - the link events (connect and receive work on
@@ -26,6 +27,8 @@
 #include <linux/mutex.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
+#include <linux/time64.h>
+#include <linux/timekeeping.h>
 
 #include "vmnap_mod.h"
 #include "core/fsm.h"
@@ -40,6 +43,15 @@
 #define VMNAP_MAX_QUIESCE_MS	1000U
 /* Request id of a handoff started by the test hook (never from a host). */
 #define VMNAP_LOCAL_REQ_ID	0
+/*
+ * A fail-safe that runs this much later than it was due was frozen, not
+ * forgotten: a backend that keeps the guest clock running (the cgroup
+ * freezer, Firecracker) thawed us after more than failsafe_ms and RESUMED
+ * is on its way.
+ */
+#define VMNAP_FAILSAFE_FROZEN_LATE_MS	50
+/* Largest clock step taken from one RESUMED (the host's pause cap is far lower). */
+#define VMNAP_MAX_CLOCK_STEP_NS	(7ULL * 24 * 3600 * NSEC_PER_SEC)
 
 /**
  * struct vmnap_handoff - protocol and handoff state, under @lock
@@ -48,6 +60,7 @@
  * @offered: features in the last HELLO
  * @free_batch: id of the last FREE_REPORT batch
  * @quiesced_at: when the devices were last held
+ * @failsafe_deferred: the fail-safe of this hold was deferred once (frozen)
  * @have_evidence: @last, @last_busy are meaningful
  * @last: last evidence measured
  * @last_busy: busy reasons of @last
@@ -64,6 +77,7 @@ static struct vmnap_handoff {
 	u32 offered;
 	u64 free_batch;
 	ktime_t quiesced_at;
+	bool failsafe_deferred;
 	bool have_evidence;
 	struct vmnap_sample last;
 	u32 last_busy;
@@ -95,7 +109,7 @@ static void vmnap_link_up_locked(void)
 	size_t len;
 	int n;
 
-	info.features = VMNAP_F_QUIESCE;
+	info.features = VMNAP_F_QUIESCE | VMNAP_F_CLOCK_STEP;
 	if (ho.free_ops->available())
 		info.features |= VMNAP_F_FREE_REPORT;
 	if (vmnap_timer_evidence_active())
@@ -214,6 +228,7 @@ static void vmnap_handoff(const struct vmnap_handoff_req *m)
 	if (verdict == VMNAP_READY) {
 		vmnap_fsm_quiesced(&ho.fsm, req_id);
 		ho.quiesced_at = ktime_get();
+		ho.failsafe_deferred = false;
 		vmnap_failsafe_arm();
 	}
 	vmnap_send_handoff_ack(req_id, verdict, &s, busy);
@@ -237,6 +252,61 @@ static void vmnap_resume_ack(const struct vmnap_resumed *m, u64 ns)
 
 	vmnap_send(buf, vmnap_build_resume_ack(buf, sizeof(buf), 0,
 					       le64_to_cpu(m->req_id), ns));
+}
+
+/*
+ * RESUMED says the guest's clock stood still while paused (QMP stop,
+ * Cloud Hypervisor): step CLOCK_REALTIME forward by the time paused, so
+ * the wall clock is the host's again.  CLOCK_MONOTONIC and CLOCK_BOOTTIME
+ * are left alone: Linux cannot step them, they keep meaning "time this
+ * guest ran" (as across a suspend without a persistent clock), and the
+ * timer budget in the evidence is measured on MONOTONIC, so a wall-clock
+ * step (ours, NTP's, settimeofday's) never changes it.  The step wakes
+ * absolute CLOCK_REALTIME timers (clock_was_set) and resets the NTP
+ * state, as any settimeofday() does; an NTP daemon sees a step it did not
+ * make and measures again.  Handoff lock held.
+ */
+static void vmnap_clock_catch_up(const struct vmnap_resumed *m)
+{
+	u64 ns = le64_to_cpu(m->paused_ns);
+	struct timespec64 ts;
+	s64 ran;
+	int ret;
+
+	if (!(le32_to_cpu(m->flags) & VMNAP_RF_CLOCK_STOPPED) ||
+	    !(ho.fsm.accepted & VMNAP_F_CLOCK_STEP) || !ns)
+		return;
+	if (ns > VMNAP_MAX_CLOCK_STEP_NS) {
+		vmnap_count(VMNAP_CTR_CLOCK_STEP_FAILS);
+		pr_warn_ratelimited("clock step of %llu ns refused: too large\n", ns);
+		return;
+	}
+	/*
+	 * Our clock ran at least as long as the host says we were paused
+	 * since the handoff: it did not stand still (a VMM that advances
+	 * kvm-clock on resume after all), and a step would count the pause
+	 * twice.  A pause shorter than the handoff's own round trips looks
+	 * the same and is left alone too (a few ms at most).
+	 */
+	ran = ktime_to_ns(ktime_sub(ktime_get(), ho.quiesced_at));
+	if (ran >= 0 && (u64)ran >= ns) {
+		vmnap_count(VMNAP_CTR_CLOCK_STEP_FAILS);
+		pr_debug("no clock step: %lld ns of guest time since the handoff, paused %llu ns\n",
+			 ran, ns);
+		return;
+	}
+	ktime_get_real_ts64(&ts);
+	ts = timespec64_add(ts, ns_to_timespec64(ns));
+	ret = do_settimeofday64(&ts);
+	if (ret) {
+		vmnap_count(VMNAP_CTR_CLOCK_STEP_FAILS);
+		pr_warn_ratelimited("clock step of %llu ns failed: %d\n", ns, ret);
+		return;
+	}
+	vmnap_count(VMNAP_CTR_CLOCK_STEPS);
+	vmnap_count_add(VMNAP_CTR_CLOCK_STEP_MS, div_u64(ns + NSEC_PER_MSEC / 2, NSEC_PER_MSEC));
+	pr_debug("CLOCK_REALTIME stepped forward %llu ns (guest clock stopped while paused)\n",
+		 ns);
 }
 
 /* Dispatch a validated host message; nonzero return drops the link. */
@@ -264,6 +334,8 @@ static int vmnap_handle_msg_locked(const struct vmnap_hdr *h,
 		vmnap_handoff_busy_state(payload);
 		break;
 	case VMNAP_ACT_UNQUIESCE:
+		if (type == VMNAP_RESUMED)
+			vmnap_clock_catch_up(payload);
 		t0 = ktime_get();
 		vmnap_release(type == VMNAP_RESUMED ? VMNAP_CTR_UNQ_RESUMED :
 			      VMNAP_CTR_UNQ_ABORT);
@@ -271,6 +343,8 @@ static int vmnap_handle_msg_locked(const struct vmnap_hdr *h,
 			vmnap_resume_ack(payload, ktime_to_ns(ktime_sub(ktime_get(), t0)));
 		break;
 	case VMNAP_ACT_RESUME_ACK:
+		/* released already by the fail-safe: the clock still stood */
+		vmnap_clock_catch_up(payload);
 		vmnap_resume_ack(payload, 0);
 		break;
 	case VMNAP_ACT_STALE:
@@ -323,11 +397,31 @@ const struct vmnap_link_ops vmnap_handoff_link_ops = {
 	.on_msg = vmnap_handle_msg,
 };
 
-/* The fail-safe fired: no pause and no resume within failsafe_ms. */
+/*
+ * The fail-safe fired: no pause and no resume within failsafe_ms of guest
+ * time.  A backend that stops the guest clock (QMP stop) leaves it due
+ * while paused; one that keeps it running (the freezer) makes it due at
+ * thaw, far later than armed, just before the RESUMED the host sends after
+ * every resume: then give that RESUMED one more failsafe_ms instead of
+ * releasing the devices as if the host had gone silent.
+ */
 void vmnap_handoff_failsafe_expired(void)
 {
+	s64 late_ms;
+
 	mutex_lock(&ho.lock);
-	vmnap_release(VMNAP_CTR_UNQ_FAILSAFE);
+	late_ms = ktime_ms_delta(ktime_get(), ho.quiesced_at) -
+		  (s64)READ_ONCE(vmnap_failsafe_ms);
+	if (ho.fsm.handoff == VMNAP_HANDOFF_QUIESCED && !ho.failsafe_deferred &&
+	    late_ms > VMNAP_FAILSAFE_FROZEN_LATE_MS) {
+		ho.failsafe_deferred = true;
+		vmnap_count(VMNAP_CTR_FAILSAFE_FROZEN);
+		pr_debug("fail-safe %lld ms late: the guest was frozen, waiting for RESUMED\n",
+			 late_ms);
+		vmnap_failsafe_arm();
+	} else {
+		vmnap_release(VMNAP_CTR_UNQ_FAILSAFE);
+	}
 	mutex_unlock(&ho.lock);
 }
 
@@ -397,6 +491,7 @@ int vmnap_test_handoff(u32 *verdict, u32 *busy)
 	if (*verdict == VMNAP_READY) {
 		vmnap_fsm_quiesced(&ho.fsm, VMNAP_LOCAL_REQ_ID);
 		ho.quiesced_at = ktime_get();
+		ho.failsafe_deferred = false;
 		vmnap_failsafe_arm();
 	}
 	mutex_unlock(&ho.lock);

@@ -4,9 +4,15 @@
 
 Each run boots the Debian guest kernel in QEMU (TCG here) with vmnap.ko,
 vmnapd (its vhost-user-vsock device carries the guest link, the preload
-shim hands guest RAM to the pager, QMP pauses), then plays the same session:
-a tool command run in the guest, then a model wait (wait_start, the model's
-think time, data_ready), six times with waits from 10 ms to 5 s.  The first
+shim hands guest RAM to the pager, the cgroup freezer on QEMU's own cgroup
+pauses: the guest's clock keeps running, so its time stays true; QMP stop
+with "allow_clock_stop" only where no freezer cgroup can be made), then
+plays the same session: a tool command run in the guest, then a model
+request, six times with model think times from 10 ms to 5 s.  The agent
+sends its model requests to vmnap-gateway, the VM's model API base URL, in
+front of the gateway's fake model server: the gateway alone tells vmnapd
+that a wait started (the request) and that its data is ready (the first
+response byte); the demo makes no wait API call.  The first
 run has the coordinator disabled (baseline: the VM is registered but
 unmanaged), the second enabled.  Guest-RAM resident bytes (the memfd's
 allocated blocks, as the pager counts them) are sampled through the API
@@ -14,7 +20,8 @@ every SAMPLE_SEC for the memory x time integral.
 
 Prints a table per wait (states passed, paused/offloaded, resident before /
 during (minimum) / after, delivery latency = data ready -> the guest's
-RESUME_ACK) and totals, and writes build/demo/summary.json.
+RESUME_ACK, as vmnapd measures it) and totals, and writes
+build/demo/summary.json.
 """
 import argparse
 import http.client
@@ -49,6 +56,9 @@ SESSION = [
     ("echo hello agent | tr a-z A-Z", 5.000),
 ]
 FINAL_CHECK = "sha256sum /tmp/fill | cut -c1-16"
+# Any trajectory: the fake model server answers each request after the
+# think time the demo asks for (X-Fake-Wait-Ms).
+TRAJECTORY = os.path.join(ROOT, "tests", "data", "replay-tiny.jsonl")
 
 GUEST_CMD = r"""
 yes 'vmnap demo: page cache the agent will want back' | head -c %(fill_bytes)d >/tmp/fill
@@ -81,6 +91,21 @@ class UnixHTTP(http.client.HTTPConnection):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(30)
         self.sock.connect(self.path)
+
+
+def model_request(sock, think_s):
+    """The agent's model request through the gateway; (status, seconds)."""
+    body = json.dumps({"model": "demo", "messages": [{"role": "user", "content": "next?"}]})
+    t0 = time.monotonic()
+    c = UnixHTTP(sock)
+    c.timeout = STEP_TIMEOUT
+    c.request("POST", "/v1/chat/completions", body=body,
+              headers={"Content-Type": "application/json",
+                       "X-Fake-Wait-Ms": str(int(think_s * 1000))})
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status, time.monotonic() - t0
 
 
 class Api:
@@ -158,6 +183,44 @@ def read_events(path):
     return out
 
 
+def freezer_cgroup(name):
+    """A fresh freezer cgroup for QEMU: the v1 freezer hierarchy, else v2
+    (cgroup.freeze).  None when neither can be made here."""
+    for root, probe in (("/sys/fs/cgroup/freezer", "freezer.state"),
+                        ("/sys/fs/cgroup/unified", "cgroup.freeze"),
+                        ("/sys/fs/cgroup", "cgroup.freeze")):
+        if not os.path.exists(os.path.join(root, "cgroup.procs")):
+            continue
+        d = os.path.join(root, name)
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError:
+            continue
+        if os.path.exists(os.path.join(d, probe)):
+            return d
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    return None
+
+
+def freezer_remove(d):
+    """Thaw and remove a freezer cgroup once QEMU is gone."""
+    for name, val in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+        try:
+            with open(os.path.join(d, name), "w") as f:
+                f.write(val)
+        except OSError:
+            pass
+    for _ in range(50):
+        try:
+            os.rmdir(d)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def run_session(mode, work):
     """One boot, one session. Returns a dict with per-wait rows and totals."""
     managed = mode == "vmnap"
@@ -171,9 +234,19 @@ def run_session(mode, work):
     vmnapd = subprocess.Popen([os.path.join(ROOT, BUILD, "vmnapd"), "-r", rundir, "-s",
                                os.path.join(run, "store"), "-e", events, "-l", "info"],
                               stdout=vmnapd_log, stderr=subprocess.STDOUT)
+    gateway_log = open(os.path.join(OUT, "gateway-%s.log" % mode), "w")
+    model_sock, agent_sock = os.path.join(run, "model.sock"), os.path.join(run, "agent.sock")
+    gw = os.path.join(ROOT, BUILD, "vmnap-gateway")
+    model = subprocess.Popen([gw, "--fake-upstream", TRAJECTORY, "--listen", "model=unix:" + model_sock],
+                             stdout=gateway_log, stderr=subprocess.STDOUT)
+    gateway = subprocess.Popen([gw, "--api", os.path.join(rundir, "api.sock"), "--listen",
+                                "demo=unix:" + agent_sock, "--upstream", "http://model",
+                                "--upstream-unix", model_sock],
+                               stdout=gateway_log, stderr=subprocess.STDOUT)
     guest = None
     ctl = None
     sampler = None
+    cg = freezer_cgroup("vmnap-demo-%s-%d" % (mode, os.getpid()))
     try:
         sock = os.path.join(rundir, "api.sock")
         wait_for(lambda: os.path.exists(sock), 10, "vmnapd's API socket")
@@ -193,7 +266,9 @@ def run_session(mode, work):
              "--ctl", ctlp, "--log", console, "--vsock-user", vu,
              "--env", "LD_PRELOAD=" + preload, "--env", "VMNAP_SOCKET=" + os.path.join(rundir, "mem.sock"),
              "--env", "VMNAP_VM=" + vm, "--", GUEST_CMD % {"fill_bytes": FILL_MIB << 20}],
-            stdout=open(os.path.join(OUT, "guest-%s.out" % mode), "w"), stderr=subprocess.STDOUT)
+            stdout=open(os.path.join(OUT, "guest-%s.out" % mode), "w"), stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: open(os.path.join(cg, "cgroup.procs"), "w").write(str(os.getpid())))
+            if cg else None)
         log("%s: booting the guest (console %s)" % (mode, os.path.relpath(console, ROOT)))
 
         def console_has(s):
@@ -219,8 +294,12 @@ def run_session(mode, work):
             mode, time.monotonic() - t_boot,
             "linked" if api.call("GET", "/vms/" + vm).get("link", {}).get("state") == "up" else "NOT linked"))
         wait_for(lambda: os.path.exists(qmp), 30, "QEMU's QMP socket")
-        api.call("PATCH", "/vms/" + vm, {"pause": {"backend": "qmp", "path": qmp},
-                                         "managed": managed})
+        if cg:	# QEMU alone in its cgroup: freezing it keeps the guest clock running
+            pause = {"backend": "freezer", "path": cg}
+        else:	# QMP stop stops the guest clock: its monotonic timers run late
+            log("%s: no freezer cgroup here: pausing with QMP (guest clock stops)" % mode)
+            pause = {"backend": "qmp", "path": qmp, "allow_clock_stop": True}
+        api.call("PATCH", "/vms/" + vm, {"pause": pause, "managed": managed})
         ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         ctl.connect(ctlp)
         ctl.settimeout(STEP_TIMEOUT)
@@ -246,13 +325,18 @@ def run_session(mode, work):
             t_tool = time.monotonic()
             rc, digest, text = tool(cmd)
             tool_s = time.monotonic() - t_tool
-            wid = "w%d" % (i + 1)
             ev_before = len(read_events(events))
             t0 = time.monotonic()
-            api.call("POST", "/vms/%s/waits" % vm, {"id": wid, "kind": "model"})
-            time.sleep(think)
-            t_ready = time.monotonic()
-            api.call("POST", "/vms/%s/waits/%s/ready" % (vm, wid))
+            status, response_s = model_request(agent_sock, think)
+            if status != 200:
+                raise RuntimeError("model request %d through the gateway: HTTP %d" % (i + 1, status))
+
+            def wait_started():
+                for e in read_events(events)[ev_before:]:
+                    if e["type"] == "wait_start":
+                        return e
+                return None
+            wid = wait_for(wait_started, STEP_TIMEOUT, "the gateway's wait %d" % (i + 1))["wait"]
 
             def delivered():
                 for e in read_events(events)[ev_before:]:
@@ -273,14 +357,14 @@ def run_session(mode, work):
             before = sampler.between(t0 - 0.5, t0)
             after = sampler.between(t1, t1 + 0.3)
             rows.append({
-                "wait": wid, "think_s": think, "tool": cmd, "tool_rc": rc, "tool_digest": digest,
+                "wait": "w%d" % (i + 1), "wait_id": wid, "think_s": think, "tool": cmd, "tool_rc": rc, "tool_digest": digest,
                 "tool_output": text, "tool_s": round(tool_s, 3),
                 "states": states, "paused": "PAUSED" in states, "offloaded": "OFFLOADED" in states,
                 "resident_before": before[-1][1] if before else (win[0][1] if win else None),
                 "resident_during_min": min((s[1] for s in win), default=None),
                 "resident_after": after[-1][1] if after else (win[-1][1] if win else None),
                 "delivery_ms": d["latency_ns"] / 1e6,
-                "ready_to_delivered_seen_ms": round((t1 - t_ready) * 1e3, 1),
+                "response_ms": round(response_s * 1e3, 1),
             })
         rc, final_digest, _ = tool(FINAL_CHECK)
         t_end = time.monotonic()
@@ -303,6 +387,7 @@ def run_session(mode, work):
             "counters": vmj.get("counters", {}), "guest_rc": guest_rc,
             "events": len(read_events(events)),
             "accel": accel_of(os.path.join(OUT, "guest-%s.out" % mode)),
+            "pause_backend": pause["backend"],
             "events_seq_ok": [e["seq"] for e in read_events(events)] ==
                              list(range(1, len(read_events(events)) + 1)),
         }
@@ -317,12 +402,16 @@ def run_session(mode, work):
                 guest.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 guest.kill()
-        vmnapd.terminate()
-        try:
-            vmnapd.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            vmnapd.kill()
+        for p in (gateway, model, vmnapd):
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
         vmnapd_log.close()
+        gateway_log.close()
+        if cg:
+            freezer_remove(cg)
 
 
 def accel_of(path):
@@ -404,13 +493,17 @@ def main():
         "events_seq_ok": nap["events_seq_ok"] and base["events_seq_ok"],
         "guest": {"kernel": "Debian " + (nap["rows"][0]["tool_output"] if nap["rows"] else "?"),
                   "mem_mib": GUEST_MIB, "page_cache_fill_mib": FILL_MIB,
-                  "accelerator": nap.get("accel", "?")},
+                  "accelerator": nap.get("accel", "?"),
+                  "pause_backend": nap.get("pause_backend", "?")},
         "definitions": {
             "resident": "guest RAM resident on the host: the memfd's allocated blocks (pager)",
             "memxtime": "integral of resident bytes over the session (tool commands and waits), "
                         "sampled every %.0f ms through the API" % (SAMPLE_SEC * 1e3),
-            "delivery": "data ready (POST .../ready) -> the guest's RESUME_ACK (devices "
-                        "unquiesced, running); 0 when the VM was not paused",
+            "delivery": "data ready (the first byte of the model's answer reached "
+                        "vmnap-gateway) -> the guest's RESUME_ACK (devices unquiesced, "
+                        "running); 0 when the VM was not paused",
+            "waits": "raised by vmnap-gateway from the agent's model requests; "
+                     "the demo makes no wait API call",
         },
         "per_wait": {"vmnap": nap["rows"], "baseline": base["rows"]},
         "counters": nap["counters"],

@@ -119,8 +119,9 @@ enum vmnap_err {
 #define VMNAP_F_QUIESCE		(1U << 0)	/* devices quiesced on handoff */
 #define VMNAP_F_FREE_REPORT	(1U << 1)	/* FREE_REPORT is active */
 #define VMNAP_F_TIMER_EVIDENCE	(1U << 2)	/* next_timer_ns is measured */
+#define VMNAP_F_CLOCK_STEP	(1U << 3)	/* RESUMED may carry RF_CLOCK_STOPPED */
 #define VMNAP_F_ALL		(VMNAP_F_QUIESCE | VMNAP_F_FREE_REPORT | \
-				 VMNAP_F_TIMER_EVIDENCE)
+				 VMNAP_F_TIMER_EVIDENCE | VMNAP_F_CLOCK_STEP)
 
 /* HANDOFF_REQ.flags */
 #define VMNAP_HF_OFFLOAD	(1U << 0)	/* host intends to evict RAM */
@@ -159,7 +160,13 @@ enum vmnap_resume_reason {
 
 /* RESUMED.flags */
 #define VMNAP_RF_OFFLOADED	(1U << 0)	/* RAM was evicted while paused */
-#define VMNAP_RF_ALL		VMNAP_RF_OFFLOADED
+/*
+ * The guest's clock stood still for paused_ns (the pause backend stops
+ * it: QMP stop, Cloud Hypervisor): the guest steps CLOCK_REALTIME forward
+ * by paused_ns.  Sent only to a guest that offered VMNAP_F_CLOCK_STEP.
+ */
+#define VMNAP_RF_CLOCK_STOPPED	(1U << 1)
+#define VMNAP_RF_ALL		(VMNAP_RF_OFFLOADED | VMNAP_RF_CLOCK_STOPPED)
 
 /* FREE_REPORT_ACK.status */
 enum vmnap_free_status {

@@ -101,6 +101,10 @@ enum vmnap_counter {
 	VMNAP_CTR_TIMER_UNKNOWN,	/* evidence with an unknown timer */
 	VMNAP_CTR_TIMER_WHEEL_BLIND,	/* sampling CPU's timer wheel unseen */
 	VMNAP_CTR_NO_RESV_PORT,		/* connects with no reserved port free */
+	VMNAP_CTR_CLOCK_STEPS,		/* CLOCK_REALTIME stepped on RESUMED */
+	VMNAP_CTR_CLOCK_STEP_MS,	/* total ms it was stepped forward */
+	VMNAP_CTR_CLOCK_STEP_FAILS,	/* steps not taken (see handoff.c) */
+	VMNAP_CTR_FAILSAFE_FROZEN,	/* fail-safe deferred: the guest was frozen */
 	VMNAP_CTR_MAX,
 };
 

@@ -6,12 +6,22 @@
  * memfd_create() is interposed to remember guest-RAM memfds (by name); a
  * later shared mmap()/mmap64() of such a memfd of at least the size
  * threshold is guest RAM.  For it the shim creates a userfaultfd (the
- * userfaultfd syscall, else /dev/userfaultfd), does UFFDIO_API, and sends
+ * userfaultfd syscall, else /dev/userfaultfd), does UFFDIO_API asking for
+ * the REMOVE, UNMAP and REMAP events where offered, and sends
  * the region with the userfaultfd and the memfd to vmnapd's memory
  * handshake socket (see host-pager/src/vm/mem_handshake.h).  It does not
  * register the range: vmnapd registers it only while pages are out.  The
  * shim keeps its copy of the userfaultfd and the connection open for the
  * VMM's lifetime (vmnapd sees the mapper go when the connection ends).
+ *
+ * vmnapd may die or restart while the VMM runs.  The shim keeps the
+ * userfaultfd, a copy of the memfd and the store id vmnapd answered, and a
+ * thread of its own (all signals blocked) watches the connections: when
+ * one ends it hands the same userfaultfd, memfd and region, with the store
+ * id, to mem.sock again, retrying with backoff (RECONNECT_MIN_MS doubling
+ * to RECONNECT_MAX_MS) until a vmnapd takes them.  Meanwhile a thread
+ * touching an evicted page sleeps in the userfaultfd (its fault stays
+ * queued there for the next reader): it never reads zeros.
  *
  * Environment:
  *   VMNAP_VM                 VM name (default "qemu-<pid>")
@@ -48,6 +58,7 @@
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -73,6 +84,10 @@
 /* QEMU pc/q35 keep RAM at gpa == offset up to the low-memory split, which
  * is at least 2 GiB (q35 with >= 2.75 GiB of RAM). */
 #define X86_LINEAR_RAM_MAX	(2ull << 30)
+#define MAX_MAPPINGS		16	/* guest RAM mappings handed over */
+#define RECONNECT_MIN_MS	100
+#define RECONNECT_MAX_MS	5000
+#define STORE_ID_LEN		32	/* hex digits */
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW	_IO(0xAA, 0x00)
 #endif
@@ -188,23 +203,43 @@ static bool is_known_memfd(int fd)
 	return found;
 }
 
-static int new_userfaultfd(void)
+/*
+ * The events vmnapd handles so that its page map follows the VMM: a range
+ * the VMM discards (MADV_DONTNEED / MADV_REMOVE: QEMU's balloon and
+ * virtio-mem) is zero, not restored from the store later; an unmapped
+ * range (memory unplug) is no longer registered; a moved one (mremap) is
+ * followed instead of silently unregistered by the kernel.  The VMM's
+ * munmap/mremap/madvise of a range registered then waits until vmnapd
+ * has read the event.
+ */
+#define WANTED_FEATURES	(UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP | \
+			 UFFD_FEATURE_EVENT_REMAP)
+
+static int open_userfaultfd(void)
 {
-	struct uffdio_api api = { .api = UFFD_API };
 	int fd, dev;
 
 	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		do
-			dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-		while (dev < 0 && errno == EINTR);
-		if (dev < 0)
-			return -errno;
-		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-		close(dev);
-		if (fd < 0)
-			return -errno;
-	}
+	if (fd >= 0)
+		return fd;
+	do
+		dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	while (dev < 0 && errno == EINTR);
+	if (dev < 0)
+		return -errno;
+	fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+	close(dev);
+	return fd < 0 ? -errno : fd;
+}
+
+/* UFFDIO_API asking for @features; the fd, or -errno. */
+static int userfaultfd_with(uint64_t features)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
+	int fd = open_userfaultfd();
+
+	if (fd < 0)
+		return fd;
 	if (ioctl(fd, UFFDIO_API, &api) < 0) {
 		int err = -errno;
 
@@ -212,6 +247,36 @@ static int new_userfaultfd(void)
 		return err;
 	}
 	return fd;
+}
+
+/*
+ * UFFDIO_API succeeds once per userfaultfd and fails whole when a feature
+ * asked for is not offered, so: ask for the events; if refused, learn what
+ * the kernel offers on a first fd (features 0 reports them) and ask for
+ * the part of the events it offers on a second.
+ */
+static int new_userfaultfd(void)
+{
+	struct uffdio_api probe = { .api = UFFD_API };
+	int fd = userfaultfd_with(WANTED_FEATURES);
+
+	if (fd != -EINVAL)	/* a descriptor, or an error asking less won't fix */
+		return fd;
+	fd = open_userfaultfd();
+	if (fd < 0)
+		return fd;
+	if (ioctl(fd, UFFDIO_API, &probe) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	close(fd);
+	if (debug())
+		say("userfaultfd offers features %#llx; events used: %#llx",
+		    (unsigned long long)probe.features,
+		    (unsigned long long)(probe.features & WANTED_FEATURES));
+	return userfaultfd_with(probe.features & WANTED_FEATURES);
 }
 
 static bool qemu_x86_target(void)
@@ -320,12 +385,13 @@ static ssize_t recv_line(int s, char *buf, size_t max, uint64_t deadline_ns)
 /* Send the region; wait for vmnapd's one-line answer.  Returns the
  * connected socket (kept open) or -errno with @why filled. */
 static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
-		     off_t off, char *why, size_t whylen)
+		     off_t off, char *store_id, char *why, size_t whylen)
 {
 	const char *path = getenv("VMNAP_SOCKET");
 	const char *vm = getenv("VMNAP_VM");
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char json[JSON_MAX], vmbuf[32], answer[512];
+	char json[JSON_MAX], vmbuf[32], answer[512], idfield[STORE_ID_LEN + 16] = "";
+	const char *id;
 	union {
 		char buf[CMSG_SPACE(2 * sizeof(int))];
 		struct cmsghdr align;
@@ -344,13 +410,16 @@ static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
 		snprintf(vmbuf, sizeof(vmbuf), "qemu-%d", (int)getpid());
 		vm = vmbuf;
 	}
+	if (*store_id)	/* memory handed before: the store to adopt */
+		snprintf(idfield, sizeof(idfield), ",\"store_id\":\"%s\"", store_id);
 	n = snprintf(json, sizeof(json),
 		     "{\"vm\":\"%s\",\"uffd\":0,\"regions\":[{\"base_host_virt_addr\":%llu,"
 		     "\"size\":%llu,\"offset\":%llu,\"page_size\":%ld,\"gpa\":%llu,"
-		     "\"memfd\":1}],\"gpa_source\":\"%s\"}",
+		     "\"memfd\":1}],\"gpa_source\":\"%s\"%s}",
 		     vm, (unsigned long long)addr, (unsigned long long)len,
 		     (unsigned long long)off, sysconf(_SC_PAGESIZE),
-		     (unsigned long long)(base + (uint64_t)off), gpa_source(base, off, len));
+		     (unsigned long long)(base + (uint64_t)off), gpa_source(base, off, len),
+		     idfield);
 	if (n < 0 || (size_t)n >= sizeof(json) || strchr(vm, '"') || strchr(vm, '\\')) {
 		snprintf(why, whylen, "bad VMNAP_VM");
 		return -EINVAL;
@@ -399,14 +468,176 @@ static int handshake(int uffd, int memfd, uint64_t addr, size_t len,
 		close(s);
 		return -EPERM;
 	}
+	id = strstr(answer, "\"store_id\":\"");
+	if (id && strlen(id) > 12 + STORE_ID_LEN && id[12 + STORE_ID_LEN] == '"') {
+		memcpy(store_id, id + 12, STORE_ID_LEN);
+		store_id[STORE_ID_LEN] = 0;
+	}
 	return s;
+}
+
+/* ------------------------------------------------------------ reconnect */
+
+/* A guest RAM mapping handed to vmnapd; the fds are the shim's own. */
+struct mapping {
+	int uffd, memfd, sock;	/* sock -1: not connected */
+	uint64_t addr;
+	size_t len;
+	off_t off;
+	char store_id[STORE_ID_LEN + 1];
+	uint64_t next_try_ns;
+	unsigned int backoff_ms;
+	char last_why[400];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct mapping m[MAX_MAPPINGS];
+	unsigned int n;
+	int wake[2];		/* pipe: a mapping was added */
+	bool thread;
+} maps = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = { -1, -1 } };
+
+/* The connection of @m ended: vmnapd is gone. */
+static void mapping_lost(struct mapping *m)
+{
+	close(m->sock);
+	m->sock = -1;
+	m->backoff_ms = RECONNECT_MIN_MS;
+	m->next_try_ns = mono_ns() + RECONNECT_MIN_MS * NS_PER_MS;
+	m->last_why[0] = 0;
+	say("lost vmnapd (guest RAM %#llx+%zu): threads touching evicted pages wait; "
+	    "handing it over again when vmnapd is back", (unsigned long long)m->addr, m->len);
+}
+
+static void mapping_retry(struct mapping *m)
+{
+	char why[400];
+	int s = handshake(m->uffd, m->memfd, m->addr, m->len, m->off, m->store_id,
+			  why, sizeof(why));
+
+	if (s >= 0) {
+		m->sock = s;
+		say("guest RAM %#llx+%zu handed to vmnapd again (store %s)",
+		    (unsigned long long)m->addr, m->len, m->store_id[0] ? m->store_id : "new");
+		return;
+	}
+	if (strcmp(why, m->last_why)) {	/* each new reason once */
+		say("cannot hand guest RAM to vmnapd yet: %s; retrying", why);
+		snprintf(m->last_why, sizeof(m->last_why), "%s", why);
+	}
+	m->next_try_ns = mono_ns() + m->backoff_ms * NS_PER_MS;
+	m->backoff_ms = m->backoff_ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS :
+			m->backoff_ms * 2;
+}
+
+/*
+ * Entries [0, maps.n) belong to this thread once added (mapping_add only
+ * appends, under the lock), so it handshakes without holding the lock: a
+ * VMM thread mapping more RAM meanwhile is not held up.
+ */
+static void *reconnect_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct pollfd pfd[MAX_MAPPINGS + 1];
+		unsigned int idx[MAX_MAPPINGS + 1], n = 0, nmaps;
+		uint64_t now = mono_ns(), next = UINT64_MAX;
+		int timeout;
+
+		pthread_mutex_lock(&maps.lock);
+		nmaps = maps.n;
+		pthread_mutex_unlock(&maps.lock);
+		pfd[n++] = (struct pollfd){ .fd = maps.wake[0], .events = POLLIN };
+		for (unsigned int i = 0; i < nmaps; i++) {
+			struct mapping *m = &maps.m[i];
+
+			if (m->sock < 0 && m->next_try_ns <= now)
+				mapping_retry(m);
+			if (m->sock >= 0) {
+				idx[n] = i;
+				pfd[n++] = (struct pollfd){ .fd = m->sock,
+							    .events = POLLIN | POLLRDHUP };
+			} else if (m->next_try_ns < next) {
+				next = m->next_try_ns;
+			}
+		}
+		now = mono_ns();
+		timeout = next == UINT64_MAX ? -1 : next <= now ? 0 :
+			  (int)((next - now + NS_PER_MS - 1) / NS_PER_MS);
+		if (poll(pfd, n, timeout) <= 0)
+			continue;
+		if (pfd[0].revents) {
+			char sink[16];
+
+			(void)!read(maps.wake[0], sink, sizeof(sink));
+		}
+		for (unsigned int k = 1; k < n; k++) {
+			struct mapping *m = &maps.m[idx[k]];
+			char sink[256];
+			ssize_t r;
+
+			if (!pfd[k].revents)
+				continue;
+			r = recv(m->sock, sink, sizeof(sink), MSG_DONTWAIT);
+			if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+				mapping_lost(m);
+		}
+	}
+	return NULL;
+}
+
+/* Remember a mapping handed over (dups of its fds) and watch it. */
+static void mapping_add(int uffd, int memfd, int sock, uint64_t addr, size_t len,
+			off_t off, const char *store_id)
+{
+	struct mapping *m;
+	int mfd;
+
+	pthread_mutex_lock(&maps.lock);
+	if (maps.n == MAX_MAPPINGS) {
+		pthread_mutex_unlock(&maps.lock);
+		say("WARNING: more than %d guest RAM mappings: this one is not handed "
+		    "over again if vmnapd restarts", MAX_MAPPINGS);
+		return;
+	}
+	mfd = fcntl(memfd, F_DUPFD_CLOEXEC, 3);	/* the VMM may close its own */
+	if (mfd < 0) {
+		pthread_mutex_unlock(&maps.lock);
+		say("WARNING: dup memfd: %s: not handed over again if vmnapd restarts",
+		    strerror(errno));
+		return;
+	}
+	m = &maps.m[maps.n++];
+	*m = (struct mapping){ .uffd = uffd, .memfd = mfd, .sock = sock, .addr = addr,
+			       .len = len, .off = off };
+	snprintf(m->store_id, sizeof(m->store_id), "%s", store_id);
+	if (!maps.thread) {
+		sigset_t all, old;
+		pthread_t t;
+
+		if (maps.wake[0] < 0 && pipe2(maps.wake, O_CLOEXEC | O_NONBLOCK) < 0)
+			say("WARNING: pipe: %s", strerror(errno));
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);	/* the VMM's signals */
+		maps.thread = !pthread_create(&t, NULL, reconnect_main, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (maps.thread)
+			pthread_detach(t);
+		else
+			say("WARNING: no reconnect thread: guest RAM is not handed over "
+			    "again if vmnapd restarts");
+	}
+	pthread_mutex_unlock(&maps.lock);
+	if (maps.wake[1] >= 0)
+		(void)!write(maps.wake[1], "x", 1);
 }
 
 static void *managed_mmap(mmap_fn real, void *addr, size_t len, int prot,
 			  int flags, int fd, off_t off)
 {
 	void *p = real(addr, len, prot, flags, fd, off);
-	char why[400];
+	char why[400], store_id[STORE_ID_LEN + 1] = "";
 	int uffd, s;
 
 	if (p == MAP_FAILED || fd < 0 || !(flags & MAP_SHARED) ||
@@ -417,12 +648,14 @@ static void *managed_mmap(mmap_fn real, void *addr, size_t len, int prot,
 		snprintf(why, sizeof(why), "userfaultfd: %s", strerror(-uffd));
 		s = uffd;
 	} else {
-		s = handshake(uffd, fd, (uint64_t)(uintptr_t)p, len, off, why, sizeof(why));
+		s = handshake(uffd, fd, (uint64_t)(uintptr_t)p, len, off, store_id,
+			      why, sizeof(why));
 	}
 	if (s >= 0) {
 		/* keep uffd and s open: our copy, and the mapper's lifetime */
 		if (debug())
 			say("guest RAM %p+%zu (memfd %d) handed to vmnapd", p, len, fd);
+		mapping_add(uffd, fd, s, (uint64_t)(uintptr_t)p, len, off, store_id);
 		return p;
 	}
 	if (uffd >= 0)

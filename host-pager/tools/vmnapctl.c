@@ -63,8 +63,11 @@ static void usage(FILE *f)
 		"  show VM                         one VM: state, counters, pager\n"
 		"  register VM [--pause BACKEND:PATH] [--link unix:PATH|hybrid:UDS|vsock:CID]\n"
 		"              [--vsock VHOST_USER:CID:UDS] [--managed]\n"
-		"              [--policy JSON]     register VM (BACKEND: qmp, freezer,\n"
-		"                                  firecracker, chv)\n"
+		"              [--policy JSON] [--allow-clock-stop]\n"
+		"                                  register VM (BACKEND: qmp, freezer,\n"
+		"                                  firecracker, chv; qmp and chv stop the\n"
+		"                                  guest clock: managed only with\n"
+		"                                  --allow-clock-stop)\n"
 		"  set-pause VM BACKEND:PATH       set or replace VM's pause backend\n"
 		"  delete VM                       unregister (resumes it first)\n"
 		"  enable VM | disable VM          let the coordinator manage VM (or not)\n"
@@ -215,10 +218,12 @@ static int cmd_register(struct ctl *c, const char *vm, int argc, char **argv)
 		{ "vsock", required_argument, NULL, 'v' },
 		{ "managed", no_argument, NULL, 'm' },
 		{ "policy", required_argument, NULL, 'P' },
+		{ "allow-clock-stop", no_argument, NULL, 'A' },
 		{ 0 }
 	};
 	json_t *body = json_object();
 	char path[256], *s;
+	bool allow_clock_stop = false;
 	int o, ret;
 
 	optind = 1;
@@ -274,6 +279,9 @@ static int cmd_register(struct ctl *c, const char *vm, int argc, char **argv)
 		case 'm':
 			json_object_set_new(body, "managed", json_true());
 			break;
+		case 'A':
+			allow_clock_stop = true;
+			break;
 		case 'P': {
 			json_t *p = json_loads(optarg, 0, NULL);
 
@@ -290,6 +298,8 @@ static int cmd_register(struct ctl *c, const char *vm, int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+	if (allow_clock_stop && json_object_get(body, "pause"))
+		json_object_set_new(json_object_get(body, "pause"), "allow_clock_stop", json_true());
 	s = dump(body);
 	snprintf(path, sizeof(path), "/vms/%s", vm);
 	ret = call(c, "PUT", path, s, "register");

@@ -50,6 +50,10 @@ static const char *const vmnap_counter_names[VMNAP_CTR_MAX] = {
 	[VMNAP_CTR_TIMER_UNKNOWN] = "timer_unknown",
 	[VMNAP_CTR_TIMER_WHEEL_BLIND] = "timer_wheel_blind",
 	[VMNAP_CTR_NO_RESV_PORT] = "no_reserved_port",
+	[VMNAP_CTR_CLOCK_STEPS] = "clock_steps",
+	[VMNAP_CTR_CLOCK_STEP_MS] = "clock_step_ms",
+	[VMNAP_CTR_CLOCK_STEP_FAILS] = "clock_step_fails",
+	[VMNAP_CTR_FAILSAFE_FROZEN] = "failsafe_frozen",
 };
 
 struct vmnap_status {

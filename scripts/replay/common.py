@@ -3,6 +3,7 @@
 """
 import hashlib
 import os
+import re
 import sys
 import time
 
@@ -57,3 +58,29 @@ def now_ns():
 
 def sha256_hex(data):
     return hashlib.sha256(data).hexdigest()
+
+
+# scripts/run-guest.sh says on stderr which accelerator it used: first
+# "run-guest: NAME: tcg, 1 vCPU, ..." and, once the command ran,
+# "run-guest: NAME: command started 1.2s after kernel start (tcg)".
+LAUNCHER_ACCEL_RE = re.compile(
+    r"^run-guest: \S+: (?:(kvm|tcg), \d+ vCPU|command started .*\((kvm|tcg)\)\s*$)",
+    re.M)
+
+
+def launcher_accel(text):
+    """The accelerator run-guest.sh reports in its output (the last
+    verdict it printed), or None when it printed none."""
+    found = None
+    for m in LAUNCHER_ACCEL_RE.finditer(text or ""):
+        found = m.group(1) or m.group(2)
+    return found
+
+
+def runs_accel(accels):
+    """One word for the accelerators the runs' guests used: "tcg", "kvm",
+    "mixed" (both), or "unknown" (no launcher said)."""
+    seen = sorted({a for a in accels if a})
+    if not seen:
+        return "unknown"
+    return seen[0] if len(seen) == 1 else "mixed"

@@ -10,7 +10,7 @@ import time
 from .agent import AgentError, TtyChannel, VsockChannel
 from .common import (AGENT_PING_TIMEOUT_S, BOOT_TIMEOUT_S, GUEST_CID, GUEST_INIT_CMD,
                      GUEST_STOP_ARGV, GUEST_STOP_TIMEOUT_S, READY_LINE, ROOT, SHELL_ARGV,
-                     VMNAP_COHORTS)
+                     VMNAP_COHORTS, launcher_accel)
 from .sampler import GuestRamGauge
 
 
@@ -76,6 +76,7 @@ class Guest:
         self.ram_gauge = None
         self.channel = None
         self.vmnapd_run_dir = None
+        self.accel = None       # what run-guest.sh used (its output says)
 
     def start(self):
         a = self.bench.args
@@ -113,7 +114,8 @@ class Guest:
             for pf in procs:
                 with open(pf, "w") as f:
                     f.write(str(os.getpid()))
-        self.out = open(os.path.join(self.workdir, "run-guest.out"), "w")
+        self.out_path = os.path.join(self.workdir, "run-guest.out")
+        self.out = open(self.out_path, "w")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, preexec_fn=enter_cgroups)
 
@@ -134,6 +136,7 @@ class Guest:
             time.sleep(0.2)
         else:
             raise RuntimeError(f"{self.name}: agent not ready after {timeout_s}s (see {self.log})")
+        self.read_accel()
         if self.qemu_pid is None:
             self.qemu_pid = find_qemu(self.qmp)
         if self.qemu_pid is None:
@@ -160,6 +163,18 @@ class Guest:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name}: agent does not answer: {err}")
             time.sleep(0.5)
+
+    def read_accel(self):
+        """Take the accelerator from the launcher's own output (it prints
+        its verdict before QEMU starts and again when the command ran)."""
+        try:
+            with open(self.out_path, errors="replace") as f:
+                acc = launcher_accel(f.read())
+        except OSError:
+            return self.accel
+        if acc:
+            self.accel = acc
+        return self.accel
 
     def vsock_spec(self):
         return f"{self.name}:{self.vhost_user}:{GUEST_CID}:{self.vsock}"
@@ -194,3 +209,4 @@ class Guest:
         if self.qemu_pid and find_qemu(self.qmp, timeout_s=0) == self.qemu_pid:
             os.kill(self.qemu_pid, signal.SIGKILL)  # still ours: no pid reuse
         self.out.close()
+        self.read_accel()

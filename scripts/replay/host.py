@@ -31,6 +31,12 @@ class Cgroups:
                 d = f"/sys/fs/cgroup/{c}"
                 if os.path.exists(os.path.join(d, "tasks")):
                     setattr(self, "mem" if c == "memory" else "cpu", d)
+        # The pause backend: QEMU alone in a freezer cgroup (v2 cgroup.freeze
+        # in the VM's own directory, else the v1 freezer hierarchy) keeps
+        # the guest's clock running while paused; QMP stop would stop it.
+        self.freezer = None
+        if not self.v2 and os.path.exists("/sys/fs/cgroup/freezer/tasks"):
+            self.freezer = "/sys/fs/cgroup/freezer"
 
     def usable(self):
         return bool(self.v2 or (self.mem and self.cpu))
@@ -63,7 +69,9 @@ class Cgroups:
                     f.write(f"{int(cpu_quota * CPU_PERIOD_US)} {CPU_PERIOD_US}")
             dirs = {"mem": d, "cpu": d}
         else:
-            for key, base in (("mem", self.mem), ("cpu", self.cpu)):
+            for key, base in (("mem", self.mem), ("cpu", self.cpu), ("freezer", self.freezer)):
+                if not base:
+                    continue
                 d = os.path.join(base, CG_NAME, rel)
                 os.makedirs(d, exist_ok=True)
                 dirs[key] = d
@@ -73,6 +81,14 @@ class Cgroups:
                 with open(os.path.join(dirs["cpu"], "cpu.cfs_quota_us"), "w") as f:
                     f.write(str(int(cpu_quota * CPU_PERIOD_US)))
         return dirs
+
+    @staticmethod
+    def freezer_dir(dirs):
+        """The VM's cgroup the freezer pause backend can freeze, or None."""
+        for d in (dirs or {}).values():
+            if any(os.path.exists(os.path.join(d, f)) for f in ("cgroup.freeze", "freezer.state")):
+                return d
+        return None
 
     def procs_files(self, dirs):
         return sorted({os.path.join(d, "cgroup.procs") for d in dirs.values()})
@@ -110,7 +126,7 @@ class Cgroups:
 
     def remove_run(self, run_id):
         """Remove a run's parent cgroup(s) once its VMs' are gone."""
-        for base in {self.v2, self.mem, self.cpu} - {None}:
+        for base in {self.v2, self.mem, self.cpu, self.freezer} - {None}:
             try:
                 os.rmdir(os.path.join(base, CG_NAME, run_id))
             except OSError:

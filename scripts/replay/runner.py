@@ -171,7 +171,8 @@ class CohortRun:
                 g.wait_ready()
                 if self.cohort in VMNAP_COHORTS:
                     self.api.register(g.name, g.qmp, f"{g.vsock}_{VMNAP_LINK_PORT}",
-                                      offload=self.cohort == "offload")
+                                      offload=self.cohort == "offload",
+                                      freezer=b.cgroups.freezer_dir(g.cg_dirs))
             t0 = now_ns()
             sampler = Sampler(b, self.guests, a.sample_ms / 1000, t0,
                               count_swap=self.cohort == "swap")
@@ -198,6 +199,7 @@ class CohortRun:
         finally:
             for g in self.guests:
                 g.stop()
+                self.result.setdefault("accel", {})[g.name] = g.accel
                 if g.cg_dirs:
                     b.cgroups.remove(g.cg_dirs)
             if self.vmnapd:

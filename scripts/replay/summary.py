@@ -6,7 +6,7 @@ import os
 import statistics
 import sys
 
-from .common import COHORTS, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log
+from .common import COHORTS, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log, runs_accel
 from .events import event_seq_gaps
 from .plot import plot
 
@@ -70,7 +70,9 @@ def write_outputs(bench, runs, checks, samples, skipped):
         "trajectory_wait_s": round(sum(s["wait_ms"] for s in bench.steps) / 1000, 3),
         "vms": a.vms, "repeats": a.repeats, "mem_mib": a.mem, "cpu_quota": a.cpu_quota,
         "transport": a.transport, "sample_ms": a.sample_ms,
-        "host": {"accel": "tcg" if not os.path.exists("/dev/kvm") else "kvm",
+        # what the launcher used, not whether /dev/kvm exists (it exists
+        # here and cannot boot the guest kernel, so the guests run TCG)
+        "host": {"accel": runs_accel(acc for r in runs for acc in (r.get("accel") or {}).values()),
                  "cpus": os.cpu_count(), "cgroups": bench.cgroups.describe(),
                  "kernel": os.uname().release},
         "command": " ".join(sys.argv),

@@ -49,10 +49,15 @@ class VmnapApi:
             raise RuntimeError(f"API {method} {path}: {resp.status} {text.strip()}")
         return json.loads(text) if text.strip() else {}
 
-    def register(self, name, qmp, link_socket, offload):
-        """Managed VM, paused over QMP; model waits may offload or not."""
+    def register(self, name, qmp, link_socket, offload, freezer=None):
+        """Managed VM, paused by freezing its cgroup (the guest clock keeps
+        running), or over QMP when it has none (the guest clock stops: its
+        monotonic timers run late by the time paused, accepted here so the
+        run can go on); model waits may offload or not."""
+        pause = ({"backend": "freezer", "path": freezer} if freezer else
+                 {"backend": "qmp", "path": qmp, "allow_clock_stop": True})
         return self.call("PUT", f"/vms/{name}", {
-            "pause": {"backend": "qmp", "path": qmp},
+            "pause": pause,
             "link_socket": link_socket,
             "managed": True,
             "policy": {"kinds": {"model": {"pause": True, "offload": offload}}}})

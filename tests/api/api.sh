@@ -78,6 +78,21 @@ check "unknown key -> 400" test "$(status_of PUT /vms/a -d '{"bogus": 1}')" = 40
 check "wrong type -> 400" test "$(status_of PUT /vms/a -d '{"managed": "yes"}')" = 400
 check "bad pause backend -> 400" test "$(status_of PUT /vms/a -d '{"pause": {"backend": "xen", "path": "/x"}}')" = 400
 check "missing pause target -> 400" test "$(status_of PUT /vms/a -d '{"pause": {"backend": "qmp", "path": "/nonexistent/qmp.sock"}}')" = 400
+# a path held by a live socket -> 409; a symlink loop in a path -> 400
+python3 - "$T/live.sock" <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1); time.sleep(30)
+PY
+PIDS+=($!)
+for ((i = 0; i < 100; i++)); do [ -S "$T/live.sock" ] && break; sleep 0.05; done
+ln -s "$T/loop" "$T/loop"
+check "link socket path held by a live socket -> 409" test "$(status_of PUT /vms/a -d "{\"link_socket\": \"$T/live.sock\"}")" = 409
+check "vsock device path held by a live socket -> 409" test "$(status_of PUT /vms/a -d "{\"vsock\": {\"vhost_user\": \"$T/live.sock\", \"cid\": 3, \"uds\": \"$T/a.v\"}}")" = 409
+check "link socket path through a symlink loop -> 400" test "$(status_of PUT /vms/a -d "{\"link_socket\": \"$T/loop/x\"}")" = 400
+check "hybrid link path through a symlink loop -> 400" test "$(status_of PUT /vms/a -d "{\"link\": {\"hybrid\": \"$T/loop/x\"}}")" = 400
+check "vsock device path through a symlink loop -> 400" test "$(status_of PUT /vms/a -d "{\"vsock\": {\"vhost_user\": \"$T/loop/x\", \"cid\": 3, \"uds\": \"$T/a.v\"}}")" = 400
+check "pause target through a symlink loop -> 400" test "$(status_of PUT /vms/a -d "{\"pause\": {\"backend\": \"freezer\", \"path\": \"$T/loop/x\"}}")" = 400
+check "live socket left alone" test -S "$T/live.sock"
 check "bad VM name -> 400" test "$(status_of PUT '/vms/a%20b' -d '{}')" = 400
 check "body not an object -> 400" test "$(status_of PUT /vms/a -d '[1,2]')" = 400
 check "unknown VM -> 404" test "$(status_of GET /vms/nope)" = 404
@@ -243,10 +258,40 @@ sleep 60 &
 SLEEPER=$!
 PIDS+=($SLEEPER)
 check "register with vmm_pid" test "$(status_of PUT /vms/vm3 -d "{\"vmm_pid\": $SLEEPER}")" = 201
-check "VMM PSS reported" sh -c "curl -s --unix-socket '$SOCK' http://localhost/vms/vm3 | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"vmm\"][\"pss_bytes\"] > 0 else 1)'"
+# sampled off the loop (smaps_rollup waits on the VMM's mmap lock): the
+# first sample comes at once from the sampler thread, then every second
+vmm_sampled() { curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | python3 -c 'import json,sys; m=json.load(sys.stdin)["vmm"]; sys.exit(0 if m.get("pss_bytes", 0) > 0 and 0 <= m["sample_age_ms"] < 5000 else 1)'; }
+for ((i = 0; i < 100; i++)); do vmm_sampled && break; sleep 0.05; done
+check "VMM PSS reported, with the sample's age" vmm_sampled
 check "vmnap_vmm_pss_bytes in /metrics" sh -c "curl -s --unix-socket '$SOCK' http://localhost/metrics | grep -q '^vmnap_vmm_pss_bytes{vm=\"vm3\"} [1-9]'"
 check "bad vmm_pid -> 400" test "$(status_of PATCH /vms/vm3 -d '{"vmm_pid": -4}')" = 400
 status_of DELETE /vms/vm3 >/dev/null
+
+# guest time: a backend that stops the guest clock (QMP, Cloud Hypervisor)
+# is refused for a managed VM unless the operator accepts it
+python3 - "$T/qmp.sock" <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(4)
+time.sleep(60)
+PY
+PIDS+=($!)
+for ((i = 0; i < 100; i++)); do [ -S "$T/qmp.sock" ] && break; sleep 0.05; done
+r=$(req PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\"}, \"managed\": true}")
+check "managed + QMP (guest clock stops) -> 409 with the reason" sh -c "echo '$r' | grep -q 'stops the guest clock' && echo '$r' | grep -q ' 409\$'"
+check "refused registration leaves no VM" test "$(status_of GET /vms/vm4)" = 404
+check "allow_clock_stop not a boolean -> 400" test "$(status_of PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\", \"allow_clock_stop\": 1}}")" = 400
+check "unmanaged QMP registers" test "$(status_of PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\"}}")" = 201
+check "GET shows the guest clock stops and why it may not be managed" sh -c "curl -s --unix-socket '$SOCK' http://localhost/vms/vm4 | python3 -c 'import json,sys; p=json.load(sys.stdin)[\"pause\"]; sys.exit(0 if p[\"guest_clock\"] == \"stops\" and p[\"may_manage\"] is False and \"monotonic\" in p[\"refusal\"] else 1)'"
+check "PATCH managed -> 409" test "$(status_of PATCH /vms/vm4 -d '{"managed": true}')" = 409
+check "still unmanaged" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm4 | jget '["managed"]')" = False
+check "PATCH a freezer backend: managed now allowed" sh -c "curl -s --unix-socket '$SOCK' -X PATCH http://localhost/vms/vm4 -d '{\"pause\": {\"backend\": \"freezer\", \"path\": \"$CG\"}, \"managed\": true}' | grep -q '\"managed\":true'"
+check "managed: swapping in QMP without allow_clock_stop -> 409" test "$(status_of PATCH /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\"}}")" = 409
+check "with allow_clock_stop -> 200" test "$(status_of PATCH /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\", \"allow_clock_stop\": true}}")" = 200
+status_of DELETE /vms/vm4 >/dev/null
+check "vmnapctl register --managed --allow-clock-stop with QMP" sh -c "'$CTL' -s '$SOCK' --json register vm5 --pause 'qmp:$T/qmp.sock' --managed --allow-clock-stop | grep -q '\"allow_clock_stop\":true'"
+status_of DELETE /vms/vm5 >/dev/null
 
 check "DELETE -> 204" test "$(status_of DELETE /vms/vm1)" = 204
 check "deleted VM is gone (404)" test "$(status_of GET /vms/vm1)" = 404

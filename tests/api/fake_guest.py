@@ -8,7 +8,13 @@ HANDOFF_ACK (READY with a timer budget, or BUSY for the first --busy
 requests) and RESUMED with RESUME_ACK.  One line per message on stdout.
 This is not the real module (the e2e tests use that); it lets the API and
 coordinator be tested end to end through vmnapd without a VM.
+
+Hostile options: --module-version (a Python bytes literal, e.g. with
+"\\n" and invalid UTF-8), --bad-messages N (N PINGs of a wrong payload
+length after HELLO_ACK; vmnapd answers each with ERROR), --reconnects N
+(connect and hang up N times as fast as possible first).
 """
+import ast
 import argparse, socket, struct, sys, time
 
 MAGIC = 0x50414E56
@@ -27,7 +33,20 @@ def main():
     ap.add_argument("--budget-ms", type=int, default=10000, help="-1: unknown")
     ap.add_argument("--busy", type=int, default=0, help="answer BUSY this many times first")
     ap.add_argument("--exit-after-resumes", type=int, default=0)
+    ap.add_argument("--module-version", default="b'fake-guest'")
+    ap.add_argument("--bad-messages", type=int, default=0)
+    ap.add_argument("--reconnects", type=int, default=0)
+    ap.add_argument("--exit-after-errors", type=int, default=0)
     a = ap.parse_args()
+
+    for _ in range(a.reconnects):
+        r = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            r.connect(a.socket)
+        except OSError:
+            pass
+        r.close()
+    print("RECONNECTED %d" % a.reconnects, flush=True)
 
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     for _ in range(100):
@@ -43,11 +62,11 @@ def main():
         seq += 1
         s.sendall(HDR.pack(MAGIC, 1, t, len(payload), seq) + payload)
 
-    ver = b"fake-guest".ljust(32, b"\0")
+    ver = ast.literal_eval(a.module_version)[:31].ljust(32, b"\0")
     send(HELLO, struct.pack("<HHIIIII", 1, 1, 0x7, 1, 4096, 1, 0) + ver +
          struct.pack("<QQ", 0, 512 << 20))
     buf = b""
-    busy_left, resumes = a.busy, 0
+    busy_left, resumes, errors = a.busy, 0, 0
     while True:
         try:
             d = s.recv(65536)
@@ -63,6 +82,8 @@ def main():
             p, buf = buf[HDR.size:HDR.size + ln], buf[HDR.size + ln:]
             if t == HELLO_ACK:
                 print("HELLO_ACK", flush=True)
+                for _ in range(a.bad_messages):
+                    send(PING, b"\0" * 4)     # PING carries 8 bytes
             elif t == HANDOFF_REQ:
                 req, flags, dl = struct.unpack("<QII", p)
                 if busy_left > 0:
@@ -92,6 +113,9 @@ def main():
                 send(PONG, p)
             elif t == ERROR:
                 print("ERROR %d" % struct.unpack_from("<I", p), flush=True)
+                errors += 1
+                if a.exit_after_errors and errors >= a.exit_after_errors:
+                    return 0
     return 0
 
 

@@ -32,6 +32,7 @@
 #define OP_ARG_SHIFT	3U
 #define FUZZ_DEADLINE_MS	1000U
 #define FUZZ_RATE_BURST	64U	/* small, so that floods are reached */
+#define FUZZ_CONNECT_BURST	4U	/* and reconnect storms */
 #define OUT_MAX		(2U * GUEST_LINK_TXQ_MAX)
 
 enum send_mode { SEND_ALL, SEND_HALF, SEND_EAGAIN, SEND_FAIL };
@@ -200,12 +201,25 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void connect_if_closed(struct fuzz_ctx *c)
+/* The limits' clock stands still: an input gives the same run every time. */
+static uint64_t fuzz_clock(void)
+{
+	return 1000000000ULL;
+}
+
+/* A session, unless the link's reconnect limit refuses one (then none). */
+static bool connect_if_closed(struct fuzz_ctx *c)
 {
 	if (guest_link_state(c->gl) == GUEST_LINK_CLOSED) {
+		int r;
+
 		c->out_len = 0;
-		CHECK(guest_link_connect(c->gl, &fuzz_transport, c) == 0);
+		r = guest_link_connect(c->gl, &fuzz_transport, c);
+		CHECK(r == 0 || r == -EAGAIN);
+		CHECK((r == 0) == (guest_link_state(c->gl) != GUEST_LINK_CLOSED));
+		return r == 0;
 	}
+	return true;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -216,6 +230,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.vm_id = 7,
 		.features = VMNAP_F_ALL,
 		.rate_burst = FUZZ_RATE_BURST,
+		.connect_burst = FUZZ_CONNECT_BURST,
+		.clock = fuzz_clock,
 	};
 	struct fuzz_ctx *c = &ctx;
 	size_t i = 0;
@@ -226,7 +242,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c->gl = guest_link_new(&cfg, &fuzz_ops, c);
 	CHECK(c->gl);
 	CHECK(guest_link_set_ram(c->gl, &ram) == 0);
-	connect_if_closed(c);
+	CHECK(connect_if_closed(c));	/* a new link's buckets are full */
 
 	while (i < size) {
 		unsigned int op = data[i++];
@@ -266,9 +282,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			i += 2;
 			if (n > size - i)
 				n = size - i;
-			connect_if_closed(c);
-			err = guest_link_rx(c->gl, data + i, n);
-			CHECK(err == 0 || err == -ECONNRESET);
+			if (connect_if_closed(c)) {
+				err = guest_link_rx(c->gl, data + i, n);
+				CHECK(err == 0 || err == -ECONNRESET);
+			} else {
+				CHECK(guest_link_rx(c->gl, data + i, n) == -ENOTCONN);
+			}
 			i += n;
 			break;
 		}

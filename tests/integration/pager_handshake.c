@@ -306,6 +306,36 @@ int main(void)
 	exchange(msg, strlen(msg), (int[]){ uffd, memfd }, 2, false, reply, sizeof(reply));
 	tap(refused_for(reply, "region"), "overlapping gpa ranges refused: %s", reply);
 
+	/* one memfd under two fds (dup, and re-opened through /proc): its
+	 * offsets overlap although the fd indexes differ */
+	{
+		int dupfd = dup(memfd), reopened;
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", memfd);
+		reopened = open(path, O_RDWR | O_CLOEXEC);
+		snprintf(msg, sizeof(msg),
+			 "{\"vm\":\"t\",\"uffd\":0,\"regions\":[{\"base_host_virt_addr\":%llu,"
+			 "\"size\":%u,\"offset\":0,\"gpa\":0,\"memfd\":1},"
+			 "{\"base_host_virt_addr\":%llu,\"size\":%u,\"offset\":%u,"
+			 "\"gpa\":%llu,\"memfd\":2}]}",
+			 (unsigned long long)(uintptr_t)ram, RAM_BYTES / 2,
+			 (unsigned long long)(uintptr_t)ram + RAM_BYTES / 2, RAM_BYTES / 2,
+			 RAM_BYTES / 4, 1ull << 30);
+		exchange(msg, strlen(msg), (int[]){ uffd, memfd, dupfd }, 3, false, reply,
+			 sizeof(reply));
+		tap(refused_for(reply, "region") && strstr(reply, "same memfd"),
+		    "overlapping offsets of one memfd under two dup'ed fds refused: %s", reply);
+		tap(reopened >= 0, "memfd re-opened through /proc/self/fd");
+		exchange(msg, strlen(msg), (int[]){ uffd, memfd, reopened }, 3, false, reply,
+			 sizeof(reply));
+		tap(refused_for(reply, "region") && strstr(reply, "same memfd"),
+		    "overlapping offsets of one memfd under a re-opened fd refused: %s", reply);
+		close(dupfd);
+		if (reopened >= 0)
+			close(reopened);
+	}
+
 	{
 		size_t n = 0;
 
@@ -339,6 +369,18 @@ int main(void)
 
 	exchange("", 0, NULL, 0, false, reply, sizeof(reply));
 	tap(refused_for(reply, "timeout"), "a silent peer times out: %s", reply);
+
+	/* A re-handshake must name a store that exists: never a fresh one */
+	region_json(msg, sizeof(msg), "again", ram, RAM_BYTES, 0, 0);
+	msg[strlen(msg) - 1] = 0;
+	strcat(msg, ",\"store_id\":\"0123456789abcdef0123456789abcdef\"}");
+	exchange(msg, strlen(msg), (int[]){ uffd, memfd }, 2, false, reply, sizeof(reply));
+	tap(refused_for(reply, "store"), "a store id without its store refused: %s", reply);
+	region_json(msg, sizeof(msg), "again", ram, RAM_BYTES, 0, 0);
+	msg[strlen(msg) - 1] = 0;
+	strcat(msg, ",\"store_id\":\"../../etc/passwd\"}");
+	exchange(msg, strlen(msg), (int[]){ uffd, memfd }, 2, false, reply, sizeof(reply));
+	tap(refused_for(reply, "field"), "a malformed store id refused: %s", reply);
 
 	usleep(100000);
 	tap(count_fds() == fd_before, "no fd leaked by refusals (%d -> %d)", fd_before, count_fds());
@@ -428,8 +470,8 @@ int main(void)
 
 		for (int i = 0; i < HS_REFUSALS; i++)
 			total += hs.refused[i];
-		tap(hs.accepted == 2 && total == 20 && hs.refused[HS_REFUSE_FD] == 6 &&
-		    hs.refused[HS_REFUSE_REGION] == 6,
+		tap(hs.accepted == 2 && total == 24 && hs.refused[HS_REFUSE_FD] == 6 &&
+		    hs.refused[HS_REFUSE_REGION] == 8 && hs.refused[HS_REFUSE_STORE] == 1,
 		    "counters: %llu accepted, %llu refused (fd %llu, region %llu)",
 		    (unsigned long long)hs.accepted, (unsigned long long)total,
 		    (unsigned long long)hs.refused[HS_REFUSE_FD],

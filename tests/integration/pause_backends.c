@@ -177,8 +177,13 @@ static void test_rest(const char *name, enum pause_kind kind, const struct excha
 	pthread_create(&th, NULL, serve, &s);
 	pb = pause_new(&spec, name);
 	tap(pb && pb->ops->probe(pb) == 0, "%s: probe the API socket (recorded exchange server)", name);
+	uint64_t stopped, lo, hi;
+
 	e1 = pause_vm(pb);
 	e2 = pause_resume_vm(pb);
+	stopped = pause_clock_stopped_ns(pb, UINT64_MAX);
+	lo = pb->st.clock_restarted_ns - pb->st.clock_stopped_ns;
+	hi = pb->st.resume_done_ns - pb->st.pause_cmd_sent_ns;
 	/* the third recording is an error reply */
 	e3 = kind == PAUSE_FIRECRACKER ? pause_vm(pb) : pause_resume_vm(pb);
 	pthread_join(th, NULL);
@@ -189,6 +194,22 @@ static void test_rest(const char *name, enum pause_kind kind, const struct excha
 	tap(s.matched == n, "%s: requests equal the recorded ones (%u/%u) %s", name, s.matched, n,
 	    s.last_error);
 	tap(pb->st.pauses + pb->st.resumes == 2 && pb->st.errors == 1, "%s: counters", name);
+	/*
+	 * Guest time.  Firecracker's pause only parks the vCPU threads: the
+	 * guest's kvm-clock keeps counting, nothing to make up.  Cloud
+	 * Hypervisor saves kvm-clock on vm.pause and restores it on
+	 * vm.resume: the guest's clock stood still from the pause request
+	 * to the resume request, which is what RESUMED tells the guest.
+	 */
+	if (kind == PAUSE_FIRECRACKER)
+		tap(!pb->ops->guest_clock_stops && stopped == UINT64_MAX,
+		    "%s: guest clock runs while paused: no clock step sent", name);
+	else
+		tap(pb->ops->guest_clock_stops && lo <= stopped && stopped <= hi && hi > 0 &&
+		    hi < 3000000000ull,
+		    "%s: guest clock stops: stopped %llu ns, within %llu..%llu (pause reply .. "
+		    "resume request; pause request .. resume reply)", name,
+		    (unsigned long long)stopped, (unsigned long long)lo, (unsigned long long)hi);
 	pause_free(pb);
 }
 
@@ -273,6 +294,8 @@ static void test_freezer_real(const char *root, const char *procs_name, const ch
 		tap(e1 == 0, "%s: a real process frozen (%d)", what, e1);
 		e2 = pause_resume_vm(pb);
 		tap(e2 == 0, "%s: and thawed (%d)", what, e2);
+		tap(!pb->ops->guest_clock_stops && pause_clock_stopped_ns(pb, 7) == 7,
+		    "%s: guest clock runs while frozen: no clock step sent", what);
 	}
 	pause_free(pb);
 	kill(pid, SIGKILL);
@@ -328,6 +351,9 @@ static void test_qmp(const char *dir)
 	tap(e1 == 0 && qemu_status(spec.path, "\"paused\""), "qmp: stop -> QEMU reports paused (%d)", e1);
 	e2 = pause_resume_vm(pb);
 	tap(e2 == 0 && qemu_status(spec.path, "\"running\""), "qmp: cont -> QEMU reports running (%d)", e2);
+	tap(pb->ops->guest_clock_stops && pause_clock_stopped_ns(pb, 0) > 0,
+	    "qmp: stop stops the guest clock: %llu ns from stop to cont",
+	    (unsigned long long)pause_clock_stopped_ns(pb, 0));
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
 	e1 = pause_vm(pb);

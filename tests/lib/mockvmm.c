@@ -35,6 +35,7 @@
 
 #define LAT_SAMPLES	4000
 #define PEEK_WAIT_MS	500	/* storeerr: "blocked" after this long */
+#define PEEKWAIT_MS	30000	/* peekwait: a blocked peek's bound */
 
 /* ---------------------------------------------------------------- patterns */
 
@@ -65,7 +66,7 @@ struct verify_job {
 	struct vmm *v;
 	unsigned int round, tid, nthreads;
 	uint64_t zlo, zhi;	/* pages [zlo, zhi) expected zero */
-	bool reverse;
+	unsigned int flags;	/* VERIFY_* */
 	int64_t bad;		/* first bad page or -1 */
 };
 
@@ -94,9 +95,13 @@ static void *verify_thread(void *arg)
 
 	j->bad = -1;
 	for (uint64_t k = j->tid; k < j->v->npages; k += j->nthreads) {
-		uint64_t i = j->reverse ? j->v->npages - 1 - k : k;
+		uint64_t i = (j->flags & VERIFY_REVERSE) ? j->v->npages - 1 - k : k;
 		const void *exp = zero;
 
+		if ((j->flags & VERIFY_TOUCH_RANGE) && i >= j->zlo && i < j->zhi) {
+			(void)*(volatile char *)(j->v->mem + i * PAGE);
+			continue;
+		}
 		if (page_kind(i) == PK_DATA && !(i >= j->zlo && i < j->zhi)) {
 			page_pattern(i, j->round, want);
 			exp = want;
@@ -110,7 +115,7 @@ static void *verify_thread(void *arg)
 }
 
 int64_t verify(struct vmm *v, unsigned int round, unsigned int nthreads,
-	       uint64_t zlo, uint64_t zhi, bool reverse)
+	       uint64_t zlo, uint64_t zhi, unsigned int flags)
 {
 	pthread_t t[16];
 	struct verify_job j[16];
@@ -119,7 +124,7 @@ int64_t verify(struct vmm *v, unsigned int round, unsigned int nthreads,
 	if (nthreads > 16)
 		nthreads = 16;
 	for (unsigned int i = 0; i < nthreads; i++) {
-		j[i] = (struct verify_job){ v, round, i, nthreads, zlo, zhi, reverse, -1 };
+		j[i] = (struct verify_job){ v, round, i, nthreads, zlo, zhi, flags, -1 };
 		pthread_create(&t[i], NULL, verify_thread, &j[i]);
 	}
 	for (unsigned int i = 0; i < nthreads; i++) {
@@ -261,9 +266,23 @@ static void *peek_thread(void *arg)
 
 /* Read the first word of page @i in a thread; "blocked" if it takes more
  * than PEEK_WAIT_MS (the thread keeps waiting and finishes later). */
+static struct peek pk;	/* outlives a blocked thread */
+
+/* The last peek, once it ends (bounded by PEEKWAIT_MS): its value. */
+static void peek_wait(int out)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += PEEKWAIT_MS / 1000;
+	if (sem_timedwait(&pk.done, &ts))
+		send_line(out, "blocked");
+	else
+		send_line(out, "value %#llx", (unsigned long long)pk.value);
+}
+
 static void peek(struct vmm *v, uint64_t i, int out)
 {
-	static struct peek pk;	/* outlives a blocked thread */
 	struct timespec ts;
 	pthread_t t;
 
@@ -281,6 +300,57 @@ static void peek(struct vmm *v, uint64_t i, int out)
 		send_line(out, "value %#llx", (unsigned long long)pk.value);
 }
 
+/* Give pages [lo, hi) back as a VMM does; "ok" or what failed. */
+static const char *discard(struct vmm *v, uint64_t lo, uint64_t hi, const char *how)
+{
+	static char why[LINE_MAX_LEN];
+	char *a = v->mem + lo * PAGE;
+	size_t len = (hi - lo) * PAGE;
+	int r;
+
+	if (!strcmp(how, "remove")) {
+		r = madvise(a, len, MADV_REMOVE);
+	} else if (!strcmp(how, "dontneed")) {
+		r = madvise(a, len, MADV_DONTNEED);
+	} else if (!strcmp(how, "qemu")) {	/* ram_block_discard_range() */
+		r = fallocate(v->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)(lo * PAGE), (off_t)len);
+		if (!r)
+			r = madvise(a, len, MADV_DONTNEED);
+	} else {
+		return "unknown discard";
+	}
+	if (!r)
+		return "ok";
+	snprintf(why, sizeof(why), "discard %s: %s", how, strerror(errno));
+	return why;
+}
+
+/* Move guest RAM to another address (mremap), as a VMM may; @squat: then
+ * map other memory where it was. */
+static const char *remap(struct vmm *v, bool squat)
+{
+	static char why[LINE_MAX_LEN];
+	size_t len = v->npages * PAGE;
+	/* a free spot: reserve it, then move onto it */
+	void *to = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *got;
+
+	if (to == MAP_FAILED)
+		return "mmap: no room";
+	got = mremap(v->mem, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+	if (got == MAP_FAILED) {
+		snprintf(why, sizeof(why), "mremap: %s", strerror(errno));
+		munmap(to, len);
+		return why;
+	}
+	if (squat && mmap(v->mem, len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != v->mem)
+		return "squat: no room";
+	v->mem = got;
+	return "ok";
+}
+
 static int vmm_serve(struct vmm *v, int in, int out)
 {
 	char line[LINE_MAX_LEN];
@@ -288,6 +358,7 @@ static int vmm_serve(struct vmm *v, int in, int out)
 	while (read_line(in, line, sizeof(line)) == 0) {
 		unsigned int round, threads;
 		unsigned long long zlo = 0, zhi = 0;
+		char how[16];
 		int rev = 0;
 
 		if (sscanf(line, "fill %u", &round) == 1) {
@@ -298,11 +369,13 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			int64_t bad, peer_bad = -1;
 			char pl[LINE_MAX_LEN];
 
-			if (v->peer >= 0)
-				send_line(v->peer, "verify %u %u %llu %llu 1", round,
-					  threads, zlo, zhi);
-			bad = verify(v, round, threads, zlo, zhi, rev);
-			if (v->peer >= 0) {
+			bool peer = v->peer >= 0 && !v->peer_unmapped;
+
+			if (peer)
+				send_line(v->peer, "verify %u %u %llu %llu %d", round,
+					  threads, zlo, zhi, rev ^ VERIFY_REVERSE);
+			bad = verify(v, round, threads, zlo, zhi, (unsigned int)rev);
+			if (peer) {
 				if (read_line(v->peer, pl, sizeof(pl)) || strcmp(pl, "ok"))
 					peer_bad = 1;
 			}
@@ -314,6 +387,19 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				send_line(out, "ok");
 		} else if (sscanf(line, "peek %llu", &zlo) == 1) {
 			peek(v, zlo, out);
+		} else if (sscanf(line, "punch %llu", &zlo) == 1) {
+			/* the VMM discards a page itself (as a balloon does) */
+			if (zlo < v->npages &&
+			    !madvise(v->mem + zlo * PAGE, PAGE, MADV_REMOVE))
+				send_line(out, "ok");
+			else
+				send_line(out, "punch: %s", strerror(errno));
+		} else if (!strcmp(line, "peekwait")) {
+			peek_wait(out);
+		} else if (sscanf(line, "read %llu", &zlo) == 1 && zlo < v->npages) {
+			/* here, not in a thread: the answer waits for the fault */
+			send_line(out, "value %#llx", (unsigned long long)
+				  *(const volatile uint64_t *)(const void *)(v->mem + zlo * PAGE));
 		} else if (!strcmp(line, "zero")) {
 			memset(v->mem, 0, v->npages * PAGE);
 			send_line(out, "ok");
@@ -332,6 +418,24 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				send_line(out, "ok");
 		} else if (!strcmp(line, "touchall")) {
 			send_line(out, "ok %llu", (unsigned long long)touch_all(v));
+		} else if (sscanf(line, "discard %llu %llu %15s", &zlo, &zhi, how) == 3 &&
+			   zlo < zhi && zhi <= v->npages) {
+			send_line(out, "%s", discard(v, zlo, zhi, how));
+		} else if (!strcmp(line, "peerunmap") && v->peer >= 0) {
+			char pl[LINE_MAX_LEN];
+
+			send_line(v->peer, "unmap");
+			if (read_line(v->peer, pl, sizeof(pl)))
+				snprintf(pl, sizeof(pl), "peer gone");
+			v->peer_unmapped = !strcmp(pl, "ok");
+			send_line(out, "%s", pl);
+		} else if (!strcmp(line, "unmap")) {
+			int r = munmap(v->mem, v->npages * PAGE);
+
+			v->mem = NULL;
+			send_line(out, r ? "munmap: %s" : "ok", strerror(errno));
+		} else if (!strcmp(line, "remap") || !strcmp(line, "remap squat")) {
+			send_line(out, "%s", remap(v, line[5] == ' '));
 		} else if (!strcmp(line, "quit")) {
 			if (v->peer >= 0)
 				send_line(v->peer, "quit");
@@ -365,7 +469,7 @@ static void signal_storm(bool on)
 
 static int vmm_main(uint64_t mib, int mappers, int in, int out)
 {
-	struct vmm v = { .npages = (mib << 20) / PAGE, .peer = -1 };
+	struct vmm v = { .npages = (mib << 20) / PAGE, .peer = -1, .memfd = -1 };
 	size_t size = v.npages * PAGE;
 	int memfd, sp[2];
 	char line[LINE_MAX_LEN];
@@ -373,6 +477,7 @@ static int vmm_main(uint64_t mib, int mappers, int in, int out)
 	memfd = memfd_create("memory-backend-memfd", MFD_CLOEXEC);
 	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0)
 		return 2;
+	v.memfd = memfd;
 	if (mappers == 2) {
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 			return 2;
@@ -540,6 +645,10 @@ int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 			setenv("VMNAP_ALLOW_UNMANAGED", "1", 1);
 		if (h->signal_storm)
 			setenv("MOCKVMM_SIGNAL_STORM", "1", 1);
+		/* MOCKVMM_EXE: another build of the program as the VMM (e.g. an
+		 * uninstrumented one under a ThreadSanitizer harness) */
+		if (getenv("MOCKVMM_EXE") && *getenv("MOCKVMM_EXE"))
+			self = getenv("MOCKVMM_EXE");
 		execl(self, self, "--vmm", a_mib, a_map, a_in, a_out, (char *)NULL);
 		_exit(127);
 	}

@@ -10,11 +10,24 @@
  * vmnapd side (memory handshake server, pager, event loop on its own
  * thread) through the real preload path.  userfaultfd, memfd and io_uring
  * are real; nothing is mocked but the VMM.  The harness talks to it in
- * lines (vmm_cmd(): fill, verify, peek, zero, lat, touchset, touchall,
- * quit) and runs pager calls on the loop thread (on_loop()).
+ * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, read, zero, lat,
+ * touchset, touchall, discard, peerunmap, remap, quit) and runs pager calls
+ * on the loop thread (on_loop()).
+ *
+ *   verify ROUND THREADS [ZLO ZHI [FLAGS]]  every page's contents (VERIFY_*)
+ *   read PAGE   the first word of PAGE ("value 0x..."), answered once
+ *            its fault is served (peek: from a thread, with a time limit)
+ *   discard LO HI remove|dontneed|qemu  give pages [LO, HI) back as a VMM
+ *            does: MADV_REMOVE, MADV_DONTNEED, or QEMU's balloon discard
+ *            (punch the memfd, then MADV_DONTNEED)
+ *   peerunmap   the second mapper munmaps its guest RAM (memory unplug)
+ *   remap [squat]  move the guest RAM mapping elsewhere (mremap); squat:
+ *            then map anonymous memory where it was
  *
  * Environment: PAGER_STORE_DIR (store directory; default a temp dir),
- * PAGER_DEBUG (debug log), BUILD (where libvmnap-preload.so is).
+ * PAGER_DEBUG (debug log), BUILD (where libvmnap-preload.so is),
+ * MOCKVMM_EXE (run this build of the test program as the mock VMM: an
+ * uninstrumented one when the harness runs under ThreadSanitizer).
  */
 #ifndef VMNAP_TESTS_MOCKVMM_H
 #define VMNAP_TESTS_MOCKVMM_H
@@ -62,13 +75,19 @@ struct vmm {
 	char *mem;
 	uint64_t npages;
 	int peer;		/* second mapper's control socket, or -1 */
+	bool peer_unmapped;	/* the second mapper unmapped its guest RAM */
+	int memfd;
 };
 
+/* verify flags (the command's last field) */
+#define VERIFY_REVERSE		1	/* walk the pages backwards */
+#define VERIFY_TOUCH_RANGE	2	/* pages [zlo, zhi) only read, any content */
+
 void fill(struct vmm *v, unsigned int round);
-/* Check every page from @nthreads threads; pages [zlo, zhi) expected zero;
- * the first bad page or -1. */
+/* Check every page from @nthreads threads; pages [zlo, zhi) expected zero
+ * (with VERIFY_TOUCH_RANGE: only read); the first bad page or -1. */
 int64_t verify(struct vmm *v, unsigned int round, unsigned int nthreads,
-	       uint64_t zlo, uint64_t zhi, bool reverse);
+	       uint64_t zlo, uint64_t zhi, unsigned int flags);
 /* Touch every page in order; the time it took in ns. */
 uint64_t touch_all(struct vmm *v);
 int read_line(int fd, char *buf, size_t len);

@@ -20,6 +20,8 @@
 #   vm_register_vsock VU CID UDS [CURL-ARGS]   PUT /vms/$VM with the built-in
 #                                        vhost-user-vsock device
 #   vm_set_qmp_pause QMP                 PATCH /vms/$VM: QMP pause backend
+#                                        (allow_clock_stop: the tests that
+#                                        manage it know QMP stops the clock)
 #   preload_opts                         sets PRELOAD_OPTS: guest_start options
 #                                        for QEMU with the preload shim ($VM)
 #   pager_dbg CMD...                     one command to $RUN/pager-debug.sock
@@ -127,7 +129,7 @@ vm_set_qmp_pause() {
 		sleep "$VMNAPD_POLL_SEC"
 	done
 	api -X PATCH "http://vmnapd/vms/$VM" \
-		-d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$1\"}}" |
+		-d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$1\", \"allow_clock_stop\": true}}" |
 		grep -q '"backend":"qmp"'
 }
 

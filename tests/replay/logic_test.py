@@ -124,6 +124,49 @@ def _():
     assert r["guest_ram_peak_mib"] == 2048 and r["delivery_p50_ms"] == 2.0
 
 
+@t("accelerator: read from run-guest.sh's own lines, not from /dev/kvm")
+def _():
+    out = ("run-guest: r1-offload-r0-vm0: tcg, 1 vCPU, 384 MiB, timeout 900s, console x.log\n"
+           "some QEMU noise (kvm)\n"
+           "run-guest: r1-offload-r0-vm0: command started 3.21s after kernel start (tcg)\n")
+    assert common.launcher_accel(out) == "tcg"
+    assert common.launcher_accel("run-guest: g: kvm, 2 vCPU, 256 MiB, timeout 60s\n") == "kvm"
+    assert common.launcher_accel(
+        "run-guest: g: command started 0.50s after kernel start (kvm)\n") == "kvm"
+    # no verdict line (the launcher died early) or an unrelated mention: unknown
+    assert common.launcher_accel("") is None and common.launcher_accel(None) is None
+    assert common.launcher_accel("qemu-system-x86_64: -accel kvm: no such device\n") is None
+    assert common.runs_accel(["tcg", "tcg", None]) == "tcg"
+    assert common.runs_accel(["kvm", "tcg"]) == "mixed"
+    assert common.runs_accel([None]) == "unknown" and common.runs_accel([]) == "unknown"
+
+
+@t("accelerator: the summary takes it from the runs' guests, even with /dev/kvm")
+def _():
+    from replay import summary
+    d = tempfile.mkdtemp()
+    open(os.path.join(d, "events.jsonl"), "w").close()
+    args = types.SimpleNamespace(sample_ms=100, trajectory=os.path.join(ROOT, "tests/data/x.jsonl"),
+                                 vms=1, repeats=1, mem=384, cpu_quota=0.5, transport="vsock")
+    bench = types.SimpleNamespace(args=args, outdir=d, run_id="t", steps=[], vmnapd_lost=0,
+                                  cgroups=types.SimpleNamespace(describe=lambda: "v1"))
+    runs = [{"cohort": "baseline", "rep": 0, "accel": {"vm0": "tcg"}},
+            {"cohort": "offload", "rep": 0, "accel": {"vm0": "tcg"}}]
+    real_exists, real_plot = os.path.exists, summary.plot
+    os.path.exists = lambda p: True if p == "/dev/kvm" else real_exists(p)  # a PVM host
+    summary.plot = lambda *a: None
+    try:
+        s, _v = summary.write_outputs(bench, runs, [], [], {})
+        assert s["host"]["accel"] == "tcg", s["host"]
+        runs[1]["accel"] = {"vm0": None}
+        s, _v = summary.write_outputs(bench, runs[1:], [], [], {})
+        assert s["host"]["accel"] == "unknown", s["host"]
+    finally:
+        os.path.exists, summary.plot = real_exists, real_plot
+        import shutil
+        shutil.rmtree(d)
+
+
 print(f"1..{len(results)}")
 for i, (ok, name, err) in enumerate(results, 1):
     print(f"{'ok' if ok else 'not ok'} {i} - {name}{' : ' + err if err else ''}")

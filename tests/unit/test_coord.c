@@ -438,6 +438,69 @@ static void test_frozen_guest_clock_timer(void **s)
 	coord_free(c);
 }
 
+/*
+ * The guest measures its timer budget after the request went out: the
+ * resume deadline counts from the request, not from a late ack, for a
+ * backend that keeps the guest clock running and for one that stops it
+ * (the guest then steps its wall clock on RESUMED).
+ */
+static void timer_deadline_from_request(bool clock_stops)
+{
+	struct coord *c = mk(true);
+	struct coord_config cfg = *coord_config(c);
+	uint64_t t_req;
+
+	cfg.guest_clock_stops = clock_stops;
+	coord_set_config(c, &cfg);
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	t_req = fw.now;
+	advance(c, 40 * MS);	/* the ack's round trip */
+	ack_ready(c, 1 * SEC);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	/* timer due at t_req + 1 s: resume 50 ms (the margin) before it */
+	advance(c, t_req + 950 * MS - 1 - fw.now);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	advance(c, 1);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_TIMER);
+	assert_int_equal(fw.last_paused_ns, 950 * MS - 40 * MS);
+	coord_free(c);
+}
+
+static void test_timer_deadline_from_request(void **s)
+{
+	(void)s;
+	timer_deadline_from_request(false);
+}
+
+static void test_frozen_clock_timer_deadline_from_request(void **s)
+{
+	(void)s;
+	timer_deadline_from_request(true);
+}
+
+/* An ack so late that the guest's timer is within the margin: BUSY(TIMER). */
+static void test_late_ack_timer_within_margin(void **s)
+{
+	struct coord *c = mk(true);
+	struct coord_stats st;
+
+	(void)s;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	advance(c, 40 * MS);
+	ack_ready(c, 80 * MS);	/* due 40 ms from now: inside the 50 ms margin */
+	assert_int_equal(fw.pauses, 0);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.busy_by_reason[4], 1);	/* VMNAP_BUSY_TIMER */
+	coord_free(c);
+}
+
 static void test_unknown_budget_failsafe(void **s)
 {
 	struct coord *c = to_paused(COORD_BUDGET_UNKNOWN);
@@ -1051,6 +1114,9 @@ int main(void)
 		cmocka_unit_test(test_wait_errors),
 		cmocka_unit_test(test_unmanage_while_offloaded),
 		cmocka_unit_test(test_missing_resume_ack),
+		cmocka_unit_test(test_timer_deadline_from_request),
+		cmocka_unit_test(test_frozen_clock_timer_deadline_from_request),
+		cmocka_unit_test(test_late_ack_timer_within_margin),
 	};
 
 	log_set_level(LOG_WARN);

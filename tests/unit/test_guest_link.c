@@ -211,6 +211,17 @@ static void on_guard(struct loop *l, struct loop_timer *t, void *arg)
 	loop_stop(l);
 }
 
+/* The limits' fake clock (tests that set fx_limits.clock). */
+static uint64_t fake_ns = 1000000000ULL;
+
+static uint64_t fake_clock(void)
+{
+	return fake_ns;
+}
+
+/* Extra limits for the next fx_new() (connect, log, clock); zeroed after. */
+static struct guest_link_config fx_limits;
+
 static struct fx *fx_new(uint32_t rate_per_sec, uint32_t rate_burst)
 {
 	struct fx *f = calloc(1, sizeof(*f));
@@ -225,7 +236,13 @@ static struct fx *fx_new(uint32_t rate_per_sec, uint32_t rate_burst)
 		.features = VMNAP_F_ALL,
 		.rate_per_sec = rate_per_sec,
 		.rate_burst = rate_burst,
+		.connect_per_sec = fx_limits.connect_per_sec,
+		.connect_burst = fx_limits.connect_burst,
+		.log_interval_ms = fx_limits.log_interval_ms,
+		.log_burst = fx_limits.log_burst,
+		.clock = fx_limits.clock,
 	};
+	memset(&fx_limits, 0, sizeof(fx_limits));
 	f->gl = guest_link_new(&f->cfg, &test_ops, f);
 	assert_non_null(f->gl);
 	f->guest_fd = -1;
@@ -1221,6 +1238,187 @@ static void test_reconnect_resets_session(void **state)
 	assert_int_equal(f->ev.disconnects, 2);
 }
 
+/*
+ * The message bucket is the link's, not the session's: a guest that
+ * reconnects after spending it gets no new credit (it used to be refilled
+ * on every connect, 3.45M messages/s against 1,000/s).
+ */
+static void test_reconnect_keeps_rate_bucket(void **state)
+{
+	struct fx *f;
+	struct vmnap_ping ping = { .token = vmnap_cpu64(5) };
+	_Alignas(8) unsigned char buf[256];
+	uint32_t len;
+
+	fx_limits.clock = fake_clock;	/* frozen: nothing refills by itself */
+	f = fx_new(1, 8);		/* 1 message/s, burst 8 */
+	*state = f;
+	assert_int_equal(guest_link_set_ram(f->gl, &test_ram), 0);
+	assert_int_equal(guest_link_connect(f->gl, &rec_transport, f), 0);
+	handshake(f);
+	for (int i = 0; i < 7; i++) {
+		assert_int_equal(guest_send(f, VMNAP_PING, &ping, sizeof(ping)), 0);
+		expect_host(f, VMNAP_PONG, NULL, 0);
+	}
+	/* the bucket is empty: reconnecting does not refill it */
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(guest_link_connect(f->gl, &rec_transport, f), 0);
+		f->out_len = f->out_off = 0;
+		len = hello_payload(buf, VMNAP_PROTO_MIN, VMNAP_PROTO_MAX, VMNAP_F_ALL);
+		assert_int_equal(guest_send(f, VMNAP_HELLO, buf, len), -ECONNRESET);
+		expect_host_error(f, VMNAP_ERATE);
+		assert_int_equal(f->ev.hello, 1);
+	}
+	assert_int_equal(stats(f).rx_errors[VMNAP_ERATE], 3);
+	/* time refills it: one second, one message */
+	fake_ns += 1000000000ULL;
+	assert_int_equal(guest_link_connect(f->gl, &rec_transport, f), 0);
+	f->out_len = f->out_off = 0;
+	handshake(f);
+	assert_int_equal(guest_send(f, VMNAP_PING, &ping, sizeof(ping)), -ECONNRESET);
+	expect_host_error(f, VMNAP_ERATE);
+}
+
+/* Connections beyond the link's connection bucket are refused and counted;
+ * the session in place stays. */
+static void test_reconnect_storm(void **state)
+{
+	struct fx *f;
+	struct vmnap_ping ping = { .token = vmnap_cpu64(6) };
+	struct guest_link_stats st;
+	unsigned int ok = 0, refused = 0;
+
+	fx_limits.clock = fake_clock;
+	fx_limits.connect_per_sec = 2;
+	fx_limits.connect_burst = 4;
+	f = fx_new(0, 0);
+	*state = f;
+	assert_int_equal(guest_link_set_ram(f->gl, &test_ram), 0);
+	for (int i = 0; i < 1000; i++) {
+		int r = guest_link_connect(f->gl, &rec_transport, f);
+
+		if (r == 0)
+			ok++;
+		else if (r == -EAGAIN)
+			refused++;
+		else
+			fail_msg("connect: %d", r);
+	}
+	assert_int_equal(ok, 4);
+	assert_int_equal(refused, 996);
+	st = stats(f);
+	assert_int_equal(st.connects, 4);
+	assert_int_equal(st.connects_refused, 996);
+	assert_int_equal(f->ev.disconnects, 3);	/* each accepted one replaced the last */
+	/* the last accepted session is untouched by the refusals */
+	assert_int_equal(guest_link_state(f->gl), GUEST_LINK_AWAIT_HELLO);
+	f->out_len = f->out_off = 0;
+	handshake(f);
+	assert_int_equal(guest_link_connect(f->gl, &rec_transport, f), -EAGAIN);
+	assert_int_equal(guest_link_state(f->gl), GUEST_LINK_UP);
+	assert_int_equal(guest_send(f, VMNAP_PING, &ping, sizeof(ping)), 0);
+	expect_host(f, VMNAP_PONG, NULL, 0);
+	/* an attached fd over the limit is closed, the session stays */
+	{
+		int sv[2];
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		assert_int_equal(guest_link_attach_fd(f->gl, sv[0]), -EAGAIN);
+		assert_int_equal(read(sv[1], &ping, 1), 0);	/* EOF: closed */
+		close(sv[1]);
+	}
+	assert_int_equal(guest_link_state(f->gl), GUEST_LINK_UP);
+	assert_int_equal(stats(f).connects_refused, 998);
+	/* the bucket refills with time: 2 per second */
+	fake_ns += 1000000000ULL;
+	assert_int_equal(guest_link_connect(f->gl, &rec_transport, f), 0);
+	assert_int_equal(guest_link_connect(f->gl, &rec_transport, f), 0);
+	assert_int_equal(guest_link_connect(f->gl, &rec_transport, f), -EAGAIN);
+}
+
+/* Run @fn with stderr captured; the number of lines written. */
+static unsigned int count_log_lines(void (*fn)(struct fx *), struct fx *f, char *out,
+				    size_t cap)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(STDERR_FILENO);
+	unsigned int lines = 0;
+	size_t n;
+
+	assert_non_null(tmp);
+	assert_true(saved >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(fileno(tmp), STDERR_FILENO), STDERR_FILENO);
+	fn(f);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	rewind(tmp);
+	n = fread(out, 1, cap - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+	for (size_t i = 0; i < n; i++)
+		lines += out[i] == '\n';
+	return lines;
+}
+
+/* Reconnect 500 times, each session sending garbage: the storm's refusals
+ * and the sessions it gets through, with their rejected messages. */
+static void storm(struct fx *f)
+{
+	_Alignas(8) unsigned char junk[64];
+
+	memset(junk, 0xee, sizeof(junk));
+	for (int i = 0; i < 500; i++) {
+		if (guest_link_connect(f->gl, &rec_transport, f) == 0)
+			guest_link_rx(f->gl, junk, sizeof(junk));
+		fake_ns += 10000000ULL;		/* 100 connects per second */
+	}
+}
+
+static void one_more_reject(struct fx *f)
+{
+	_Alignas(8) unsigned char junk[64];
+
+	memset(junk, 0xee, sizeof(junk));
+	fake_ns += 60ULL * 1000000000ULL;
+	assert_int_equal(guest_link_connect(f->gl, &rec_transport, f), 0);
+	guest_link_rx(f->gl, junk, sizeof(junk));
+}
+
+/* What a reconnecting, misbehaving guest makes the link log is bounded:
+ * a burst, then one line per interval, and the next line says how many
+ * were suppressed. */
+static void test_log_volume(void **state)
+{
+	static char out[1 << 16];
+	enum log_level lvl = log_get_level();
+	struct fx *f;
+	unsigned int lines;
+
+	fx_limits.clock = fake_clock;
+	fx_limits.connect_per_sec = 1000;	/* let the storm through */
+	fx_limits.connect_burst = 1000;
+	fx_limits.log_burst = 10;
+	fx_limits.log_interval_ms = 1000;
+	f = fx_new(0, 0);
+	*state = f;
+	log_set_level(LOG_INFO);
+	lines = count_log_lines(storm, f, out, sizeof(out));
+	/* 500 sessions x 3 lines (connected, rejected, down) without the limit;
+	 * 10 + one per second of the 5 s storm with it */
+	print_message("# %u lines, %llu suppressed\n", lines,
+		      (unsigned long long)stats(f).log_suppressed);
+	assert_true(lines >= 10 && lines <= 16);
+	assert_int_equal(stats(f).connects, 500);
+	assert_int_equal(stats(f).rx_errors[VMNAP_EMAGIC], 500);
+	assert_int_equal(stats(f).log_suppressed + lines, 1500);
+	/* after a quiet minute the next line carries the summary */
+	lines = count_log_lines(one_more_reject, f, out, sizeof(out));
+	assert_true(lines >= 1);
+	assert_non_null(strstr(out, "similar lines suppressed)"));
+	log_set_level(lvl);
+}
+
 /* The daemon's wiring: one link per VM, named and numbered after it. */
 static void test_vm_attach_detach(void **state)
 {
@@ -1463,6 +1661,9 @@ int main(void)
 		cmocka_unit_test_teardown(test_rate_limit, teardown),
 		cmocka_unit_test_setup_teardown(test_oversized_stream, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_reconnect_resets_session, setup_direct, teardown),
+		cmocka_unit_test_teardown(test_reconnect_keeps_rate_bucket, teardown),
+		cmocka_unit_test_teardown(test_reconnect_storm, teardown),
+		cmocka_unit_test_teardown(test_log_volume, teardown),
 		cmocka_unit_test_teardown(test_vm_attach_detach, teardown),
 		cmocka_unit_test_setup_teardown(test_socket_session, setup_socket, teardown),
 		cmocka_unit_test_setup_teardown(test_socket_deadline, setup_socket, teardown),

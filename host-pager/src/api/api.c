@@ -23,7 +23,9 @@
 #include "vhost_vsock.h"
 #include "vm_control.h"
 
-#define API_BACKLOG		16
+#define API_BACKLOG		128
+#define API_ACCEPT_BATCH	64	/* connections taken per listen-socket event */
+#define API_SWEEP_NS		(1000 * NS_PER_MS)	/* request deadline check */
 #define API_CONN_MEMORY		(32 * 1024)	/* headers + buffers per connection */
 #define API_MAX_SEGMENTS	6
 #define API_WAIT_ID_MAX		COORD_WAIT_ID_MAX
@@ -41,6 +43,22 @@
 #define HTTP_CONFLICT		409
 #define HTTP_TOO_LARGE		413
 #define HTTP_INTERNAL		500
+#define HTTP_BAD_GATEWAY	502
+#define HTTP_UNAVAILABLE	503
+#define HTTP_GATEWAY_TIMEOUT	504
+
+/*
+ * One client connection, from MHD's start notification to its close
+ * notification.  @since_ns is when its current request began: the accept,
+ * or the end of the previous request on a kept-alive connection.
+ */
+struct api_conn {
+	struct api_conn *prev, *next;
+	struct MHD_Connection *mhd;
+	int fd;
+	uint64_t since_ns;
+	bool evicted;		/* shut down by us; MHD closes it next */
+};
 
 struct api {
 	struct vmnapd *d;
@@ -48,10 +66,17 @@ struct api {
 	int listen_fd;
 	struct usock_id listen_id;	/* remove only the socket we bound */
 	int mhd_epfd;
-	struct loop_timer timer;
+	struct loop_timer timer;	/* MHD's own timeout */
+	struct loop_timer sweep;	/* request deadlines */
+	struct loop_timer relisten;	/* accepting again after EMFILE */
 	char path[108];
 	size_t max_body;
+	unsigned int max_conns;
+	uint64_t req_timeout_ns;
+	struct api_conn *conns, *conns_tail;	/* oldest first */
+	unsigned int nr_conns, nr_evicted;
 	uint64_t requests, client_errors;
+	uint64_t evictions, expired, refused;
 };
 
 /* Per request, kept across MHD's calls while the body arrives. */
@@ -74,12 +99,14 @@ static void reply_error(struct api_reply *r, unsigned int status, const char *fm
 
 static void reply_error(struct api_reply *r, unsigned int status, const char *fmt, ...)
 {
-	char msg[256];
+	char raw[256], msg[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* it may quote the client's bytes: jansson takes only valid UTF-8 */
+	log_sanitize(msg, sizeof(msg), raw, sizeof(raw));
 	json_decref(r->json);
 	r->status = status;
 	r->json = json_pack("{s:s,s:i}", "error", msg, "status", (int)status);
@@ -92,16 +119,38 @@ static void reply_json(struct api_reply *r, unsigned int status, json_t *j)
 	r->json = j;
 }
 
+/*
+ * Every errno a part can return has a status, each documented (README,
+ * "Control API"): 404 nothing by that name; 409 in conflict with a state
+ * or with whatever holds a path (a live socket, another file); 400 the
+ * request names something vmnapd cannot use (a path, socket, cgroup,
+ * process); 503 vmnapd is short of memory or descriptors (try again);
+ * 502 / 504 a VMM answered wrongly / not in time; 500 anything else.
+ */
 static unsigned int errno_status(int err)
 {
 	switch (err) {
-	case -ENOENT: return HTTP_NOT_FOUND;
+	case -ENOENT:
+		return HTTP_NOT_FOUND;
 	case -EEXIST: case -EALREADY: case -EBUSY: case -EOPNOTSUPP: case -ENOSPC:
+	case -EADDRINUSE: case -ETXTBSY: case -EISCONN: case -EINPROGRESS:
 		return HTTP_CONFLICT;
 	case -EINVAL: case -ENAMETOOLONG: case -ENOTSOCK: case -ENOTDIR: case -EACCES:
-	case -ECONNREFUSED:
+	case -EPERM: case -ESRCH: case -ECONNREFUSED: case -ELOOP: case -EISDIR: case -EROFS:
+	case -ENXIO: case -ENODEV: case -EAFNOSUPPORT: case -EADDRNOTAVAIL:
+	case -EPROTOTYPE: case -EFAULT: case -EXDEV: case -EOVERFLOW: case -ERANGE:
+	case -EDOM: case -ESPIPE: case -EFBIG: case -ENOTEMPTY: case -EMLINK:
 		return HTTP_BAD_REQUEST;
-	default: return HTTP_INTERNAL;
+	case -ENOMEM: case -EMFILE: case -ENFILE: case -ENOBUFS: case -EAGAIN:
+	case -EDQUOT: case -EUSERS:
+		return HTTP_UNAVAILABLE;
+	case -EPROTO: case -ECONNRESET: case -EPIPE: case -EBADMSG: case -EMSGSIZE:
+	case -ENOTCONN:
+		return HTTP_BAD_GATEWAY;
+	case -ETIMEDOUT:
+		return HTTP_GATEWAY_TIMEOUT;
+	default:
+		return HTTP_INTERNAL;
 	}
 }
 
@@ -194,16 +243,21 @@ static void h_root(struct api *a, struct api_reply *r)
 
 	for (struct vm *vm = a->d->vms; vm; vm = vm->next)
 		n++;
-	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I}", "name", "vmnapd",
-					 "api_version", VMNAPD_API_VERSION, "vms", (int)n,
-					 "event_seq", (json_int_t)a->d->event_seq));
+	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:i,s:I,s:o,s:{s:i,s:I,s:I,s:I}}", "name",
+					 "vmnapd", "api_version", VMNAPD_API_VERSION, "vms", (int)n,
+					 "event_seq", (json_int_t)a->d->event_seq,
+					 "rejections", metrics_rejections_json(a->d),
+					 "api", "connections", (int)a->nr_conns,
+					 "evicted", (json_int_t)a->evictions,
+					 "expired", (json_int_t)a->expired,
+					 "refused", (json_int_t)a->refused));
 }
 
 static void h_metrics(struct api *a, struct api_reply *r)
 {
 	r->text = metrics_render(a->d, &r->text_len);
 	if (!r->text)
-		reply_error(r, HTTP_INTERNAL, "out of memory");
+		reply_error(r, HTTP_UNAVAILABLE, "out of memory");
 	else
 		r->status = HTTP_OK;
 }
@@ -230,8 +284,9 @@ static bool parse_policy(json_t *v, struct coord_config *cfg, struct api_reply *
 
 static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 {
-	static const char *const pkeys[] = { "backend", "path", "timeout_ms", NULL };
-	json_t *b, *t;
+	static const char *const pkeys[] = { "backend", "path", "timeout_ms", "allow_clock_stop",
+					     NULL };
+	json_t *b, *t, *acs;
 	int kind;
 
 	if (!json_is_object(v)) {
@@ -257,6 +312,12 @@ static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 		return false;
 	}
 	ps->timeout_ms = t ? (uint32_t)json_integer_value(t) : 0;
+	acs = json_object_get(v, "allow_clock_stop");
+	if (acs && !json_is_boolean(acs)) {
+		reply_error(r, HTTP_BAD_REQUEST, "pause.allow_clock_stop: want true or false");
+		return false;
+	}
+	ps->allow_clock_stop = json_is_true(acs);
 	return true;
 }
 
@@ -404,8 +465,8 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 	if (!vm) {
 		vm = vm_new(a->d, name);
 		if (!vm) {
-			reply_error(r, errno == EINVAL ? HTTP_BAD_REQUEST : HTTP_INTERNAL,
-				    "cannot create VM %s: %s", name, strerror(errno));
+			reply_error(r, errno_status(-errno), "cannot create VM %s: %s", name,
+				    strerror(errno));
 			goto out;
 		}
 		created = true;
@@ -421,8 +482,10 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 	}
 	ret = vm_control_attach(vm, &spec, err, sizeof(err));
 	if (ret) {
-		/* a missing socket or cgroup is the caller's mistake, not a 404 */
-		reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST : errno_status(ret), "%s",
+		/* a missing socket or cgroup is the caller's mistake, not a 404;
+		 * -EPERM: managed with a backend that cannot keep guest time */
+		reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST :
+			    ret == -EPERM ? HTTP_CONFLICT : errno_status(ret), "%s",
 			    err[0] ? err : strerror(-ret));
 		if (created)
 			vm_free(vm);
@@ -465,7 +528,8 @@ static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api
 			ps.timeout_ms = a->d->settings->pause_timeout_ms;
 		ret = vm_control_set_pause(vm, &ps, err, sizeof(err));
 		if (ret) {
-			reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST : errno_status(ret), "%s",
+			reply_error(r, ret == -ENOENT ? HTTP_BAD_REQUEST :
+				    ret == -EPERM ? HTTP_CONFLICT : errno_status(ret), "%s",
 				    err[0] ? err : strerror(-ret));
 			goto out;
 		}
@@ -480,11 +544,17 @@ static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api
 	}
 	v = json_object_get(body, "managed");
 	if (v) {
+		char err[256] = "";
+
 		if (!json_is_boolean(v)) {
 			reply_error(r, HTTP_BAD_REQUEST, "managed: want true or false");
 			goto out;
 		}
-		coord_set_managed(vm->coord, json_is_true(v));
+		if (vm_control_set_managed(vm, json_is_true(v), err, sizeof(err))) {
+			/* a backend that cannot keep guest time (see vm_control.h) */
+			reply_error(r, HTTP_CONFLICT, "%s", err);
+			goto out;
+		}
 		events_emit(vm->d, vm->name, "managed", json_pack("{s:b}", "managed", json_is_true(v)));
 	}
 	reply_json(r, HTTP_OK, vm_control_json(vm));
@@ -797,9 +867,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		route(a, method, url, rq, &r);
 	if (r.status >= HTTP_BAD_REQUEST) {
 		a->client_errors++;
-		log_info(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+		log_info(NULL, "api: %s %s -> %u", LOG_STRN(method, 16), LOG_STR(url), r.status);
 	} else {
-		log_debug(NULL, "api: %.16s %.200s -> %u", method, url, r.status);
+		log_debug(NULL, "api: %s %s -> %u", LOG_STRN(method, 16), LOG_STR(url), r.status);
 	}
 	ret = send_reply(conn, &r);
 	json_decref(r.json);
@@ -807,14 +877,126 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return ret;
 }
 
+/* ---- connections: accepted here, limited, evicted, deadlined --------- */
+
+/*
+ * vmnapd accepts on the API socket itself and hands each connection to MHD
+ * (MHD_add_connection): the listening socket stays in the loop's epoll set
+ * for good, so no connection count can leave the API deaf.  At most
+ * max_conns connections are kept; a new one evicts the connection whose
+ * current request has waited longest (a client trickling headers or idling
+ * loses its place to one that asks now), and a request that is not
+ * answered within the connection timeout of its start is dropped whatever
+ * bytes still trickle in.  Evicting is shutdown(2) of the socket: MHD sees
+ * the end of the stream on its next run and closes and forgets it.
+ */
+static struct api_conn *conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+static void conn_evict(struct api *a, struct api_conn *c)
+{
+	if (c->evicted)
+		return;
+	shutdown(c->fd, SHUT_RDWR);
+	c->evicted = true;
+	a->nr_evicted++;
+}
+
+/* Evict the connection whose request has waited longest; false if none. */
+static bool evict_oldest(struct api *a)
+{
+	struct api_conn *victim = NULL;
+
+	for (struct api_conn *c = a->conns; c; c = c->next)
+		if (!c->evicted && (!victim || c->since_ns < victim->since_ns))
+			victim = c;
+	if (!victim)
+		return false;
+	conn_evict(a, victim);
+	a->evictions++;
+	return true;
+}
+
+static void on_sweep(struct loop *l, struct loop_timer *t, void *arg)
+{
+	struct api *a = arg;
+	uint64_t now = now_ns();
+
+	for (struct api_conn *c = a->conns; c; c = c->next) {
+		if (!c->evicted && now - c->since_ns >= a->req_timeout_ns) {
+			conn_evict(a, c);
+			a->expired++;
+		}
+	}
+	if (a->nr_conns)
+		loop_timer_arm(l, t, API_SWEEP_NS);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct api *a = cls;
+	struct api_conn *c = *socket_context;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			if (ci)	/* untracked: let MHD close it at once */
+				shutdown(ci->connect_fd, SHUT_RDWR);
+			return;
+		}
+		c->mhd = conn;
+		c->fd = ci ? ci->connect_fd : -1;
+		c->since_ns = now_ns();
+		c->prev = a->conns_tail;
+		if (a->conns_tail)
+			a->conns_tail->next = c;
+		else
+			a->conns = c;
+		a->conns_tail = c;
+		a->nr_conns++;
+		*socket_context = c;
+		if (!a->sweep.armed)
+			loop_timer_arm(a->d->loop, &a->sweep, API_SWEEP_NS);
+		if (c->fd < 0)
+			conn_evict(a, c);
+		return;
+	}
+	if (!c)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		a->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		a->conns_tail = c->prev;
+	if (c->evicted)
+		a->nr_evicted--;
+	a->nr_conns--;
+	free(c);
+	*socket_context = NULL;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct api_req *rq = *con_cls;
+	struct api_conn *c = conn_of(conn);
 
 	(void)cls;
-	(void)conn;
 	(void)toe;
+	if (c)		/* the next request on this connection starts now */
+		c->since_ns = now_ns();
 	if (rq) {
 		free(rq->body);
 		free(rq);
@@ -853,6 +1035,59 @@ static void on_mhd_timer(struct loop *l, struct loop_timer *t, void *arg)
 	api_rearm(a);
 }
 
+/* Out of fds or memory: stop accepting for a moment (the listening socket
+ * is level-triggered and would spin), then look again. */
+static void on_relisten(struct loop *l, struct loop_timer *t, void *arg)
+{
+	struct api *a = arg;
+
+	(void)t;
+	loop_mod_fd(l, a->listen_fd, EPOLLIN);
+}
+
+static void on_listen(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct api *a = arg;
+
+	(void)events;
+	for (int i = 0; i < API_ACCEPT_BATCH; i++) {
+		struct sockaddr_un sa;
+		socklen_t len = sizeof(sa);
+		int cfd = accept4(fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (cfd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				log_warn(NULL, "api: cannot accept: %s; pausing 100 ms",
+					 strerror(errno));
+				evict_oldest(a);
+				loop_mod_fd(l, fd, 0);
+				loop_timer_arm(l, &a->relisten, 100 * NS_PER_MS);
+			} else if (errno != EAGAIN) {
+				log_warn(NULL, "api: accept: %s", strerror(errno));
+			}
+			break;
+		}
+		if (a->nr_conns - a->nr_evicted >= a->max_conns)
+			evict_oldest(a);
+		if (a->nr_conns >= a->max_conns + API_ACCEPT_BATCH) {
+			close(cfd);	/* evicted ones not yet gone: MHD's run closes them */
+			a->refused++;
+			continue;
+		}
+		if (len < sizeof(sa_family_t)) {
+			sa.sun_family = AF_UNIX;
+			len = sizeof(sa_family_t);
+		}
+		if (MHD_add_connection(a->mhd, cfd, (struct sockaddr *)&sa, len) != MHD_YES)
+			a->refused++;	/* MHD closed it */
+	}
+	MHD_run(a->mhd);
+	api_rearm(a);
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
@@ -864,12 +1099,19 @@ int api_start(struct vmnapd *d, const char *path)
 	const struct vmnapd_settings *s = d->settings;
 	struct api *a = calloc(1, sizeof(*a));
 	const union MHD_DaemonInfo *info;
+	unsigned int timeout_s;
 	int err;
 
 	if (!a)
 		return -ENOMEM;
 	a->d = d;
 	a->max_body = s ? s->api_max_body : CONFIG_DEFAULT_API_BODY;
+	a->max_conns = s ? s->api_max_conns : CONFIG_DEFAULT_API_CONNS;
+	timeout_s = s ? s->api_conn_timeout_s : CONFIG_DEFAULT_API_TIMEOUT_S;
+	a->req_timeout_ns = (uint64_t)timeout_s * 1000 * NS_PER_MS;
+	loop_timer_init(&a->timer, on_mhd_timer, a);
+	loop_timer_init(&a->sweep, on_sweep, a);
+	loop_timer_init(&a->relisten, on_relisten, a);
 	if (path)
 		snprintf(a->path, sizeof(a->path), "%s", path);
 	else if ((size_t)snprintf(a->path, sizeof(a->path), "%s/%s", d->cfg.run_dir,
@@ -884,16 +1126,16 @@ int api_start(struct vmnapd *d, const char *path)
 		free(a);
 		return err;
 	}
-	a->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+	a->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET,
+				  0, NULL, NULL,
 				  on_request, a,
 				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a,
-				  MHD_OPTION_LISTEN_SOCKET, (MHD_socket)a->listen_fd,
 				  MHD_OPTION_CONNECTION_LIMIT,
-				  (unsigned int)(s ? s->api_max_conns : CONFIG_DEFAULT_API_CONNS),
-				  MHD_OPTION_CONNECTION_TIMEOUT,
-				  (unsigned int)(s ? s->api_conn_timeout_s : CONFIG_DEFAULT_API_TIMEOUT_S),
+				  a->max_conns + API_ACCEPT_BATCH + 1,
+				  MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
 				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
 				  MHD_OPTION_END);
 	if (!a->mhd) {
 		log_err(NULL, "api: libmicrohttpd failed to start on %s", a->path);
@@ -904,10 +1146,15 @@ int api_start(struct vmnapd *d, const char *path)
 	}
 	info = MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_EPOLL_FD);
 	a->mhd_epfd = info ? info->epoll_fd : -1;
-	loop_timer_init(&a->timer, on_mhd_timer, a);
 	err = a->mhd_epfd < 0 ? -EIO : loop_add_fd(d->loop, a->mhd_epfd, EPOLLIN, on_mhd_fd, a);
+	if (!err) {
+		err = loop_add_fd(d->loop, a->listen_fd, EPOLLIN, on_listen, a);
+		if (err)
+			loop_del_fd(d->loop, a->mhd_epfd);
+	}
 	if (err) {
 		MHD_stop_daemon(a->mhd);
+		close(a->listen_fd);
 		usock_unlink(a->path, &a->listen_id);
 		free(a);
 		return err;
@@ -924,8 +1171,18 @@ void api_stop(struct vmnapd *d)
 	if (!a)
 		return;
 	loop_timer_cancel(d->loop, &a->timer);
+	loop_timer_cancel(d->loop, &a->sweep);
+	loop_timer_cancel(d->loop, &a->relisten);
+	loop_del_fd(d->loop, a->listen_fd);
 	loop_del_fd(d->loop, a->mhd_epfd);
-	MHD_stop_daemon(a->mhd);	/* closes the listen socket it was given */
+	MHD_stop_daemon(a->mhd);	/* closes every connection (notifies each) */
+	while (a->conns) {		/* none left, unless MHD did not notify */
+		struct api_conn *c = a->conns;
+
+		a->conns = c->next;
+		free(c);
+	}
+	close(a->listen_fd);
 	usock_unlink(a->path, &a->listen_id);
 	free(a);
 	d->api = NULL;

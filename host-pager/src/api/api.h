@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * api.h - the control API: HTTP/1.1 + JSON on <run_dir>/api.sock (0600),
- * served by libmicrohttpd on vmnapd's event loop (MHD's epoll fd is watched
- * by the loop, MHD_run() runs there, MHD's timeout arms a loop timer) and
+ * served by libmicrohttpd on vmnapd's event loop (the loop accepts on the
+ * socket and hands each connection to MHD, MHD's epoll fd is watched by
+ * the loop, MHD_run() runs there, MHD's timeout arms a loop timer) and
  * jansson for every body.
  *
  *   GET    /                              daemon version
@@ -31,9 +32,12 @@
  *   POST   /vms/{vm}/actions/{pause|offload|resume}
  *
  * Errors are {"error": "text", "status": N} with 400 (malformed JSON,
- * bad field), 404 (no such VM, wait or route), 405, 409 (state conflict,
- * exists), 413 (body over api.max_body_bytes), 500.  Headers beyond MHD's
- * connection memory limit are refused by MHD itself (431/413).
+ * bad field, unusable path), 404 (no such VM, wait or route), 405, 409
+ * (state conflict, path held), 413 (body over api.max_body_bytes), 502 /
+ * 504 (VMM answered wrongly / late), 503 (out of memory or fds), 500
+ * (anything else); errno_status() in api.c maps each errno, the README
+ * lists them.  Headers beyond MHD's connection memory limit are refused
+ * by MHD itself (431/413).
  */
 #ifndef VMNAP_API_H
 #define VMNAP_API_H

@@ -24,6 +24,7 @@
 #include "loop.h"
 #include "mem_handshake.h"	/* pager: memory handshake */
 #include "pager_debug.h"	/* pager: debug endpoint */
+#include "pause.h"		/* coordinator: backend calls left at exit */
 #include "vmnapd.h"
 #include "vhost_vsock.h"
 
@@ -33,6 +34,7 @@
 
 /* --- vsock: --vsock NAME:VHOST_USER_SOCKET:GUEST_CID[:UDS] (vsock engineer) --- */
 #define MAX_VSOCK_OPTS		64
+#define SHUTDOWN_VMM_WAIT_MS	2000	/* for VMM calls still in flight at exit */
 #define OPT_VSOCK		0x100	/* long option only */
 
 struct vsock_opt {
@@ -148,8 +150,14 @@ static int daemon_start(struct vmnapd *d)
 
 static void daemon_stop(struct vmnapd *d)
 {
+	unsigned int left;
+
 	while (d->vms)
 		vm_free(d->vms);
+	/* backend calls handed off by vm_free: a VM paused by one is resumed */
+	left = pause_released_wait(SHUTDOWN_VMM_WAIT_MS);
+	if (left)
+		log_warn(NULL, "%u VMM call(s) still unanswered at exit", left);
 	/* subsystems stop here, in reverse order of daemon_start() */
 	pager_debug_stop(d);	/* pager */
 	mem_handshake_stop(d);	/* pager */

@@ -5,6 +5,9 @@
 
 #include "coord.h"
 #include "events.h"
+#include "guest_link.h"
+#include "guest_link_listen.h"
+#include "mem_handshake.h"
 #include "metrics.h"
 #include "pager.h"
 #include "pause.h"
@@ -230,20 +233,21 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	}
 }
 
+/* Sampled off the loop (vm_control_vmm_mem): at most a second old. */
 static void vmm_metrics(FILE *f, struct vmnapd *d)
 {
-	uint64_t b;
+	struct vmm_mem_sample smp;
 
 	help(f, "vmnap_vmm_pss_bytes", "gauge", "the VMM process's proportional set size");
 	FOREACH_VM(d, vm)
-		if (vm_control_vmm_pid(vm) && !vmm_pss_bytes(vm_control_vmm_pid(vm), &b))
+		if (vm_control_vmm_mem(vm, &smp) && smp.has_pss)
 			fprintf(f, "vmnap_vmm_pss_bytes{vm=\"%s\"} %llu\n", vm->name,
-				(unsigned long long)b);
+				(unsigned long long)smp.pss_bytes);
 	help(f, "vmnap_vm_cgroup_memory_bytes", "gauge", "memory charged to the VMM's cgroup");
 	FOREACH_VM(d, vm)
-		if (vm_control_vmm_pid(vm) && !vmm_cgroup_memory_bytes(vm_control_vmm_pid(vm), &b))
+		if (vm_control_vmm_mem(vm, &smp) && smp.has_cgroup)
 			fprintf(f, "vmnap_vm_cgroup_memory_bytes{vm=\"%s\"} %llu\n", vm->name,
-				(unsigned long long)b);
+				(unsigned long long)smp.cgroup_bytes);
 }
 
 static void pause_metrics(FILE *f, struct vmnapd *d)
@@ -259,6 +263,95 @@ static void pause_metrics(FILE *f, struct vmnapd *d)
 		fprintf(f, "vmnap_pause_backend_calls_total{vm=\"%s\",op=\"error\"} %llu\n",
 			vm->name, (unsigned long long)vm->pause->st.errors);
 	}
+}
+
+struct rejection_line {
+	FILE *f;
+	const char *vm;
+};
+
+static void rejection_line(const char *reason, uint64_t n, void *arg)
+{
+	struct rejection_line *rl = arg;
+
+	fprintf(rl->f, "vmnap_guest_rejected_total{vm=\"%s\",reason=\"%s\"} %llu\n", rl->vm,
+		reason, (unsigned long long)n);
+}
+
+/* What guests and local clients sent that vmnapd refused, by reason. */
+static void rejection_metrics(FILE *f, struct vmnapd *d)
+{
+	struct mem_handshake_stats hs;
+	struct guest_link_vsock_stats vs;
+	struct guest_link_stats st;
+
+	help(f, "vmnap_guest_rejected_total", "counter",
+	     "guest input refused, by reason (guest link messages, reconnects, vsock device)");
+	FOREACH_VM(d, vm) {
+		struct rejection_line rl = { f, vm->name };
+
+		vm_rejections_foreach(vm, rejection_line, &rl);
+	}
+	help(f, "vmnap_guest_link_connects_total", "counter", "guest link sessions begun");
+	FOREACH_VM(d, vm) {
+		if (!vm->link)
+			continue;
+		guest_link_get_stats(vm->link, &st);
+		fprintf(f, "vmnap_guest_link_connects_total{vm=\"%s\"} %llu\n", vm->name,
+			(unsigned long long)st.connects);
+	}
+	help(f, "vmnap_log_lines_suppressed_total", "counter",
+	     "guest link log lines over the VM's log budget (logged at debug level only)");
+	FOREACH_VM(d, vm) {
+		if (!vm->link)
+			continue;
+		guest_link_get_stats(vm->link, &st);
+		fprintf(f, "vmnap_log_lines_suppressed_total{vm=\"%s\"} %llu\n", vm->name,
+			(unsigned long long)st.log_suppressed);
+	}
+	help(f, "vmnap_events_suppressed_total", "counter",
+	     "guest link events over the VM's event budget");
+	FOREACH_VM(d, vm)
+		if (vm->control)
+			fprintf(f, "vmnap_events_suppressed_total{vm=\"%s\"} %llu\n", vm->name,
+				(unsigned long long)vm_control_events_suppressed(vm));
+
+	mem_handshake_get_stats(d, &hs);
+	help(f, "vmnap_handshake_accepted_total", "counter", "memory handshakes accepted");
+	fprintf(f, "vmnap_handshake_accepted_total %llu\n", (unsigned long long)hs.accepted);
+	help(f, "vmnap_handshake_refused_total", "counter", "memory handshakes refused, by reason");
+	for (int r = 0; r < HS_REFUSALS; r++)
+		fprintf(f, "vmnap_handshake_refused_total{reason=\"%s\"} %llu\n",
+			mem_hs_refusal_name((enum mem_hs_refusal)r),
+			(unsigned long long)hs.refused[r]);
+	guest_link_listen_vsock_get_stats(d, &vs);
+	help(f, "vmnap_vsock_listener_refused_total", "counter",
+	     "AF_VSOCK guest link connections closed, by reason");
+	fprintf(f, "vmnap_vsock_listener_refused_total{reason=\"unknown_cid\"} %llu\n",
+		(unsigned long long)vs.unknown_cid);
+	fprintf(f, "vmnap_vsock_listener_refused_total{reason=\"unreserved_port\"} %llu\n",
+		(unsigned long long)vs.unreserved_port);
+	fprintf(f, "vmnap_vsock_listener_refused_total{reason=\"bad_peer\"} %llu\n",
+		(unsigned long long)vs.bad_peer);
+}
+
+json_t *metrics_rejections_json(struct vmnapd *d)
+{
+	struct mem_handshake_stats hs;
+	struct guest_link_vsock_stats vs;
+	json_t *refused = json_object();
+
+	mem_handshake_get_stats(d, &hs);
+	for (int r = 0; r < HS_REFUSALS; r++)
+		json_object_set_new(refused, mem_hs_refusal_name((enum mem_hs_refusal)r),
+				    json_integer((json_int_t)hs.refused[r]));
+	guest_link_listen_vsock_get_stats(d, &vs);
+	return json_pack("{s:{s:I,s:o},s:{s:I,s:I,s:I}}",
+			 "mem_handshake", "accepted", (json_int_t)hs.accepted,
+			 "refused", refused,
+			 "vsock_listener", "unknown_cid", (json_int_t)vs.unknown_cid,
+			 "unreserved_port", (json_int_t)vs.unreserved_port,
+			 "bad_peer", (json_int_t)vs.bad_peer);
 }
 
 char *metrics_render(struct vmnapd *d, size_t *len)
@@ -283,6 +376,7 @@ char *metrics_render(struct vmnapd *d, size_t *len)
 	pager_metrics(f, d);
 	pause_metrics(f, d);
 	vmm_metrics(f, d);
+	rejection_metrics(f, d);
 	if (fclose(f)) {
 		free(buf);
 		return NULL;

@@ -7,16 +7,23 @@
  * offloaded seconds, response delivery latency (histogram), pause backend
  * calls; from the pager: guest RAM, resident bytes (memfd allocation),
  * store bytes, page counts by state, faults and fault latency (histogram,
- * power-of-2 µs buckets).  Daemon: VMs, events emitted and lost.
+ * power-of-2 µs buckets); refused guest input by reason, guest link
+ * sessions, log lines and events over their budgets.  Daemon: VMs, events
+ * emitted and lost, memory handshakes accepted and refused by reason,
+ * AF_VSOCK listener refusals.
  */
 #ifndef VMNAP_METRICS_H
 #define VMNAP_METRICS_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "vmnapd.h"
 
 /* The whole exposition, malloc'ed and NUL-terminated; NULL on ENOMEM. */
 char *metrics_render(struct vmnapd *d, size_t *len);
+/* The daemon-wide refusals for GET /: {"mem_handshake": {"accepted": N,
+ * "refused": {reason: N}}, "vsock_listener": {reason: N}}. */
+json_t *metrics_rejections_json(struct vmnapd *d);
 
 #endif

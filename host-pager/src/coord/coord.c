@@ -47,6 +47,7 @@ struct coord {
 	/* HANDOFF */
 	uint64_t req_id;		/* 0: none (paused without handoff) */
 	uint32_t handoff_flags;
+	uint64_t handoff_sent_ns;	/* the guest measured its timer budget after this */
 	bool awaiting_ack;
 	uint64_t ack_deadline_ns;
 	bool pause_inflight;
@@ -344,6 +345,7 @@ static void start_handoff(struct coord *c, bool manual, const char *why)
 		return;
 	}
 	c->awaiting_ack = true;
+	c->handoff_sent_ns = now;
 	c->ack_deadline_ns = add_sat(now, c->cfg.ack_timeout_ns);
 	err = c->ops->handoff(c->arg, c->handoff_flags,
 			      ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms, &c->req_id);
@@ -881,8 +883,21 @@ void coord_handoff_ack(struct coord *c, uint64_t req_id, bool ready,
 	c->awaiting_ack = false;
 	if (ev)
 		c->last_ev = *ev;
+	/*
+	 * The guest measured "next timer in N ns" somewhere between the
+	 * request and this ack (an evidence window and a device quiesce
+	 * later), so its timer is due no later than request + N on the
+	 * host's clock: place the deadline there, not at ack + N, which would
+	 * spend the resume margin on the handoff's round trip.  With a
+	 * backend that keeps the guest clock running that is the timer's
+	 * wall-clock time; with one that stops it, the guest steps
+	 * CLOCK_REALTIME on RESUMED, so a wall-clock timer fires then, and a
+	 * monotonic one runs late by the time paused whatever we do (the
+	 * guest gets its remaining budget after the resume, below).
+	 */
 	if (ready && ev && ev->next_timer_ns != COORD_BUDGET_UNKNOWN &&
-	    ev->next_timer_ns <= c->cfg.timer_margin_ns) {
+	    add_sat(c->handoff_sent_ns, ev->next_timer_ns) <=
+	    add_sat(now, c->cfg.timer_margin_ns)) {
 		/* the guest's timer is due before we could even pause */
 		ready = false;
 		c->last_ev.busy_reasons |= 1U << 4;	/* VMNAP_BUSY_TIMER */
@@ -906,7 +921,7 @@ void coord_handoff_ack(struct coord *c, uint64_t req_id, bool ready,
 	c->backoff_ns = c->cfg.busy_backoff_ns;
 	c->ack_ns = now;
 	c->budget_deadline_ns = (!ev || ev->next_timer_ns == COORD_BUDGET_UNKNOWN) ?
-		COORD_NO_DEADLINE : add_sat(now, ev->next_timer_ns);
+		COORD_NO_DEADLINE : add_sat(c->handoff_sent_ns, ev->next_timer_ns);
 	c->pause_inflight = true;
 	{
 		int err = c->ops->pause(c->arg);

@@ -18,10 +18,13 @@
 #include "loop.h"
 
 #define LOOP_MAX_EVENTS 64
+#define LOOP_SLOW_LOG_NS	1000000000ull	/* slow-callback lines: window */
+#define LOOP_SLOW_LOG_MAX	10		/* ... and lines per window */
 
 struct loop_fd {
 	loop_fd_cb cb;
 	void *arg;
+	const char *name;
 	uint64_t gen;		/* changes on every add: detects stale events */
 };
 
@@ -32,6 +35,8 @@ struct loop {
 	size_t nfds;
 	uint64_t gen;
 	struct loop_timer *timers;
+	uint64_t slow, slow_window_ns, slow_suppressed;
+	unsigned int slow_logged;	/* lines in the current window */
 };
 
 uint64_t now_ns(void)
@@ -83,7 +88,8 @@ static int loop_grow(struct loop *l, int fd)
 	return 0;
 }
 
-int loop_add_fd(struct loop *l, int fd, uint32_t events, loop_fd_cb cb, void *arg)
+int loop_add_fd_named(struct loop *l, int fd, uint32_t events, loop_fd_cb cb, void *arg,
+		      const char *name)
 {
 	struct epoll_event ev = { .events = events };
 	int err;
@@ -98,7 +104,7 @@ int loop_add_fd(struct loop *l, int fd, uint32_t events, loop_fd_cb cb, void *ar
 	ev.data.u64 = ((uint64_t)++l->gen << 32) | (uint32_t)fd;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 		return -errno;
-	l->fds[fd] = (struct loop_fd){ .cb = cb, .arg = arg, .gen = l->gen };
+	l->fds[fd] = (struct loop_fd){ .cb = cb, .arg = arg, .name = name, .gen = l->gen };
 	return 0;
 }
 
@@ -122,11 +128,39 @@ void loop_del_fd(struct loop *l, int fd)
 	l->fds[fd] = (struct loop_fd){ 0 };
 }
 
-void loop_timer_init(struct loop_timer *t, loop_timer_cb cb, void *arg)
+void loop_timer_init_named(struct loop_timer *t, loop_timer_cb cb, void *arg, const char *name)
 {
 	memset(t, 0, sizeof(*t));
 	t->cb = cb;
 	t->arg = arg;
+	t->name = name;
+}
+
+uint64_t loop_slow_callbacks(const struct loop *l)
+{
+	return l->slow;
+}
+
+/* A callback took @ns: count it and say so (at most LOOP_SLOW_LOG_MAX
+ * lines a second; the rest are summed up in the next line). */
+static void loop_slow(struct loop *l, const char *kind, const char *name, uint64_t ns,
+		      uint64_t now)
+{
+	l->slow++;
+	if (now - l->slow_window_ns >= LOOP_SLOW_LOG_NS) {
+		l->slow_window_ns = now;
+		l->slow_logged = 0;
+	}
+	if (l->slow_logged >= LOOP_SLOW_LOG_MAX) {
+		l->slow_suppressed++;
+		return;
+	}
+	l->slow_logged++;
+	log_warn(NULL, "loop: %s callback %s ran %llu.%03llu ms (every other waited)%s",
+		 kind, name ? name : "?", (unsigned long long)(ns / 1000000),
+		 (unsigned long long)(ns / 1000 % 1000),
+		 l->slow_suppressed ? "; more slow callbacks not logged before this" : "");
+	l->slow_suppressed = 0;
 }
 
 void loop_timer_cancel(struct loop *l, struct loop_timer *t)
@@ -170,11 +204,16 @@ static int loop_run_timers(struct loop *l)
 	struct loop_timer *t;
 
 	while ((t = l->timers) && t->deadline_ns <= now) {
+		const char *name = t->name;	/* @t may be freed by its callback */
+		uint64_t t0 = now_ns();
+
 		l->timers = t->next;
 		t->next = NULL;
 		t->armed = false;
 		t->cb(l, t, t->arg);
 		now = now_ns();
+		if (now - t0 > LOOP_SLOW_NS)
+			loop_slow(l, "timer", name, now - t0, now);
 	}
 	if (!l->timers)
 		return -1;
@@ -210,7 +249,15 @@ int loop_run(struct loop *l)
 			f = &l->fds[fd];
 			if (!f->cb || (f->gen & 0xffffffffu) != gen)
 				continue;	/* deleted (or replaced) meanwhile */
-			f->cb(l, fd, evs[i].events, f->arg);
+			{
+				const char *name = f->name;
+				uint64_t t0 = now_ns(), t1;
+
+				f->cb(l, fd, evs[i].events, f->arg);	/* may grow l->fds */
+				t1 = now_ns();
+				if (t1 - t0 > LOOP_SLOW_NS)
+					loop_slow(l, "fd", name, t1 - t0, t1);
+			}
 		}
 	}
 	return 0;

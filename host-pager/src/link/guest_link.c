@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,16 +37,9 @@
 #define GUEST_LINK_DEFAULT_SUBJECT	"guest link"
 /* Align decoding offsets to the largest member alignment of the structs. */
 #define GUEST_LINK_RX_ALIGN	8U
-/*
- * Rejected guest messages and guest ERRORs are logged at warning level this
- * many times per session, then at debug level: the counters keep counting.
- */
-#define GUEST_LINK_LOG_NOISY_MAX	16U
 /* Attached fd: bytes read per read(2), and reads per wakeup (fairness). */
 #define GUEST_LINK_FD_READ_CHUNK	(16U * 1024U)
 #define GUEST_LINK_FD_READS_PER_WAKEUP	8U
-/* Printable copy of a guest string for logs. */
-#define GUEST_LINK_LOG_STR_MAX	64U
 
 enum handoff_state {
 	HANDOFF_NONE,		/* no request outstanding */
@@ -77,8 +71,12 @@ struct guest_link {
 	struct vmnap_ram ram;
 	bool have_ram;
 
-	/* token bucket in ns of credit: one message costs rate_cost_ns */
-	uint64_t rate_cost_ns, rate_cap_ns, rate_credit_ns, rate_last_ns;
+	/* token buckets in ns of credit, kept across sessions: one message
+	 * costs rate.cost_ns, one session conn.cost_ns */
+	struct bucket {
+		uint64_t cost_ns, cap_ns, credit_ns, last_ns;
+	} rate, conn;
+	struct log_ratelimit log_rl;	/* lines about sessions, guest input */
 
 	enum handoff_state hs;
 	uint64_t hs_req_id;		/* the request hs refers to */
@@ -86,7 +84,6 @@ struct guest_link {
 	uint64_t last_req_id;
 	struct loop_timer deadline;
 
-	unsigned int noisy_logged;
 	struct guest_link_peer peer;
 	struct guest_link_range free_ranges[VMNAP_MAX_FREE_RANGES];
 	struct guest_link_stats st;
@@ -109,14 +106,66 @@ const char *guest_link_state_name(enum guest_link_state s)
 	return "unknown";
 }
 
-/* Copy a guest string for a log line: printable ASCII only. */
-static void printable(char *dst, size_t dst_len, const char *src, size_t n)
+static uint64_t link_now(const struct guest_link *gl)
 {
-	size_t i;
+	return gl->cfg.clock ? gl->cfg.clock() : now_ns();
+}
 
-	for (i = 0; i < n && i + 1 < dst_len && src[i]; i++)
-		dst[i] = (src[i] >= ' ' && src[i] <= '~') ? src[i] : '?';
-	dst[i] = '\0';
+static void bucket_init(struct bucket *b, uint32_t per_sec, uint32_t burst, uint64_t now)
+{
+	b->cost_ns = NSEC_PER_SEC / per_sec;
+	if (!b->cost_ns)
+		b->cost_ns = 1;
+	b->cap_ns = b->cost_ns * burst;
+	b->credit_ns = b->cap_ns;	/* starts full, never refilled but by time */
+	b->last_ns = now;
+}
+
+/* Take one token; false when empty. */
+static bool bucket_take(struct bucket *b, uint64_t now)
+{
+	if (now > b->last_ns) {
+		uint64_t d = now - b->last_ns;
+
+		b->credit_ns = d >= b->cap_ns - b->credit_ns ? b->cap_ns : b->credit_ns + d;
+	}
+	b->last_ns = now;
+	if (b->credit_ns < b->cost_ns)
+		return false;
+	b->credit_ns -= b->cost_ns;
+	return true;
+}
+
+/*
+ * A line about a session or guest input: at @lvl while the link's log
+ * budget lasts (the first one after a gap says how many were suppressed),
+ * else at debug level only.
+ */
+static void link_log(struct guest_link *gl, enum log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void link_log(struct guest_link *gl, enum log_level lvl, const char *fmt, ...)
+{
+	uint64_t suppressed = 0;
+	char line[512];
+	va_list ap;
+
+	if (lvl > log_get_level())
+		return;
+	if (!log_ratelimit(&gl->log_rl, link_now(gl), &suppressed)) {
+		gl->st.log_suppressed++;
+		lvl = LOG_DEBUG;
+		if (log_get_level() < LOG_DEBUG)
+			return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (suppressed)
+		log_msg(lvl, gl->subject, "%s (%llu similar lines suppressed)", line,
+			(unsigned long long)suppressed);
+	else
+		log_msg(lvl, gl->subject, "%s", line);
 }
 
 /* ---- send path ---- */
@@ -135,7 +184,7 @@ static int tx_flush(struct guest_link *gl)
 		if (r == -EAGAIN || r == 0)
 			break;
 		if (r < 0) {
-			log_warn(gl->subject, "send to guest: %s", strerror((int)-r));
+			link_log(gl, LOG_WARN, "send to guest: %s", strerror((int)-r));
 			if (!gl->ending)
 				end_session(gl, (int)r, true);
 			return (int)r;
@@ -168,7 +217,7 @@ static int tx_msg(struct guest_link *gl, unsigned int type, const void *payload,
 	}
 	if (gl->tx_tail + total > GUEST_LINK_TXQ_MAX) {
 		gl->st.tx_overflows++;
-		log_warn(gl->subject, "guest does not read: %zu bytes queued",
+		link_log(gl, LOG_WARN, "guest does not read: %zu bytes queued",
 			 gl->tx_tail - gl->tx_head);
 		if (!gl->ending)
 			end_session(gl, -ENOBUFS, true);
@@ -207,10 +256,8 @@ static void reset_session_state(struct guest_link *gl)
 	gl->rx_len = 0;
 	gl->tx_head = gl->tx_tail = 0;
 	gl->tx_seq = 0;
-	gl->noisy_logged = 0;
 	memset(&gl->peer, 0, sizeof(gl->peer));
-	gl->rate_credit_ns = gl->rate_cap_ns;
-	gl->rate_last_ns = now_ns();
+	/* the message bucket is the link's: a new session does not refill it */
 }
 
 /*
@@ -236,16 +283,26 @@ static void end_session(struct guest_link *gl, int err, bool close_transport)
 	if (close_transport && t.close)
 		t.close(targ, err);
 	gl->ending = false;
-	log_info(gl->subject, "guest link down: %s", strerror(-err));
+	link_log(gl, LOG_INFO, "guest link down: %s", strerror(-err));
 	if (gl->ops.disconnect)
 		gl->ops.disconnect(gl, err, gl->opaque);
 }
 
-int guest_link_connect(struct guest_link *gl,
-		       const struct guest_link_transport *t, void *targ)
+/* One token of the connection bucket; -EAGAIN (counted, logged) if none. */
+static int connect_allowed(struct guest_link *gl)
 {
-	if (!t || !t->send)
-		return -EINVAL;
+	if (bucket_take(&gl->conn, link_now(gl)))
+		return 0;
+	gl->st.connects_refused++;
+	link_log(gl, LOG_WARN, "guest reconnects faster than %u/s (burst %u): "
+		 "connection refused (%llu so far)", gl->cfg.connect_per_sec,
+		 gl->cfg.connect_burst, (unsigned long long)gl->st.connects_refused);
+	return -EAGAIN;
+}
+
+static int connect_session(struct guest_link *gl,
+			   const struct guest_link_transport *t, void *targ)
+{
 	if (gl->state != GUEST_LINK_CLOSED)
 		end_session(gl, -ECONNRESET, true);
 	gl->t = *t;
@@ -254,8 +311,19 @@ int guest_link_connect(struct guest_link *gl,
 	reset_session_state(gl);
 	gl->state = GUEST_LINK_AWAIT_HELLO;
 	gl->st.connects++;
-	log_info(gl->subject, "guest link connected, waiting for HELLO");
+	link_log(gl, LOG_INFO, "guest link connected, waiting for HELLO");
 	return 0;
+}
+
+int guest_link_connect(struct guest_link *gl,
+		       const struct guest_link_transport *t, void *targ)
+{
+	int err;
+
+	if (!t || !t->send)
+		return -EINVAL;
+	err = connect_allowed(gl);
+	return err ? err : connect_session(gl, t, targ);
 }
 
 void guest_link_transport_closed(struct guest_link *gl, int err)
@@ -283,16 +351,8 @@ static void reject(struct guest_link *gl, unsigned int code, unsigned int type,
 	if (code > VMNAP_ERR_MAX)
 		code = VMNAP_EINTERNAL;
 	gl->st.rx_errors[code]++;
-	if (gl->noisy_logged < GUEST_LINK_LOG_NOISY_MAX) {
-		gl->noisy_logged++;
-		log_warn(gl->subject, "rejected guest message type %u (%s) seq %u: %s%s",
-			 type, vmnap_type_name(type), seq, vmnap_err_name(code),
-			 gl->noisy_logged == GUEST_LINK_LOG_NOISY_MAX ?
-			 " (more guest errors logged at debug level)" : "");
-	} else {
-		log_debug(gl->subject, "rejected guest message type %u seq %u: %s",
-			  type, seq, vmnap_err_name(code));
-	}
+	link_log(gl, LOG_WARN, "rejected guest message type %u (%s) seq %u: %s",
+		 type, vmnap_type_name(type), seq, vmnap_err_name(code));
 	tx_error(gl, code, seq);
 }
 
@@ -307,16 +367,7 @@ static void reject_fatal(struct guest_link *gl, unsigned int code,
 /* Take one message's worth of credit; false when the guest floods. */
 static bool rate_take(struct guest_link *gl)
 {
-	uint64_t now = now_ns();
-
-	gl->rate_credit_ns += now - gl->rate_last_ns;
-	gl->rate_last_ns = now;
-	if (gl->rate_credit_ns > gl->rate_cap_ns)
-		gl->rate_credit_ns = gl->rate_cap_ns;
-	if (gl->rate_credit_ns < gl->rate_cost_ns)
-		return false;
-	gl->rate_credit_ns -= gl->rate_cost_ns;
-	return true;
+	return bucket_take(&gl->rate, link_now(gl));
 }
 
 static void on_hello(struct guest_link *gl, const struct vmnap_hdr *h,
@@ -325,7 +376,6 @@ static void on_hello(struct guest_link *gl, const struct vmnap_hdr *h,
 	struct guest_link_peer *p = &gl->peer;
 	uint16_t lo = vmnap_le16(m->min_version), hi = vmnap_le16(m->max_version);
 	struct vmnap_hello_ack ack;
-	char ver[GUEST_LINK_LOG_STR_MAX];
 	uint64_t session = gl->session;
 
 	if (lo < VMNAP_PROTO_MIN)
@@ -333,7 +383,7 @@ static void on_hello(struct guest_link *gl, const struct vmnap_hdr *h,
 	if (hi > VMNAP_PROTO_MAX)
 		hi = VMNAP_PROTO_MAX;
 	if (lo > hi) {
-		log_warn(gl->subject, "guest speaks versions %u..%u, host %u..%u",
+		link_log(gl, LOG_WARN, "guest speaks versions %u..%u, host %u..%u",
 			 vmnap_le16(m->min_version), vmnap_le16(m->max_version),
 			 VMNAP_PROTO_MIN, VMNAP_PROTO_MAX);
 		reject_fatal(gl, VMNAP_EVERSION, VMNAP_HELLO, vmnap_le32(h->seq));
@@ -360,9 +410,9 @@ static void on_hello(struct guest_link *gl, const struct vmnap_hdr *h,
 	    gl->session != session)
 		return;
 	gl->state = GUEST_LINK_UP;
-	printable(ver, sizeof(ver), p->module_version, VMNAP_VERSION_LEN);
-	log_info(gl->subject, "guest HELLO: vmnap.ko %s, protocol %u, %u cpus, "
-		 "page %u, %u RAM ranges, features 0x%x (using 0x%x)", ver,
+	link_log(gl, LOG_INFO, "guest HELLO: vmnap.ko %s, protocol %u, %u cpus, "
+		 "page %u, %u RAM ranges, features 0x%x (using 0x%x)",
+		 LOG_STRN(p->module_version, VMNAP_VERSION_LEN),
 		 p->version, p->nr_cpus, p->page_size, p->nr_ranges,
 		 p->features_offered, p->features);
 	if (gl->ops.hello)
@@ -464,7 +514,7 @@ static void on_free_report(struct guest_link *gl, const struct vmnap_hdr *h,
 	if (GUEST_LINK_TXQ_MAX - (gl->tx_tail - gl->tx_head) <
 	    sizeof(struct vmnap_hdr) + sizeof(ack)) {
 		gl->st.tx_overflows++;
-		log_warn(gl->subject, "guest does not read: %zu bytes queued, "
+		link_log(gl, LOG_WARN, "guest does not read: %zu bytes queued, "
 			 "FREE_REPORT not acted on", gl->tx_tail - gl->tx_head);
 		end_session(gl, -ENOBUFS, true);
 		return;
@@ -494,18 +544,11 @@ static void on_free_report(struct guest_link *gl, const struct vmnap_hdr *h,
 static void on_guest_error(struct guest_link *gl, const struct vmnap_error *m)
 {
 	uint32_t code = vmnap_le32(m->code);
-	char text[GUEST_LINK_LOG_STR_MAX];
 
 	gl->st.peer_errors[code]++;
-	printable(text, sizeof(text), m->text, VMNAP_ERROR_TEXT_LEN);
-	if (gl->noisy_logged < GUEST_LINK_LOG_NOISY_MAX) {
-		gl->noisy_logged++;
-		log_warn(gl->subject, "guest reports error %u (%s) for host seq %u: %s",
-			 code, vmnap_err_name(code), vmnap_le32(m->ref_seq), text);
-	} else {
-		log_debug(gl->subject, "guest reports error %u for host seq %u: %s",
-			  code, vmnap_le32(m->ref_seq), text);
-	}
+	link_log(gl, LOG_WARN, "guest reports error %u (%s) for host seq %u: %s",
+		 code, vmnap_err_name(code), vmnap_le32(m->ref_seq),
+		 LOG_STRN(m->text, VMNAP_ERROR_TEXT_LEN));
 }
 
 /* Act on one message that vmnap_decode() accepted. */
@@ -582,7 +625,7 @@ static int rx_process(struct guest_link *gl)
 			break;
 		memcpy(&raw, gl->rx + off, sizeof(raw));
 		if (!rate_take(gl)) {
-			log_warn(gl->subject, "guest exceeds %u messages/s (burst %u)",
+			link_log(gl, LOG_WARN, "guest exceeds %u messages/s (burst %u)",
 				 gl->cfg.rate_per_sec, gl->cfg.rate_burst);
 			reject_fatal(gl, VMNAP_ERATE, vmnap_le16(raw.type),
 				     vmnap_le32(raw.seq));
@@ -647,7 +690,7 @@ static void on_deadline(struct loop *l, struct loop_timer *t, void *arg)
 		return;
 	gl->hs = HANDOFF_NONE;
 	gl->st.handoff_expired++;
-	log_warn(gl->subject, "handoff %llu: no ack within the deadline, aborting",
+	link_log(gl, LOG_WARN, "handoff %llu: no ack within the deadline, aborting",
 		 (unsigned long long)req_id);
 	ab.req_id = vmnap_cpu64(req_id);
 	tx_msg(gl, VMNAP_HANDOFF_ABORT, &ab, sizeof(ab));
@@ -800,7 +843,7 @@ static void fd_event(struct loop *l, int fd, uint32_t events, void *arg)
 		if (n <= 0) {
 			err = n ? -errno : -ECONNRESET;
 			if (n)
-				log_warn(gl->subject, "read from guest: %s",
+				link_log(gl, LOG_WARN, "read from guest: %s",
 					 strerror(-err));
 			fd_detach(gl);
 			guest_link_transport_closed(gl, err);
@@ -817,6 +860,11 @@ int guest_link_attach_fd(struct guest_link *gl, int fd)
 
 	if (fd < 0)
 		return -EBADF;
+	err = connect_allowed(gl);
+	if (err) {
+		close(fd);
+		return err;
+	}
 	flags = fcntl(fd, F_GETFL);
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
 		err = -errno;
@@ -833,7 +881,7 @@ int guest_link_attach_fd(struct guest_link *gl, int fd)
 	}
 	gl->fd = fd;
 	gl->fd_want_out = false;
-	return guest_link_connect(gl, &fd_transport, gl);
+	return connect_session(gl, &fd_transport, gl);
 }
 
 /* ---- life cycle and queries ---- */
@@ -862,10 +910,19 @@ struct guest_link *guest_link_new(const struct guest_link_config *cfg,
 		gl->cfg.rate_per_sec = GUEST_LINK_RATE_PER_SEC;
 	if (!gl->cfg.rate_burst)
 		gl->cfg.rate_burst = GUEST_LINK_RATE_BURST;
-	gl->rate_cost_ns = NSEC_PER_SEC / gl->cfg.rate_per_sec;
-	if (!gl->rate_cost_ns)
-		gl->rate_cost_ns = 1;
-	gl->rate_cap_ns = gl->rate_cost_ns * gl->cfg.rate_burst;
+	if (!gl->cfg.connect_per_sec)
+		gl->cfg.connect_per_sec = GUEST_LINK_CONNECT_PER_SEC;
+	if (!gl->cfg.connect_burst)
+		gl->cfg.connect_burst = GUEST_LINK_CONNECT_BURST;
+	if (!gl->cfg.log_interval_ms)
+		gl->cfg.log_interval_ms = GUEST_LINK_LOG_INTERVAL_MS;
+	if (!gl->cfg.log_burst)
+		gl->cfg.log_burst = GUEST_LINK_LOG_BURST;
+	bucket_init(&gl->rate, gl->cfg.rate_per_sec, gl->cfg.rate_burst, link_now(gl));
+	bucket_init(&gl->conn, gl->cfg.connect_per_sec, gl->cfg.connect_burst,
+		    link_now(gl));
+	log_ratelimit_init(&gl->log_rl, (uint64_t)gl->cfg.log_interval_ms * NSEC_PER_MSEC,
+			   gl->cfg.log_burst, link_now(gl));
 	if (ops)
 		gl->ops = *ops;
 	gl->opaque = opaque;

@@ -19,6 +19,15 @@
  * length) is answered with ERROR and the link disconnects; any other bad
  * message is answered with ERROR and skipped.  A message flood beyond a
  * token bucket (GUEST_LINK_RATE_*) gets ERROR VMNAP_ERATE and a disconnect.
+ *
+ * Limits belong to the link (one per VM), not to a session: the message
+ * bucket is not refilled by reconnecting; connections beyond a second
+ * bucket (GUEST_LINK_CONNECT_*) are refused (-EAGAIN: the transport drops
+ * the stream; the session in place, if any, stays) and counted; the lines
+ * the link logs about sessions and guest input go through a third
+ * (GUEST_LINK_LOG_*): past it they are logged at debug level only and
+ * counted, and the next line that passes says how many were suppressed.
+ * Guest strings are logged through log_sanitize().
  * Valid messages at the wrong time (before HELLO, stale or unexpected acks)
  * get ERROR VMNAP_ESTATE and are otherwise ignored.
  *
@@ -40,6 +49,15 @@
 /* Default token bucket: sustained guest messages per second, and burst. */
 #define GUEST_LINK_RATE_PER_SEC	1000U
 #define GUEST_LINK_RATE_BURST	4000U
+/*
+ * Default connection bucket: sessions per second, and burst.  The module
+ * reconnects after 100 ms at the earliest, doubling up to 5 s.
+ */
+#define GUEST_LINK_CONNECT_PER_SEC	1U
+#define GUEST_LINK_CONNECT_BURST	10U
+/* Default log budget of a link: a burst of lines, then one per interval. */
+#define GUEST_LINK_LOG_BURST		32U
+#define GUEST_LINK_LOG_INTERVAL_MS	5000U
 /* Bytes of host messages queued while the transport cannot take them. */
 #define GUEST_LINK_TXQ_MAX	(64U * 1024U)
 
@@ -141,6 +159,12 @@ struct guest_link_config {
 	uint32_t features;		/* VMNAP_F_* the host supports */
 	uint32_t rate_per_sec;		/* 0: GUEST_LINK_RATE_PER_SEC */
 	uint32_t rate_burst;		/* 0: GUEST_LINK_RATE_BURST */
+	uint32_t connect_per_sec;	/* 0: GUEST_LINK_CONNECT_PER_SEC */
+	uint32_t connect_burst;		/* 0: GUEST_LINK_CONNECT_BURST */
+	uint32_t log_interval_ms;	/* 0: GUEST_LINK_LOG_INTERVAL_MS */
+	uint32_t log_burst;		/* 0: GUEST_LINK_LOG_BURST */
+	/* The limits' clock (monotonic ns); NULL: now_ns().  Tests fake it. */
+	uint64_t (*clock)(void);
 };
 
 /* Counters since guest_link_new(). */
@@ -156,6 +180,8 @@ struct guest_link_stats {
 	uint64_t stale_acks;		/* also in rx_errors[VMNAP_ESTATE] */
 	uint64_t free_reports, free_ranges;
 	uint64_t tx_overflows;		/* session ended: queue over bound */
+	uint64_t connects_refused;	/* over the connection bucket */
+	uint64_t log_suppressed;	/* lines over the log budget */
 };
 
 enum guest_link_state {
@@ -187,7 +213,10 @@ int guest_link_set_ram(struct guest_link *gl, const struct vmnap_ram *ram);
 
 /* ---- transport side ---- */
 
-/* Begin a session; an existing one ends first (disconnect -ECONNRESET). */
+/*
+ * Begin a session; an existing one ends first (disconnect -ECONNRESET).
+ * -EAGAIN: over the connection bucket, refused (counted; nothing changed).
+ */
 int guest_link_connect(struct guest_link *gl,
 		       const struct guest_link_transport *t, void *targ);
 /*
@@ -205,7 +234,8 @@ void guest_link_transport_closed(struct guest_link *gl, int err);
 /*
  * Use the connected stream socket @fd (AF_VSOCK, AF_UNIX) as transport,
  * watched on cfg->loop.  Takes ownership of @fd (made non-blocking, closed
- * when the session ends) even on error.  -errno.
+ * when the session ends) even on error.  -errno; -EAGAIN as
+ * guest_link_connect().
  */
 int guest_link_attach_fd(struct guest_link *gl, int fd);
 

@@ -86,8 +86,8 @@ static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
 	pthread_mutex_lock(&p->lock);
 	p->offloading = false;
 	err = p->offload_err;
-	pager_maybe_unregister_locked(p);
 	pthread_mutex_unlock(&p->lock);
+	pager_maybe_unregister(p);
 	if (p->offload_done)
 		p->offload_done(p, err, p->offload_arg);
 }
@@ -185,10 +185,12 @@ static int regions_init(struct pager *p, const struct pager_region_desc *rd,
 	return 0;
 }
 
-int pager_new(struct loop *loop, const char *subject, const char *name,
-	      const struct pager_config *cfg, const struct pager_region_desc *rd,
-	      unsigned int nr, void *owner, struct pager **out)
+static int pager_create(struct loop *loop, const char *subject, const char *name,
+			const struct pager_config *cfg, const struct pager_region_desc *rd,
+			unsigned int nr, const char *store_id, void *owner,
+			struct pager **out)
 {
+	struct store_region sr[PAGER_MAX_REGIONS];
 	struct pager *p;
 	int err;
 
@@ -207,6 +209,7 @@ int pager_new(struct loop *loop, const char *subject, const char *name,
 	p->offload_done_fd = -1;
 	p->error_fd = -1;
 	p->evictable = true;
+	pthread_mutex_init(&p->reg_lock, NULL);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->state_cv, NULL);
 	pthread_cond_init(&p->prefetch_cv, NULL);
@@ -219,12 +222,24 @@ int pager_new(struct loop *loop, const char *subject, const char *name,
 		goto fail;
 	}
 	p->count[PAGE_RESIDENT] = p->npages;
-	err = store_open(&p->store, cfg->store_dir, name,
-			 p->npages * PAGER_PAGE_SIZE, cfg->direct_io);
+	for (unsigned int i = 0; i < nr; i++)
+		sr[i] = (struct store_region){
+			.gpa = rd[i].gpa, .size = rd[i].size, .memfd_off = rd[i].memfd_offset,
+		};
+	err = store_open(&p->store, cfg->store_dir, name, p->npages, sr, nr,
+			 cfg->direct_io, store_id);
 	if (err) {
-		log_err(p->subject, "cannot create store in %s: %s",
-			cfg->store_dir, strerror(-err));
+		log_err(p->subject, "cannot %s store %s/%s.store: %s", store_id ?
+			"adopt the" : "create the", cfg->store_dir, name,
+			err == -EBUSY ? "another process holds its lock" :
+			err == -ESTALE ? "it belongs to another run of the VMM or other RAM" :
+			err == -EBADMSG ? "its header is corrupt" : strerror(-err));
 		goto fail;
+	}
+	if (store_id) {
+		err = pager_recover(p);
+		if (err)
+			goto fail;
 	}
 	p->fault_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->offload_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -264,13 +279,36 @@ fail:
 		close(p->offload_done_fd);
 	if (p->error_fd >= 0)
 		close(p->error_fd);
-	store_close(&p->store);
+	store_close(&p->store, false);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
 	free(p);
 	return err;
+}
+
+int pager_new(struct loop *loop, const char *subject, const char *name,
+	      const struct pager_config *cfg, const struct pager_region_desc *rd,
+	      unsigned int nr, void *owner, struct pager **out)
+{
+	return pager_create(loop, subject, name, cfg, rd, nr, NULL, owner, out);
+}
+
+int pager_new_from_store(struct loop *loop, const char *subject, const char *name,
+			 const struct pager_config *cfg,
+			 const struct pager_region_desc *rd, unsigned int nr,
+			 const char *store_id, void *owner, struct pager **out)
+{
+	if (!store_id || !store_id_valid(store_id))
+		return -EINVAL;
+	return pager_create(loop, subject, name, cfg, rd, nr, store_id, owner, out);
+}
+
+const char *pager_store_id(struct pager *p)
+{
+	return p->store.id;
 }
 
 /* Wait for the last offload thread (it may still be discarding slots). */
@@ -315,6 +353,7 @@ static void restore_all(struct pager *p)
 void pager_free(struct pager *p)
 {
 	bool live_mappers = false;
+	uint64_t out;
 
 	if (!p)
 		return;
@@ -329,13 +368,15 @@ void pager_free(struct pager *p)
 	pthread_mutex_lock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m; m = m->next)
 		live_mappers |= !m->dead;
+	out = p->count[PAGE_OFFLOADED];
 	pthread_mutex_unlock(&p->lock);
 	/* The fault thread keeps serving while pages come back. */
-	if (live_mappers && p->count[PAGE_OFFLOADED])
+	if (live_mappers && out)
 		restore_all(p);
-	pthread_mutex_lock(&p->lock);
-	pager_maybe_unregister_locked(p);
-	pthread_mutex_unlock(&p->lock);
+	/* The store stays for the next vmnapd, its slots emptied if unused */
+	if (live_mappers && !p->count[PAGE_OFFLOADED])
+		store_discard(&p->store, pg_store_off(0), p->npages * PAGER_PAGE_SIZE);
+	pager_maybe_unregister(p);
 	pager_fault_thread_stop(p);
 	while (p->mappers) {
 		struct pager_mapper *m = p->mappers;
@@ -353,7 +394,8 @@ void pager_free(struct pager *p)
 			close(p->regions[i].memfd);
 	}
 	pager_critical_release(p);
-	store_close(&p->store);
+	/* A live VMM may hand its memory to the next vmnapd: keep the store */
+	store_close(&p->store, !live_mappers);
 	close(p->fault_wake_fd);
 	close(p->offload_done_fd);
 	close(p->error_fd);
@@ -379,6 +421,7 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 {
 	struct pager_mapper *m;
 	unsigned int count = 0;
+	bool registered;
 	int err = 0;
 
 	if (nr != p->nr_regions)
@@ -389,24 +432,34 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 	m->uffd = uffd;
 	m->pid = pid;
 	memcpy(m->host_addr, host_addr, nr * sizeof(*host_addr));
+	for (unsigned int i = 0; i < nr; i++)
+		m->map_hi[i] = host_addr[i] ? p->regions[i].size : 0;
 	(void)fcntl(uffd, F_SETFL, fcntl(uffd, F_GETFL) | O_NONBLOCK);
+	/* reg_lock: p->registered cannot change until the mapper is listed */
+	pthread_mutex_lock(&p->reg_lock);
 	pthread_mutex_lock(&p->lock);
-	if (p->nr_mappers >= PAGER_MAX_MAPPERS) {
+	if (p->nr_mappers >= PAGER_MAX_MAPPERS)
 		err = -EMFILE;
-	} else if (p->registered) {
-		err = pager_mapper_register(p, m);
-	}
+	registered = p->registered;
+	pthread_mutex_unlock(&p->lock);
+	if (!err && registered)
+		err = pager_mapper_register(p, m);	/* not listed yet: ours */
+	pthread_mutex_lock(&p->lock);
 	if (!err) {
+		m->registered = registered;
 		m->next = p->mappers;
 		p->mappers = m;
 		count = ++p->nr_mappers;
 	}
 	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->reg_lock);
 	if (err) {
 		free(m);
 		return err;
 	}
 	pager_fault_kick(p);
+	if (p->recovered)
+		pager_recover_wake(p, m);
 	log_info(p->subject, "mapper pid %d added (%u mapper(s))", (int)pid, count);
 	if (out)
 		*out = m;
@@ -541,6 +594,8 @@ int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 		pthread_mutex_lock(&p->lock);
 		err = gpa_chunk_locked(p, gpa, len, &pg, &n);
 		pthread_mutex_unlock(&p->lock);
+		if (err)
+			break;
 		gpa += n * PAGER_PAGE_SIZE;
 		len -= n * PAGER_PAGE_SIZE;
 		for (end = pg + n; !err && pg < end;) {
@@ -562,63 +617,43 @@ int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 	return err;
 }
 
-/* Make pages [pg, pg+n) of one region ZERO; lock held.  -errno of a punch. */
-static int drop_pages_locked(struct pager *p, uint64_t pg, uint64_t n)
-{
-	struct pager_region *r = pg_region(p, pg);
-	uint64_t dropped = 0;
-	int err = 0;
-
-	if (r->memfd < 0)
-		return -EOPNOTSUPP;
-	for (uint64_t i = pg; i < pg + n;) {
-		uint64_t run = 0;
-		bool stored;
-
-		if (pg_state(p, i) == PAGE_IN_FLIGHT) {
-			i++;	/* a hint: leave pages being moved alone */
-			continue;
-		}
-		stored = pg_state(p, i) == PAGE_OFFLOADED;
-		while (i + run < pg + n && pg_state(p, i + run) != PAGE_IN_FLIGHT &&
-		       (pg_state(p, i + run) == PAGE_OFFLOADED) == stored) {
-			pg_set(p, i + run, PAGE_ZERO);
-			p->state[i + run] &= (uint8_t)~(PG_WS_CUR | PG_WS_PREV);
-			run++;
-		}
-		if (fallocate(r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      (off_t)pg_memfd_off(r, i), (off_t)(run * PAGER_PAGE_SIZE)) < 0 &&
-		    !err)
-			err = -errno;
-		if (stored)
-			store_discard(&p->store, pg_store_off(i), run * PAGER_PAGE_SIZE);
-		dropped += run;
-		i += run;
-	}
-	p->dropped_free_pages += dropped;
-	return err;
-}
-
+/*
+ * The range is checked whole under the lock (a refusal changes nothing);
+ * each chunk is then discarded with the lock taken only around the page
+ * states (pager_discard_run: claimed, punched and their slots dropped
+ * outside it).  The GPA map cannot change meanwhile: it is set on the loop
+ * thread, which runs this.
+ */
 int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len)
 {
 	uint64_t g = gpa, left = len;
 	bool log_now = false;
-	int err;
+	int err, perr = 0;
 
 	pthread_mutex_lock(&p->lock);
 	err = gpa_range_check_locked(p, gpa, len, &log_now);
+	pthread_mutex_unlock(&p->lock);
 	while (!err && left) {
 		uint64_t pg, n;
+		int e;
 
+		pthread_mutex_lock(&p->lock);
 		err = gpa_chunk_locked(p, g, left, &pg, &n);
-		if (!err)
-			err = drop_pages_locked(p, pg, n);
+		pthread_mutex_unlock(&p->lock);
+		if (err)
+			break;
+		e = pager_discard_run(p, pg, n, &p->dropped_free_pages);
+		if (e == -EOPNOTSUPP)
+			err = e;
+		else if (e && !perr)
+			perr = e;
 		g += n * PAGER_PAGE_SIZE;
 		left -= n * PAGER_PAGE_SIZE;
 	}
 	if (!err)
-		pager_maybe_unregister_locked(p);
-	pthread_mutex_unlock(&p->lock);
+		err = perr;
+	if (!err)
+		pager_maybe_unregister(p);
 	if (log_now)
 		gpa_refused_log(p, "FREE_REPORT", gpa, len);
 	else if (err && err != -ERANGE && err != -EINVAL)
@@ -738,18 +773,24 @@ int pager_offload_start(struct pager *p,
 		return -EBUSY;
 	offload_thread_join(p);
 	pager_prefetch_quiesce(p);
+	/* reg_lock until p->offloading is set: nothing unregisters between */
+	pthread_mutex_lock(&p->reg_lock);
 	pthread_mutex_lock(&p->lock);
-	if (!p->nr_mappers) {
-		pthread_mutex_unlock(&p->lock);
-		log_warn(p->subject, "offload refused: no mapper has handed a userfaultfd");
-		return -ENOTCONN;
-	}
-	/* Register before the first punch: a touch must fault, not read zero. */
-	err = pager_register_all_locked(p);
+	err = p->nr_mappers ? 0 : -ENOTCONN;
+	pthread_mutex_unlock(&p->lock);
 	if (err) {
-		pthread_mutex_unlock(&p->lock);
+		pthread_mutex_unlock(&p->reg_lock);
+		log_warn(p->subject, "offload refused: no mapper has handed a userfaultfd");
 		return err;
 	}
+	/* Register before the first punch: a touch must fault, not read zero. */
+	err = pager_register_all(p);
+	if (err) {
+		pthread_mutex_unlock(&p->reg_lock);
+		return err;
+	}
+	pthread_mutex_lock(&p->lock);
+	p->registered = true;
 	/* Working set: what this cycle faulted in is prefetched after resume. */
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
 		uint8_t s = p->state[pg];
@@ -765,6 +806,7 @@ int pager_offload_start(struct pager *p,
 	p->offload_t0 = now_ns();
 	atomic_store(&p->offload_abort, false);
 	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->reg_lock);
 	err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
 	p->offload_thread_live = !err;
 	if (err) {
@@ -837,6 +879,9 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->last_offload_ns = p->last_offload_ns;
 	st->last_offload_written = p->last_offload_written;
 	st->dropped_free_pages = p->dropped_free_pages;
+	st->vmm_removed_pages = p->vmm_removed_pages;
+	st->vmm_unmaps = p->vmm_unmaps;
+	st->vmm_remaps = p->vmm_remaps;
 	st->gpa_refused = p->gpa_refused;
 	st->gpa_source = p->gpa_source;
 	st->mappers = p->nr_mappers;
@@ -849,6 +894,12 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->critical_window_faults = p->crit_window_faults;
 	st->critical_budget_stops = p->crit_budget_stops;
 	st->critical_last_restore_ns = p->crit_last_restore_ns;
+	st->recovered = p->recovered;
+	st->recovered_store_pages = p->rec_store_pages;
+	st->recovered_offloaded = p->rec_offloaded;
+	st->recovered_resident = p->rec_resident;
+	st->store_bad_slots = __atomic_load_n(&p->store.bad_slots, __ATOMIC_RELAXED);
+	st->store_id = p->store.id;
 	pthread_mutex_unlock(&p->lock);
 	st->resident_bytes = memfd_allocated_bytes(p);
 	st->store_file_bytes = store_allocated_bytes(&p->store);

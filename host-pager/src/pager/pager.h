@@ -130,6 +130,10 @@ struct pager_stats {
 	uint64_t last_offload_ns;	/* duration of the last offload */
 	uint64_t last_offload_written;	/* bytes written by the last offload */
 	uint64_t dropped_free_pages;	/* pages made ZERO by pager_drop_free */
+	uint64_t vmm_removed_pages;	/* pages made ZERO: the VMM discarded them
+					 * (userfaultfd REMOVE: MADV_DONTNEED/REMOVE) */
+	uint64_t vmm_unmaps;		/* mapper ranges the VMM unmapped (UNMAP) */
+	uint64_t vmm_remaps;		/* mapper ranges the VMM moved (REMAP) */
 	uint64_t gpa_refused;		/* GPA operations refused: map untrusted */
 	enum pager_gpa_source gpa_source;
 	uint32_t mappers;
@@ -145,6 +149,13 @@ struct pager_stats {
 						 * delivery (what the set avoids) */
 	uint64_t critical_budget_stops;		/* restores cut by the budget */
 	uint64_t critical_last_restore_ns;	/* duration of the last restore */
+	/* recovery: created over a store a previous vmnapd left */
+	bool recovered;
+	uint64_t recovered_store_pages;	/* pages its slot map held */
+	uint64_t recovered_offloaded;	/* ... out of the memfd: OFFLOADED */
+	uint64_t recovered_resident;	/* ... in the memfd: RESIDENT */
+	uint64_t store_bad_slots;	/* store reads whose checksum mismatched */
+	const char *store_id;		/* the pager's; valid while it lives */
 };
 
 struct pager;
@@ -162,8 +173,24 @@ int pager_new(struct loop *loop, const char *subject, const char *name,
 	      const struct pager_region_desc *regions, unsigned int nr,
 	      void *owner, struct pager **out);
 /*
+ * The same over the store a previous vmnapd left for this VM (it ended
+ * while the VMM lived on): the store file must carry @store_id (what
+ * pager_store_id() said then) and the same regions; its slot map gives
+ * the OFFLOADED pages (those the memfd lacks; a page the memfd holds is
+ * RESIDENT), each mapper is registered at once and its ranges woken (the
+ * faults the previous vmnapd never answered are served).  -EBUSY (the
+ * store is locked), -ENOENT, -ESTALE (another store), -EBADMSG, -errno.
+ */
+int pager_new_from_store(struct loop *loop, const char *subject, const char *name,
+			 const struct pager_config *cfg,
+			 const struct pager_region_desc *rd, unsigned int nr,
+			 const char *store_id, void *owner, struct pager **out);
+/* The store's id (32 hex digits): a shim presents it to a restarted vmnapd. */
+const char *pager_store_id(struct pager *p);
+/*
  * Stop every pager thread (bringing offloaded pages back while mappers
- * live), close fds, remove the store file, free.  NULL-safe.
+ * live), close fds, free.  The store file is removed unless a mapper still
+ * lives (the VMM may hand its memory to the next vmnapd).  NULL-safe.
  */
 void pager_free(struct pager *p);
 
@@ -258,7 +285,8 @@ void pager_set_critical_budget(struct pager *p, uint64_t ns);
 /* The VM runs again: start working-set prefetch. */
 void pager_resumed(struct pager *p);
 /*
- * FREE_REPORT: the range becomes ZERO (punched, store slot dropped).
+ * FREE_REPORT: the range becomes ZERO (punched, store slot dropped; pages
+ * being moved by another thread are waited for, then dropped too).
  * -ENXIO (counted in gpa_refused, logged once) while the GPA map is only
  * guessed, -ERANGE outside guest RAM.
  */

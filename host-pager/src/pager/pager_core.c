@@ -8,9 +8,15 @@
  * pager_internal.h for the lock rules.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <linux/userfaultfd.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -38,16 +44,203 @@ void pager_report_error(struct pager *p, int err, const char *what)
 		log_err(p->subject, "cannot signal a pager error: %s", strerror(errno));
 }
 
+/* The live ranges of @m, read under the lock for ioctls made without it. */
+struct mapper_ranges {
+	unsigned int n;
+	struct uffdio_range r[PAGER_MAX_REGIONS];
+};
+
+static void mapper_ranges_locked(struct pager *p, struct pager_mapper *m,
+				 struct mapper_ranges *mr)
+{
+	mr->n = 0;
+	for (unsigned int i = 0; i < p->nr_regions; i++)
+		if (m->host_addr[i] && m->map_hi[i] > m->map_lo[i])
+			mr->r[mr->n++] = (struct uffdio_range){
+				.start = m->host_addr[i] + m->map_lo[i],
+				.len = m->map_hi[i] - m->map_lo[i],
+			};
+}
+
+/* One file mapping of a mapper, from /proc/PID/maps. */
+struct maps_vma {
+	uint64_t start, end, off;
+	dev_t dev;
+	ino_t ino;
+};
+
+#define MAPS_MAX_VMAS	4096	/* file mappings of one mapper */
+
+/* The mapper's file mappings into *@out (malloc'd); -ESRCH: gone. */
+static int maps_read(pid_t pid, struct maps_vma **out, unsigned int *n)
+{
+	struct maps_vma *v = malloc(MAPS_MAX_VMAS * sizeof(*v));
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	int err = 0;
+	FILE *f;
+
+	if (!v)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f) {
+		err = errno == ENOENT ? -ESRCH : -errno;
+		free(v);
+		return err;
+	}
+	*n = 0;
+	while (getline(&line, &cap, f) > 0) {
+		uint64_t st, en, off;
+		unsigned int maj, min;
+		unsigned long long ino;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %x:%x %llu",
+			   &st, &en, &off, &maj, &min, &ino) != 6 || !ino)
+			continue;
+		if (*n == MAPS_MAX_VMAS) {
+			err = -E2BIG;
+			break;
+		}
+		v[(*n)++] = (struct maps_vma){ .start = st, .end = en, .off = off,
+					       .dev = makedev(maj, min), .ino = (ino_t)ino };
+	}
+	free(line);
+	fclose(f);
+	if (err)
+		free(v);
+	else
+		*out = v;
+	return err;
+}
+
+static bool vma_of(const struct maps_vma *v, const struct stat *st)
+{
+	return v->dev == st->st_dev && v->ino == st->st_ino;
+}
+
+/* Do the mappings map [a, b) to the file @st at offset @fo, contiguously? */
+static bool maps_cover(const struct maps_vma *v, unsigned int n, const struct stat *st,
+		       uint64_t a, uint64_t b, uint64_t fo)
+{
+	while (a < b) {
+		unsigned int i;
+
+		for (i = 0; i < n; i++)
+			if (vma_of(&v[i], st) && a >= v[i].start && a < v[i].end &&
+			    v[i].off + (a - v[i].start) == fo)
+				break;
+		if (i == n)
+			return false;
+		fo += (v[i].end < b ? v[i].end : b) - a;
+		a = v[i].end < b ? v[i].end : b;
+	}
+	return true;
+}
+
+/*
+ * Check @m's ranges against what it maps now, before registering them.
+ * The kernel tells about munmap and mremap only while a range is
+ * registered (UNMAP, REMAP events); what the VMM did while everything was
+ * resident is seen here: a region moved whole is followed to its new
+ * address, one no longer mapped at all is dropped for this mapper, and
+ * one mapped only in part (or ambiguously) refuses the registration
+ * (-ESTALE), since a page out there could then read zero.  Registering
+ * the stale address instead would fail, or hit whatever the VMM mapped
+ * there since.  p->reg_lock held (the ranges cannot change), p->lock not.
+ */
+static int mapper_check_maps(struct pager *p, struct pager_mapper *m)
+{
+	uint64_t host[PAGER_MAX_REGIONS], lo[PAGER_MAX_REGIONS], hi[PAGER_MAX_REGIONS];
+	struct maps_vma *v = NULL;
+	unsigned int n = 0;
+	int err;
+
+	if (m->pid <= 0)
+		return 0;
+	err = maps_read(m->pid, &v, &n);
+	if (err == -ESRCH || err == -ENOMEM)
+		return err;
+	if (err) {
+		log_debug(p->subject, "mapper pid %d: /proc maps unreadable (%s): its "
+			  "ranges are registered unchecked", (int)m->pid, strerror(-err));
+		return 0;
+	}
+	pthread_mutex_lock(&p->lock);
+	memcpy(host, m->host_addr, sizeof(host));
+	memcpy(lo, m->map_lo, sizeof(lo));
+	memcpy(hi, m->map_hi, sizeof(hi));
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < p->nr_regions && !err; i++) {
+		const struct pager_region *r = &p->regions[i];
+		uint64_t fo = r->memfd_off + lo[i], len = hi[i] - lo[i], to = 0;
+		unsigned int found = 0;
+		bool any = false;
+		struct stat st;
+
+		if (!host[i] || hi[i] <= lo[i] || r->memfd < 0 || fstat(r->memfd, &st) < 0 ||
+		    maps_cover(v, n, &st, host[i] + lo[i], host[i] + hi[i], fo))
+			continue;
+		for (unsigned int k = 0; k < n; k++) {
+			uint64_t a;
+
+			if (!vma_of(&v[k], &st) || v[k].off >= fo + len ||
+			    v[k].off + (v[k].end - v[k].start) <= fo)
+				continue;
+			any = true;
+			if (fo < v[k].off)
+				continue;
+			a = v[k].start + (fo - v[k].off);
+			if (maps_cover(v, n, &st, a, a + len, fo) && a != to) {
+				to = a;
+				found++;
+			}
+		}
+		if (found == 1) {
+			log_warn(p->subject, "mapper pid %d: region %u (gpa %#llx) moved while "
+				 "not registered: %#llx -> %#llx", (int)m->pid, i,
+				 (unsigned long long)r->gpa, (unsigned long long)(host[i] + lo[i]),
+				 (unsigned long long)to);
+			host[i] = to - lo[i];
+		} else if (!any) {
+			log_warn(p->subject, "mapper pid %d: region %u (gpa %#llx) unmapped "
+				 "while not registered: no longer served in this mapper",
+				 (int)m->pid, i, (unsigned long long)r->gpa);
+			host[i] = lo[i] = hi[i] = 0;
+		} else {
+			log_err(p->subject, "mapper pid %d: region %u (gpa %#llx) is mapped only "
+				"in part or more than once now: not registered", (int)m->pid, i,
+				(unsigned long long)r->gpa);
+			err = -ESTALE;
+		}
+	}
+	free(v);
+	if (err)
+		return err;
+	pthread_mutex_lock(&p->lock);
+	memcpy(m->host_addr, host, sizeof(host));
+	memcpy(m->map_lo, lo, sizeof(lo));
+	memcpy(m->map_hi, hi, sizeof(hi));
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
 int pager_mapper_register(struct pager *p, struct pager_mapper *m)
 {
-	for (unsigned int i = 0; i < p->nr_regions; i++) {
+	struct mapper_ranges mr;
+	int err = mapper_check_maps(p, m);
+
+	if (err)
+		return err;
+	pthread_mutex_lock(&p->lock);
+	mapper_ranges_locked(p, m, &mr);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < mr.n; i++) {
 		struct uffdio_register reg = {
-			.range = { .start = m->host_addr[i], .len = p->regions[i].size },
+			.range = mr.r[i],
 			.mode = UFFDIO_REGISTER_MODE_MISSING,
 		};
 
-		if (!m->host_addr[i])
-			continue;
 		if (ioctl(m->uffd, UFFDIO_REGISTER, &reg) < 0) {
 			int err = -errno;
 
@@ -62,7 +255,6 @@ int pager_mapper_register(struct pager *p, struct pager_mapper *m)
 			return -EOPNOTSUPP;
 		}
 	}
-	m->registered = true;
 	return 0;
 }
 
@@ -73,50 +265,164 @@ int pager_mapper_register(struct pager *p, struct pager_mapper *m)
  * (seen on 6.18: a thread faulting on a hole hung for good once every page
  * was back).  Once UNREGISTER returned, every such fault is queued, so
  * this UFFDIO_WAKE reaches it; the retried fault needs no userfaultfd.
+ * p->reg_lock held, p->lock not.
  */
 static void mapper_unregister(struct pager *p, struct pager_mapper *m)
 {
-	for (unsigned int i = 0; i < p->nr_regions; i++) {
-		struct uffdio_range r = { .start = m->host_addr[i], .len = p->regions[i].size };
+	struct mapper_ranges mr;
 
-		if (!m->host_addr[i])
-			continue;
-		(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &r);
-		(void)ioctl(m->uffd, UFFDIO_WAKE, &r);
+	pthread_mutex_lock(&p->lock);
+	mapper_ranges_locked(p, m, &mr);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < mr.n; i++) {
+		(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &mr.r[i]);
+		(void)ioctl(m->uffd, UFFDIO_WAKE, &mr.r[i]);
 	}
+	pthread_mutex_lock(&p->lock);
 	m->registered = false;
+	pthread_mutex_unlock(&p->lock);
 }
 
-int pager_register_all_locked(struct pager *p)
+int pager_register_all(struct pager *p)
 {
 	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
+		bool skip;
 		int err;
 
-		if (m->dead || m->registered)
+		pthread_mutex_lock(&p->lock);
+		skip = m->dead || m->registered;
+		pthread_mutex_unlock(&p->lock);
+		if (skip)
 			continue;
 		err = pager_mapper_register(p, m);
-		if (err == -ESRCH) {	/* the process exited: not an error */
+		pthread_mutex_lock(&p->lock);
+		if (err == -ESRCH)	/* the process exited: not an error */
 			m->dead = true;
-			continue;
-		}
-		if (err)
+		else if (!err)
+			m->registered = true;
+		pthread_mutex_unlock(&p->lock);
+		if (err && err != -ESRCH)
 			return err;
 	}
-	p->registered = true;
 	return 0;
 }
 
 /* Never unregister while a page is out: the next touch would read zeros. */
-void pager_maybe_unregister_locked(struct pager *p)
+bool pager_unregister_due_locked(struct pager *p)
 {
-	if (!p->registered || p->offloading || p->count[PAGE_OFFLOADED] ||
-	    p->count[PAGE_IN_FLIGHT])
+	return p->registered && !p->offloading && !p->count[PAGE_OFFLOADED] &&
+	       !p->count[PAGE_IN_FLIGHT];
+}
+
+/*
+ * Nothing can go out while this runs: only an offload makes pages
+ * OFFLOADED, and pager_offload_start registers (and sets p->offloading)
+ * under p->reg_lock, which is held here.
+ */
+void pager_maybe_unregister(struct pager *p)
+{
+	pthread_mutex_lock(&p->reg_lock);
+	pthread_mutex_lock(&p->lock);
+	if (!pager_unregister_due_locked(p)) {
+		pthread_mutex_unlock(&p->lock);
+		pthread_mutex_unlock(&p->reg_lock);
 		return;
-	for (struct pager_mapper *m = p->mappers; m; m = m->next)
-		if (m->registered && !m->dead)
-			mapper_unregister(p, m);
+	}
 	p->registered = false;
+	pthread_mutex_unlock(&p->lock);
+	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
+		bool live;
+
+		pthread_mutex_lock(&p->lock);
+		live = m->registered && !m->dead;
+		pthread_mutex_unlock(&p->lock);
+		if (live)
+			mapper_unregister(p, m);
+	}
+	pthread_mutex_unlock(&p->reg_lock);
 	log_debug(p->subject, "every page resident: ranges unregistered");
+}
+
+int pager_slots_clear_durably(struct pager *p, uint64_t pg, uint64_t n)
+{
+	struct store_slot *saved;
+	bool any = false;
+	int err;
+
+	for (uint64_t i = pg; i < pg + n && !any; i++)
+		any = store_slot_stored(&p->store, i);
+	if (!any)
+		return 0;
+	saved = malloc(n * sizeof(*saved));
+	if (!saved)
+		return -ENOMEM;
+	memcpy(saved, &p->store.slots[pg], n * sizeof(*saved));
+	for (uint64_t i = pg; i < pg + n; i++)
+		store_slot_clear(&p->store, i);
+	err = store_slots_commit(&p->store, pg, n);
+	if (err) {
+		memcpy(&p->store.slots[pg], saved, n * sizeof(*saved));
+		log_err(p->subject, "store: slot map update failed: %s: pages kept",
+			strerror(-err));
+	}
+	free(saved);
+	return err;
+}
+
+int pager_discard_run(struct pager *p, uint64_t pg, uint64_t n,
+		      uint64_t *counter)
+{
+	struct pager_region *r = pg_region(p, pg);
+	int err = 0;
+
+	if (!r || r->memfd < 0)
+		return -EOPNOTSUPP;
+	for (uint64_t i = pg; i < pg + n;) {
+		uint64_t run = 0;
+		bool stored;
+
+		pthread_mutex_lock(&p->lock);
+		/* A page in flight is being moved (offload write, restore,
+		 * fault): its owner would install or store its old content
+		 * after the punch, so wait for it. */
+		while (pg_state(p, i) == PAGE_IN_FLIGHT)
+			pthread_cond_wait(&p->state_cv, &p->lock);
+		stored = pg_state(p, i) == PAGE_OFFLOADED;
+		while (i + run < pg + n && pg_state(p, i + run) != PAGE_IN_FLIGHT &&
+		       (pg_state(p, i + run) == PAGE_OFFLOADED) == stored) {
+			pg_set(p, i + run, PAGE_IN_FLIGHT);
+			run++;
+		}
+		pthread_mutex_unlock(&p->lock);
+		if (pager_slots_clear_durably(p, i, run)) {
+			/* the hole could later read as the stale slot: keep it */
+			pthread_mutex_lock(&p->lock);
+			for (uint64_t k = i; k < i + run; k++)
+				pg_set(p, k, stored ? PAGE_OFFLOADED : PAGE_RESIDENT);
+			pthread_cond_broadcast(&p->state_cv);
+			pthread_mutex_unlock(&p->lock);
+			if (!err)
+				err = -EIO;
+			i += run;
+			continue;
+		}
+		if (fallocate(r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)pg_memfd_off(r, i), (off_t)(run * PAGER_PAGE_SIZE)) < 0 &&
+		    !err)
+			err = -errno;
+		if (stored)
+			store_discard(&p->store, pg_store_off(i), run * PAGER_PAGE_SIZE);
+		pthread_mutex_lock(&p->lock);
+		for (uint64_t k = i; k < i + run; k++) {
+			pg_set(p, k, PAGE_ZERO);
+			p->state[k] &= (uint8_t)~(PG_WS_CUR | PG_WS_PREV);
+		}
+		*counter += run;
+		pthread_cond_broadcast(&p->state_cv);
+		pthread_mutex_unlock(&p->lock);
+		i += run;
+	}
+	return err;
 }
 
 uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
@@ -138,6 +444,8 @@ uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
 
 void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
 {
+	if (ok)	/* the memfd holds the pages now: their slots are stale */
+		store_slots_forget(&p->store, pg, n);
 	for (uint64_t i = 0; i < n; i++) {
 		pg_set(p, pg + i, ok ? PAGE_RESIDENT : PAGE_OFFLOADED);
 		if (ok)

@@ -23,20 +23,53 @@
 #define CRITICAL_QUEUE_DEPTH	64	/* store reads in flight per wave; the
 					 * time budget is checked between waves */
 
+/*
+ * The set is noted when pages are claimed for a fault (or a fault asks for
+ * readahead), with the lock held, before the faulting thread is woken or
+ * the pages reach the memfd: once a mapper's access has returned, every
+ * page brought in for it is in the set, so a delivery right after it
+ * cannot come between the access and the recording.  Noted that early, a
+ * page can come up twice in one window (asked for readahead, then faulted
+ * before the prefetcher got to it): PG_CRIT keeps it to one entry.
+ */
 void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n)
 {
 	if (!p->crit_recording)
 		return;
-	for (uint64_t i = 0; i < n; i++) {
+	for (uint64_t i = pg; i < pg + n; i++) {
 		unsigned int at = (p->crit_head + p->crit_nr) % PAGER_CRITICAL_MAX_PAGES;
 
-		p->crit_pg[at] = pg + i;
+		if (p->state[i] & PG_CRIT)
+			continue;
 		if (p->crit_nr < PAGER_CRITICAL_MAX_PAGES) {
 			p->crit_nr++;
 		} else {	/* full: the newest fault replaces the oldest entry */
+			p->state[p->crit_pg[at]] &= (uint8_t)~PG_CRIT;
 			p->crit_head = (p->crit_head + 1) % PAGER_CRITICAL_MAX_PAGES;
 		}
+		p->crit_pg[at] = i;
+		p->state[i] |= PG_CRIT;
 	}
+}
+
+void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n)
+{
+	const struct pager_region *r;
+	uint64_t end = pg + n, run = 0;
+
+	if (!p->crit_recording)
+		return;
+	/* what the prefetcher claims of it: the first offloaded run */
+	while (pg < end && pg < p->npages && pg_state(p, pg) != PAGE_OFFLOADED)
+		pg++;
+	r = pg < end && pg < p->npages ? pg_region(p, pg) : NULL;
+	if (!r)
+		return;
+	if (end > r->first_page + r->npages)
+		end = r->first_page + r->npages;
+	while (pg + run < end && pg_state(p, pg + run) == PAGE_OFFLOADED)
+		run++;
+	pager_critical_note_locked(p, pg, run);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -134,6 +167,8 @@ static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run 
 		/* a short or failed read: the pread path (retries, EINTR) */
 		if (rerr)
 			rerr = store_read(&p->store, runs[k].buf, len, pg_store_off(runs[k].pg));
+		else
+			rerr = store_verify(&p->store, runs[k].buf, runs[k].pg, runs[k].n);
 		rerr = pager_install_run(p, runs[k].pg, runs[k].n, runs[k].buf, rerr);
 		if (!rerr)
 			*restored += runs[k].n;
@@ -183,6 +218,10 @@ int pager_resume_prepare(struct pager *p)
 	p->crit_restored_pages += restored;
 	p->crit_last_restore_ns = now_ns() - t0;
 	p->crit_budget_stops += budget_hit;
+	/* a new window: a page refaulted in it gets a new (newest) entry */
+	for (unsigned int k = 0; k < p->crit_nr; k++)
+		p->state[p->crit_pg[(p->crit_head + k) % PAGER_CRITICAL_MAX_PAGES]] &=
+			(uint8_t)~PG_CRIT;
 	p->crit_recording = true;
 	pthread_mutex_unlock(&p->lock);
 	if (nr)

@@ -39,6 +39,9 @@
 #define FAULT_THREAD_NICE	-10
 #define FAULT_RETRY_MS		100	/* an unserved fault is tried again */
 #define MAX_STUCK_FAULTS	256	/* unserved faults remembered */
+/* UFFDIO_COPY/ZEROPAGE say EAGAIN while a VMM's munmap, mremap or
+ * madvise is under way (its event not read yet): try again soon */
+#define FAULT_EAGAIN_RETRY_MS	1
 
 /* A fault that could not be served: its thread still waits. */
 struct stuck_fault {
@@ -83,7 +86,8 @@ static int uffd_wake(int uffd, uint64_t addr, uint64_t len)
 	return ioctl(uffd, UFFDIO_WAKE, &r) < 0 ? -errno : 0;
 }
 
-static int uffd_zeropage(struct pager *p, int uffd, uint64_t addr)
+/* Lock not held: an EEXIST is counted in *@eexist, added under the lock. */
+static int uffd_zeropage(int uffd, uint64_t addr, uint64_t *eexist)
 {
 	struct uffdio_zeropage z = {
 		.range = { .start = addr, .len = PAGER_PAGE_SIZE },
@@ -93,7 +97,7 @@ static int uffd_zeropage(struct pager *p, int uffd, uint64_t addr)
 		if (ioctl(uffd, UFFDIO_ZEROPAGE, &z) == 0)
 			return 0;
 		if (errno == EEXIST) {
-			p->eexist++;
+			(*eexist)++;
 			return uffd_wake(uffd, addr, PAGER_PAGE_SIZE);
 		}
 		if (errno != EAGAIN)
@@ -105,10 +109,11 @@ static int uffd_zeropage(struct pager *p, int uffd, uint64_t addr)
 /*
  * UFFDIO_COPY @len bytes to @addr.  Pages that turn out present (EEXIST:
  * written through a path that needs no fault) are skipped; the faulting
- * page is woken in any case.
+ * page is woken in any case.  Lock not held: EEXISTs are counted in
+ * *@eexist.
  */
-static int uffd_copy(struct pager *p, int uffd, uint64_t addr, const char *src,
-		     uint64_t len, uint64_t fault_addr)
+static int uffd_copy(int uffd, uint64_t addr, const char *src, uint64_t len,
+		     uint64_t fault_addr, uint64_t *eexist)
 {
 	uint64_t done = 0;
 	bool skipped = false;
@@ -127,7 +132,7 @@ static int uffd_copy(struct pager *p, int uffd, uint64_t addr, const char *src,
 		if (c.copy > 0)
 			done += (uint64_t)c.copy;
 		if (errno == EEXIST) {
-			p->eexist++;
+			(*eexist)++;
 			skipped = true;
 			done += PAGER_PAGE_SIZE;	/* skip the present page */
 			continue;
@@ -151,7 +156,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 			   uint64_t fault_addr)
 {
 	struct pager *p = fc->p;
-	uint64_t around = p->cfg.fault_around_pages, start, n, host;
+	uint64_t around = p->cfg.fault_around_pages, start, n, host, eexist = 0;
 	int err;
 
 	/* Sequential: the fault lands after the last run, at most a window
@@ -183,8 +188,12 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	}
 	m->seq_start = start;
 	m->seq_next = start + n;
+	/* recorded now, not once served: UFFDIO_COPY wakes the faulter, which
+	 * may have the resume delivered before this thread retakes the lock */
+	pager_critical_note_locked(p, start, n);
 	if (m->seq_window > around && n) {
 		/* sequential: have the next window read while this one is used */
+		pager_critical_note_readahead_locked(p, start + n, m->seq_window);
 		pager_readahead_locked(p, start + n, m->seq_window);
 		m->seq_next = start + n + m->seq_window;
 	}
@@ -192,16 +201,16 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	host = m->host_addr[ri] + (start - r->first_page) * PAGER_PAGE_SIZE;
 	err = store_read(&p->store, fc->buf, n * PAGER_PAGE_SIZE, pg_store_off(start));
 	if (!err)
-		err = uffd_copy(p, m->uffd, host, fc->buf, n * PAGER_PAGE_SIZE,
-				fault_addr);
+		err = uffd_copy(m->uffd, host, fc->buf, n * PAGER_PAGE_SIZE,
+				fault_addr, &eexist);
 	pthread_mutex_lock(&p->lock);
+	p->eexist += eexist;
 	if (err) {
 		pager_finish_run_locked(p, start, n, false);
 		return err;
 	}
 	pager_finish_run_locked(p, start, n, true);
 	p->fault_pages += n;
-	pager_critical_note_locked(p, start, n);
 	return 0;
 }
 
@@ -215,13 +224,16 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 {
 	struct pager *p = fc->p;
 	struct pager_region *r = NULL;
+	enum pager_page_state was;
 	unsigned int ri;
-	uint64_t pg, t0 = now_ns(), page_addr;
+	uint64_t pg, t0 = now_ns(), page_addr, eexist = 0;
+	bool unregister;
 	int err = 0;
 
+	/* the ranges change only on this thread (events): read unlocked */
 	for (ri = 0; ri < p->nr_regions; ri++) {
-		if (m->host_addr[ri] && addr >= m->host_addr[ri] &&
-		    addr - m->host_addr[ri] < p->regions[ri].size) {
+		if (m->host_addr[ri] && addr >= m->host_addr[ri] + m->map_lo[ri] &&
+		    addr < m->host_addr[ri] + m->map_hi[ri]) {
 			r = &p->regions[ri];
 			break;
 		}
@@ -235,22 +247,45 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	}
 	pg = r->first_page + (addr - m->host_addr[ri]) / PAGER_PAGE_SIZE;
 	pthread_mutex_lock(&p->lock);
-	while (pg_state(p, pg) == PAGE_IN_FLIGHT)
-		pthread_cond_wait(&p->state_cv, &p->lock);
+	/* counted before the faulter is woken (UFFDIO_COPY, ZEROPAGE, WAKE):
+	 * what it does next (a delivery, a stats read) sees this fault */
+	if (!retry) {
+		p->faults++;
+		if (p->crit_recording)
+			p->crit_window_faults++;
+	} else {
+		p->fault_retries++;
+	}
+	if (pg_state(p, pg) == PAGE_IN_FLIGHT) {
+		/* being read back (readahead, prefetch): the guest needs it now */
+		pager_critical_note_locked(p, pg, 1);
+		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
+			pthread_cond_wait(&p->state_cv, &p->lock);
+	}
 	switch (pg_state(p, pg)) {
 	case PAGE_OFFLOADED:
 		err = serve_offloaded(fc, m, r, ri, pg, addr);
 		break;
 	case PAGE_ZERO:
 	case PAGE_RESIDENT:
-		/* a hole of the memfd: zero is its content (EEXIST: present) */
-		err = uffd_zeropage(p, m->uffd, page_addr);
+		/* a hole of the memfd: zero is its content (EEXIST: present);
+		 * claimed while the ioctl runs, so nothing punches or stores
+		 * the page meanwhile */
+		was = pg_state(p, pg);
+		pg_set(p, pg, PAGE_IN_FLIGHT);
+		pthread_mutex_unlock(&p->lock);
+		err = uffd_zeropage(m->uffd, page_addr, &eexist);
+		pthread_mutex_lock(&p->lock);
+		p->eexist += eexist;
 		if (!err) {
-			if (pg_state(p, pg) == PAGE_ZERO)
+			if (was == PAGE_ZERO)
 				p->zero_faults++;
 			pg_set(p, pg, PAGE_RESIDENT);
 			p->state[pg] |= PG_WS_CUR;
+		} else {
+			pg_set(p, pg, was);
 		}
+		pthread_cond_broadcast(&p->state_cv);
 		break;
 	default:
 		break;
@@ -263,16 +298,14 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	} else if (err == -ESRCH) {
 		err = 0;	/* the process exited: not an error */
 	}
-	if (!retry) {
-		p->faults++;
-		if (p->crit_recording)
-			p->crit_window_faults++;
+	if (!retry)
 		p->fault_lat_us[lat_bucket(now_ns() - t0)]++;
-	} else {
-		p->fault_retries++;
-	}
-	pager_maybe_unregister_locked(p);
+	unregister = pager_unregister_due_locked(p);
 	pthread_mutex_unlock(&p->lock);
+	if (unregister)
+		pager_maybe_unregister(p);
+	if (err == -EAGAIN)
+		return err;	/* the VMM's mm is changing: retried, not an error */
 	if (err && !retry) {
 		log_err(p->subject, "mapper pid %d: fault at %#llx (page %llu) not served: %s; "
 			"the faulting thread waits, retried every %d ms",
@@ -293,9 +326,12 @@ static void stuck_count(struct fault_ctx *fc)
 	pthread_mutex_unlock(&fc->p->lock);
 }
 
-/* Remember an unserved fault for a retry. */
-static void stuck_add(struct fault_ctx *fc, struct pager_mapper *m, uint64_t addr)
+/* Remember an unserved fault (handle_fault's -errno @err) for a retry. */
+static void stuck_add(struct fault_ctx *fc, struct pager_mapper *m, uint64_t addr,
+		      int err)
 {
+	uint64_t soon = now_ns() + FAULT_EAGAIN_RETRY_MS * 1000000ull;
+
 	for (unsigned int i = 0; i < fc->nstuck; i++)
 		if (fc->stuck[i].m == m && fc->stuck[i].addr == addr)
 			return;
@@ -307,6 +343,8 @@ static void stuck_add(struct fault_ctx *fc, struct pager_mapper *m, uint64_t add
 	}
 	if (!fc->nstuck)
 		fc->retry_at_ns = now_ns() + FAULT_RETRY_MS * 1000000ull;
+	if (err == -EAGAIN && fc->retry_at_ns > soon)
+		fc->retry_at_ns = soon;
 	fc->stuck[fc->nstuck++] = (struct stuck_fault){ .m = m, .addr = addr };
 	stuck_count(fc);
 }
@@ -321,10 +359,12 @@ static void stuck_retry(struct fault_ctx *fc)
 		return;
 	memcpy(again, fc->stuck, n * sizeof(again[0]));
 	fc->nstuck = 0;
-	for (unsigned int i = 0; i < n; i++)
-		if (handle_fault(fc, again[i].m, again[i].addr, true))
-			stuck_add(fc, again[i].m, again[i].addr);
-	fc->retry_at_ns = now_ns() + FAULT_RETRY_MS * 1000000ull;
+	for (unsigned int i = 0; i < n; i++) {
+		int err = handle_fault(fc, again[i].m, again[i].addr, true);
+
+		if (err)
+			stuck_add(fc, again[i].m, again[i].addr, err);
+	}
 	stuck_count(fc);
 }
 
@@ -338,6 +378,172 @@ static int poll_timeout_ms(const struct fault_ctx *fc)
 	if (fc->retry_at_ns <= now)
 		return 0;
 	return (int)((fc->retry_at_ns - now + 999999) / 1000000);
+}
+
+/* Region @i's live part in @m's address space: [*lo, *hi); false if none. */
+static bool mapper_window(struct pager_mapper *m, unsigned int i, uint64_t *lo,
+			  uint64_t *hi)
+{
+	if (!m->host_addr[i] || m->map_hi[i] <= m->map_lo[i])
+		return false;
+	*lo = m->host_addr[i] + m->map_lo[i];
+	*hi = m->host_addr[i] + m->map_hi[i];
+	return true;
+}
+
+/*
+ * UFFD_EVENT_REMOVE: the VMM discarded [start, end) of its mapping
+ * (MADV_DONTNEED or MADV_REMOVE; QEMU's balloon and virtio-mem discard by
+ * punching the memfd and then MADV_DONTNEED).  Its pages become ZERO: what
+ * the store holds for them is dropped and never restored over the range.
+ */
+static void event_remove(struct fault_ctx *fc, struct pager_mapper *m,
+			 uint64_t start, uint64_t end)
+{
+	struct pager *p = fc->p;
+	uint64_t removed = 0;
+
+	start = (start + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+	end &= ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+	for (unsigned int i = 0; i < p->nr_regions && start < end; i++) {
+		const struct pager_region *r = &p->regions[i];
+		uint64_t lo, hi, s, e;
+		int err;
+
+		if (!mapper_window(m, i, &lo, &hi))
+			continue;
+		s = start > lo ? start : lo;
+		e = end < hi ? end : hi;
+		if (s >= e)
+			continue;
+		err = pager_discard_run(p, r->first_page + (s - m->host_addr[i]) / PAGER_PAGE_SIZE,
+					(e - s) / PAGER_PAGE_SIZE, &p->vmm_removed_pages);
+		if (err)
+			log_warn(p->subject, "mapper pid %d: discarding %#llx+%#llx: %s",
+				 (int)m->pid, (unsigned long long)s,
+				 (unsigned long long)(e - s), strerror(-err));
+		removed += (e - s) / PAGER_PAGE_SIZE;
+	}
+	log_debug(p->subject, "mapper pid %d: VMM discarded %#llx..%#llx: %llu page(s) "
+		  "of guest RAM now zero", (int)m->pid, (unsigned long long)start,
+		  (unsigned long long)end, (unsigned long long)removed);
+	pager_maybe_unregister(p);
+}
+
+/*
+ * Cut [start, end) out of @m's ranges (UNMAP, or the source of a partial
+ * REMAP).  A cut in the middle of a region keeps its larger side; the
+ * smaller one is unregistered so that its faults do not come here (they
+ * would belong to no range).  p->reg_lock held, p->lock not.
+ */
+static void mapper_cut(struct pager *p, struct pager_mapper *m, uint64_t start,
+		       uint64_t end, const char *why)
+{
+	struct uffdio_range drop[PAGER_MAX_REGIONS];
+	bool gone[PAGER_MAX_REGIONS] = { false };
+	unsigned int ndrop = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		uint64_t lo, hi, s, e, host = m->host_addr[i];
+
+		if (!mapper_window(m, i, &lo, &hi))
+			continue;
+		s = start > lo ? start : lo;
+		e = end < hi ? end : hi;
+		if (s >= e)
+			continue;
+		if (s == lo && e == hi) {
+			m->host_addr[i] = 0;
+			m->map_lo[i] = m->map_hi[i] = 0;
+			gone[i] = true;
+		} else if (s == lo) {
+			m->map_lo[i] = e - host;
+		} else if (e == hi) {
+			m->map_hi[i] = s - host;
+		} else if (s - lo >= hi - e) {
+			drop[ndrop++] = (struct uffdio_range){ .start = e, .len = hi - e };
+			m->map_hi[i] = s - host;
+		} else {
+			drop[ndrop++] = (struct uffdio_range){ .start = lo, .len = s - lo };
+			m->map_lo[i] = e - host;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < p->nr_regions; i++)
+		if (gone[i])
+			log_info(p->subject, "mapper pid %d: region %u (gpa %#llx) %s: no "
+				 "longer served in this mapper", (int)m->pid, i,
+				 (unsigned long long)p->regions[i].gpa, why);
+	for (unsigned int k = 0; k < ndrop; k++) {
+		log_err(p->subject, "mapper pid %d: %s split guest RAM at %#llx+%#llx: "
+			"%#llx+%#llx is no longer served in this mapper", (int)m->pid, why,
+			(unsigned long long)start, (unsigned long long)(end - start),
+			(unsigned long long)drop[k].start, (unsigned long long)drop[k].len);
+		(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &drop[k]);
+		(void)ioctl(m->uffd, UFFDIO_WAKE, &drop[k]);
+	}
+}
+
+/* UFFD_EVENT_UNMAP: [start, end) of @m's mapping is gone (memory unplug,
+ * the VMM exiting); the pager keeps serving the rest and other mappers. */
+static void event_unmap(struct fault_ctx *fc, struct pager_mapper *m,
+			uint64_t start, uint64_t end)
+{
+	struct pager *p = fc->p;
+
+	pthread_mutex_lock(&p->reg_lock);
+	mapper_cut(p, m, start, end, "unmapped");
+	pthread_mutex_lock(&p->lock);
+	p->vmm_unmaps++;
+	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->reg_lock);
+}
+
+/*
+ * UFFD_EVENT_REMAP: [from, from+len) of @m's mapping moved to @to (mremap;
+ * the kernel keeps the moved range registered).  A region whose live part
+ * moved whole follows it; a part of one that moved is cut from it (and
+ * unregistered at its new place).
+ */
+static void event_remap(struct fault_ctx *fc, struct pager_mapper *m,
+			uint64_t from, uint64_t to, uint64_t len)
+{
+	struct pager *p = fc->p;
+	uint64_t moved_from[PAGER_MAX_REGIONS] = { 0 };
+	bool partial = false;
+
+	pthread_mutex_lock(&p->reg_lock);
+	pthread_mutex_lock(&p->lock);
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		uint64_t lo, hi;
+
+		if (!mapper_window(m, i, &lo, &hi) || hi <= from || lo >= from + len)
+			continue;
+		if (lo >= from && hi <= from + len) {
+			m->host_addr[i] = m->host_addr[i] - from + to;
+			moved_from[i] = lo;
+		} else {
+			partial = true;
+		}
+	}
+	p->vmm_remaps++;
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < p->nr_regions; i++)
+		if (moved_from[i])
+			log_info(p->subject, "mapper pid %d: region %u (gpa %#llx) moved "
+				 "%#llx -> %#llx", (int)m->pid, i,
+				 (unsigned long long)p->regions[i].gpa,
+				 (unsigned long long)moved_from[i],
+				 (unsigned long long)(moved_from[i] - from + to));
+	if (partial) {
+		struct uffdio_range moved = { .start = to, .len = len };
+
+		mapper_cut(p, m, from, from + len, "remapped in part");
+		(void)ioctl(m->uffd, UFFDIO_UNREGISTER, &moved);
+		(void)ioctl(m->uffd, UFFDIO_WAKE, &moved);
+	}
+	pthread_mutex_unlock(&p->reg_lock);
 }
 
 static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
@@ -358,10 +564,30 @@ static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
 		atomic_fetch_add(&fc->p->faults_active, 1);
 		atomic_fetch_add(&fc->p->fault_seq, 1);
 		for (size_t i = 0; i < (size_t)n / sizeof(msgs[0]); i++) {
-			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
-				continue;	/* no other events requested */
-			if (handle_fault(fc, m, msgs[i].arg.pagefault.address, false))
-				stuck_add(fc, m, msgs[i].arg.pagefault.address);
+			const struct uffd_msg *msg = &msgs[i];
+			int err;
+
+			switch (msg->event) {
+			case UFFD_EVENT_PAGEFAULT:
+				err = handle_fault(fc, m, msg->arg.pagefault.address, false);
+				if (err)
+					stuck_add(fc, m, msg->arg.pagefault.address, err);
+				break;
+			case UFFD_EVENT_REMOVE:
+				event_remove(fc, m, msg->arg.remove.start, msg->arg.remove.end);
+				break;
+			case UFFD_EVENT_UNMAP:
+				event_unmap(fc, m, msg->arg.remove.start, msg->arg.remove.end);
+				break;
+			case UFFD_EVENT_REMAP:
+				event_remap(fc, m, msg->arg.remap.from, msg->arg.remap.to,
+					    msg->arg.remap.len);
+				break;
+			default:	/* not requested (FORK needs CAP_SYS_PTRACE) */
+				log_warn(fc->p->subject, "mapper pid %d: userfaultfd event %u "
+					 "ignored", (int)m->pid, msg->event);
+				break;
+			}
 		}
 		atomic_fetch_sub(&fc->p->faults_active, 1);
 		if ((size_t)n < sizeof(msgs))
@@ -373,10 +599,12 @@ static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
 static nfds_t poll_set(struct fault_ctx *fc)
 {
 	struct pager *p = fc->p;
-	struct pager_mapper **pp;
+	struct pager_mapper **pp, *gone = NULL;
 	nfds_t n = 1;
 
 	fc->pfd[0] = (struct pollfd){ .fd = p->fault_wake_fd, .events = POLLIN };
+	/* the list changes with both locks held (see pager_internal.h) */
+	pthread_mutex_lock(&p->reg_lock);
 	pthread_mutex_lock(&p->lock);
 	for (pp = &p->mappers; *pp;) {
 		struct pager_mapper *m = *pp;
@@ -389,8 +617,8 @@ static nfds_t poll_set(struct fault_ctx *fc)
 					i++;
 			p->faults_stuck = fc->nstuck;
 			*pp = m->next;
-			close(m->uffd);
-			free(m);
+			m->next = gone;
+			gone = m;
 			continue;
 		}
 		/* a dead (exited) mapper's events are drained, not served */
@@ -399,6 +627,14 @@ static nfds_t poll_set(struct fault_ctx *fc)
 		pp = &m->next;
 	}
 	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->reg_lock);
+	while (gone) {	/* unlisted: nobody else can reach them */
+		struct pager_mapper *m = gone;
+
+		gone = m->next;
+		close(m->uffd);
+		free(m);
+	}
 	return n;
 }
 

@@ -3,11 +3,34 @@
  * pager_internal.h - the pager's shared state, for pager*.c and store.c
  * only.  See pager.h for the model.
  *
- * Locking: p->lock protects the page-state table, the counters in it, the
- * mapper list and the registration flag.  No store or memfd I/O is done
- * under it; a thread that does I/O for pages first marks them IN_FLIGHT
- * (it "claims" them), drops the lock, does the I/O, retakes the lock and
- * sets the final state, then broadcasts p->state_cv.
+ * Locking.  Two mutexes, taken in this order: p->reg_lock, then p->lock.
+ *
+ * p->lock protects the page-state table and p->count, every statistic in
+ * struct pager marked "under lock", the error, prefetch and offload
+ * hand-over fields so marked, the flags of each mapper (registered, dead,
+ * removed) and its ranges (host_addr, map_lo, map_hi; the fault thread,
+ * their only writer after pager_add_mapper, also reads them unlocked), and
+ * p->registered.  It is held for table walks and bookkeeping only: never
+ * across a system call that can block or take long - no store or memfd
+ * I/O (pread, pwrite, fallocate PUNCH_HOLE, io_uring submission), no
+ * userfaultfd ioctl (REGISTER, UNREGISTER, COPY, ZEROPAGE, WAKE), no read
+ * of a userfaultfd, no close of one, no logging.  A thread that makes such a call for
+ * pages first claims them under the lock (sets them IN_FLIGHT; every other
+ * thread leaves an IN_FLIGHT page alone or waits on p->state_cv until it
+ * is not), drops the lock, makes the call, retakes the lock, sets the
+ * pages' final state and broadcasts p->state_cv (pager_claim_run_locked /
+ * pager_finish_run_locked; pager_discard_run; the fault path's ZEROPAGE).
+ * Counters a thread bumps outside the lock are atomics (faults_active,
+ * fault_seq) or are summed locally and added under the lock.
+ *
+ * p->reg_lock serialises changes of userfaultfd registration: it is held
+ * across UFFDIO_REGISTER / UNREGISTER (pager_register_all,
+ * pager_maybe_unregister, pager_add_mapper) and by the fault thread while
+ * it rewrites a mapper's ranges (UNMAP and REMAP events) or frees a removed
+ * mapper.  The mapper list changes only with both locks held, so either
+ * one is enough to walk it.  No holder of reg_lock waits for the fault
+ * thread (the kernel drops the mm's lock before a fault or an event
+ * waits), so the fault thread may take it.
  */
 #ifndef VMNAP_PAGER_INTERNAL_H
 #define VMNAP_PAGER_INTERNAL_H
@@ -26,6 +49,8 @@
 #define PG_STATE_MASK	0x03u
 #define PG_WS_CUR	0x10u	/* faulted or prefetched in this cycle */
 #define PG_WS_PREV	0x20u	/* ... in the previous cycle: prefetch it */
+#define PG_CRIT		0x40u	/* noted in the resume-critical set since the
+				 * last pager_resume_prepare */
 
 struct pager_region {
 	uint64_t gpa;
@@ -50,6 +75,9 @@ struct pager_mapper {
 	int uffd;
 	pid_t pid;
 	uint64_t host_addr[PAGER_MAX_REGIONS];	/* 0: not mapped */
+	/* the live part of region i in this mapping: host_addr[i] + map_lo[i]
+	 * up to host_addr[i] + map_hi[i] (region offsets; shrunk by UNMAP) */
+	uint64_t map_lo[PAGER_MAX_REGIONS], map_hi[PAGER_MAX_REGIONS];
 	bool registered;
 	bool dead;		/* process gone or removed: not served */
 	bool removed;		/* its owner let go: the fault thread frees it */
@@ -77,6 +105,7 @@ struct pager {
 	uint64_t gpa_refused;
 	bool gpa_refused_logged;
 
+	pthread_mutex_t reg_lock;	/* registration changes; see above */
 	pthread_mutex_t lock;
 	pthread_cond_t state_cv;	/* a page left IN_FLIGHT */
 	uint8_t *state;			/* npages state bytes */
@@ -133,6 +162,7 @@ struct pager {
 	uint32_t faults_stuck;
 	uint64_t last_offload_ns, last_offload_written;
 	uint64_t dropped_free_pages;
+	uint64_t vmm_removed_pages, vmm_unmaps, vmm_remaps;
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
 
 	/* resume-critical set (pager_critical.c; under lock): pages faulted
@@ -144,6 +174,14 @@ struct pager {
 	bool crit_ring_up;
 	uint64_t crit_restored_pages, crit_window_faults;
 	uint64_t crit_last_restore_ns, crit_budget_stops;
+
+	/* recovery (pager_recover.c): created over a store a vmnapd that
+	 * ended left behind; set before the threads start, read-only after */
+	bool recovered;
+	uint64_t rec_store_pages;	/* pages the store's map held */
+	uint64_t rec_offloaded;		/* ... of them out of the memfd: OFFLOADED */
+	uint64_t rec_resident;		/* ... of them in the memfd: RESIDENT
+					 * (an interrupted offload or restore) */
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -161,7 +199,7 @@ static inline void pg_set(struct pager *p, uint64_t pg, enum pager_page_state s)
 
 static inline uint64_t pg_store_off(uint64_t pg)
 {
-	return pg * PAGER_PAGE_SIZE;
+	return STORE_DATA_OFF + pg * PAGER_PAGE_SIZE;
 }
 
 /* The region holding page @pg. */
@@ -180,14 +218,32 @@ static inline uint64_t pg_memfd_off(const struct pager_region *r, uint64_t pg)
 }
 
 /* pager_core.c: the page-state core (calls nothing above it) */
+/* Before guest RAM pages [pg, pg+n) are punched other than by an offload:
+ * their slot map entries cleared and durable (else the hole could read as
+ * a stale slot after a crash).  0, or -errno with the map unchanged.  Lock
+ * not held: the pages are claimed (IN_FLIGHT) by the caller. */
+int pager_slots_clear_durably(struct pager *p, uint64_t pg, uint64_t n);
 /* Count an error of kind @what ("fault", "restore", "offload") and have the
  * loop thread tell pager_set_error_cb's callback.  Any thread, lock not
  * held. */
 void pager_report_error(struct pager *p, int err, const char *what);
-int pager_register_all_locked(struct pager *p);
-/* Register @m's ranges MISSING; -errno (-ESRCH: the process exited). */
+/* Register every live mapper's ranges MISSING; p->reg_lock held, p->lock
+ * not.  The caller sets p->registered. */
+int pager_register_all(struct pager *p);
+/* Register @m's ranges MISSING; p->reg_lock held, p->lock not.  -errno
+ * (-ESRCH: the process exited). */
 int pager_mapper_register(struct pager *p, struct pager_mapper *m);
-void pager_maybe_unregister_locked(struct pager *p);
+/* Would pager_maybe_unregister() unregister now?  Lock held. */
+bool pager_unregister_due_locked(struct pager *p);
+/* Unregister every range once no page is out or in flight and no offload
+ * runs; takes p->reg_lock and p->lock (call with neither held). */
+void pager_maybe_unregister(struct pager *p);
+/* Make pages [pg, pg+n) of one region ZERO: wait for pages in flight,
+ * claim, punch them from the memfd, drop their store slots; counted in
+ * *@counter (a statistic under lock).  Lock not held.  -errno of a punch
+ * (the pages are ZERO in any case). */
+int pager_discard_run(struct pager *p, uint64_t pg, uint64_t n,
+		      uint64_t *counter);
 /* Read claimed pages [pg, pg+n) of one region back into its memfd. */
 int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf);
 /* Write claimed pages, read into @buf (or failed with @err), into the
@@ -216,12 +272,25 @@ void pager_prefetch_thread_stop(struct pager *p);
 void pager_prefetch_quiesce(struct pager *p);
 
 /* pager_critical.c */
-/* A fault on pages [pg, pg+n) was served; lock held. */
+/* Pages [pg, pg+n) were claimed for a fault: record them while a resume is
+ * being delivered.  Lock held, before the faulter is woken. */
 void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n);
+/* A fault asked for readahead of [pg, pg+n): record the run the prefetcher
+ * will read (its first offloaded run).  Lock held. */
+void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
 /* Free what the pre-resume restore keeps between resumes (detach). */
 void pager_critical_release(struct pager *p);
 
 /* pager_offload.c */
 void *pager_offload_main(void *arg);
+
+/* pager_recover.c */
+/* Page states from the adopted store's map and the memfds: a page the map
+ * holds is OFFLOADED where the memfd has a hole, else RESIDENT.  Before
+ * the threads start. */
+int pager_recover(struct pager *p);
+/* A mapper of a recovered pager was added (and registered): wake the
+ * faults the previous vmnapd read but never answered. */
+void pager_recover_wake(struct pager *p, struct pager_mapper *m);
 
 #endif

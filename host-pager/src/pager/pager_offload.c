@@ -19,8 +19,14 @@
  * store copies are dropped), batches already punched stay OFFLOADED and
  * are served by faults; the done callback gets -ECANCELED.
  *
- * Crash safety hook (later): persist the batch's OFFLOADED bits to the
- * store's metadata between "writes completed" and "punch".
+ * Crash safety: each written page's crc32c is taken when the batch is read;
+ * between "writes completed" and "punch" the batch's slot map entries
+ * (written pages stored with their checksum, zero pages not stored) are
+ * written and made durable with the slots (a linked map write and
+ * fdatasync through the ring, batch_commit).  A batch whose commit fails
+ * is not punched (its pages stay RESIDENT).  So
+ * a vmnapd killed at any point leaves every page in the memfd or durably
+ * in the store (see store.h, pager_recover.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,7 +45,7 @@ enum batch_page { BP_SKIP = 0, BP_ZERO, BP_WRITE };
 
 struct batch;
 
-enum req_op { REQ_WRITE, REQ_PUNCH };
+enum req_op { REQ_WRITE, REQ_MAP, REQ_SYNC, REQ_PUNCH };
 
 struct write_req {
 	struct batch *b;
@@ -55,6 +61,7 @@ struct batch {
 	uint64_t pg;		/* first page */
 	uint64_t n;		/* pages */
 	uint8_t *kind;		/* enum batch_page per page */
+	uint32_t *crc;		/* crc32c per BP_WRITE page */
 	struct write_req *req;	/* one per run: writes, then punches */
 	unsigned int pending;
 	int err;		/* a write failed: nothing is punched */
@@ -129,17 +136,13 @@ static void batch_finish(struct offload *o, struct batch *b)
 }
 
 /*
- * Every write of the batch completed: punch its written and zero pages
- * (crash safety: persist their slot map first, here).
+ * The batch's slots and map entries are durable (or failed): punch its
+ * written and zero pages.
  */
 static void batch_punch(struct offload *o, struct batch *b)
 {
 	unsigned int nreq = 0;
 
-	if (!b->err && atomic_load(&o->p->offload_abort)) {
-		b->cancelled = true;	/* the VM wants to run: keep it resident */
-		o->cancelled = true;
-	}
 	if (b->err || b->cancelled) {
 		batch_finish(o, b);
 		return;
@@ -180,12 +183,82 @@ static void batch_punch(struct offload *o, struct batch *b)
 		io_uring_submit(&o->ring);
 }
 
+/*
+ * Every write of the batch completed: its map entries (written pages
+ * stored with their checksum, zero pages not stored) are written and the
+ * file fdatasync'ed - through the ring, linked, so other batches go on
+ * meanwhile - before batch_punch.  A batch that changes no entry (zero
+ * pages whose entries were clear already) needs neither.
+ */
+static void batch_commit(struct offload *o, struct batch *b)
+{
+	struct store *st = &o->p->store;
+	struct io_uring_sqe *map, *sync;
+	bool changed = false;
+
+	if (!b->err && atomic_load(&o->p->offload_abort)) {
+		b->cancelled = true;	/* the VM wants to run: keep it resident */
+		o->cancelled = true;
+	}
+	if (b->err || b->cancelled) {
+		batch_punch(o, b);
+		return;
+	}
+	for (uint64_t i = 0; i < b->n; i++) {
+		if (b->kind[i] == BP_WRITE) {
+			store_slot_set(st, b->pg + i, b->crc[i]);
+			changed = true;
+		} else if (b->kind[i] == BP_ZERO && store_slot_stored(st, b->pg + i)) {
+			store_slot_clear(st, b->pg + i);
+			changed = true;
+		}
+	}
+	if (!changed) {
+		batch_punch(o, b);
+		return;
+	}
+	map = get_sqe(o);
+	sync = map ? get_sqe(o) : NULL;
+	if (!sync) {
+		if (map) {	/* give the lone SQE back as a no-op */
+			io_uring_prep_nop(map);
+			io_uring_sqe_set_data(map, NULL);
+		}
+		b->err = store_slots_commit(st, b->pg, b->n);
+		batch_punch(o, b);
+		return;
+	}
+	b->req[0] = (struct write_req){ .b = b, .op = REQ_MAP,
+		.len = (uint32_t)(b->n * sizeof(struct store_slot)) };
+	b->req[1] = (struct write_req){ .b = b, .op = REQ_SYNC };
+	io_uring_prep_write(map, st->meta_fd, &st->slots[b->pg], b->req[0].len,
+			    st->map_off + b->pg * sizeof(struct store_slot));
+	io_uring_sqe_set_data(map, &b->req[0]);
+	map->flags |= IOSQE_IO_LINK;
+	io_uring_prep_fsync(sync, st->meta_fd, IORING_FSYNC_DATASYNC);
+	io_uring_sqe_set_data(sync, &b->req[1]);
+	b->pending = 2;
+	io_uring_submit(&o->ring);
+}
+
 static void reap_one(struct offload *o, struct io_uring_cqe *cqe)
 {
 	struct write_req *w = io_uring_cqe_get_data(cqe);
-	struct batch *b = w->b;
+	struct batch *b;
 	int res = cqe->res;
 
+	if (!w)		/* a no-op */
+		return;
+	b = w->b;
+	if (w->op == REQ_MAP || w->op == REQ_SYNC) {
+		if (w->op == REQ_MAP && res >= 0 && (uint32_t)res != w->len)
+			res = -EIO;
+		if (res < 0 && !b->err)	/* a failed write cancels the sync */
+			b->err = res == -ECANCELED ? -EIO : res;
+		if (--b->pending == 0)
+			batch_punch(o, b);
+		return;
+	}
 	if (w->op == REQ_PUNCH) {
 		if (res < 0 && !b->punch_err)
 			b->punch_err = res;
@@ -203,7 +276,7 @@ static void reap_one(struct offload *o, struct io_uring_cqe *cqe)
 	if (res < 0 && !b->err)
 		b->err = res;
 	if (--b->pending == 0)
-		batch_punch(o, b);
+		batch_commit(o, b);
 }
 
 /* Reap completions; wait for one if @wait. */
@@ -249,20 +322,35 @@ static struct io_uring_sqe *get_sqe(struct offload *o)
 	return sqe;
 }
 
-/* Read [off, off+len) of region @r, classify its pages, queue the writes. */
+/* Give claimed pages [from, b->n) of @b back unread (RESIDENT: the memfd
+ * holds them, or a hole that reads as zero). */
+static void batch_unclaim(struct pager *p, struct batch *b, uint64_t from)
+{
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t i = from; i < b->n; i++) {
+		if (b->kind[i] == BP_SKIP)
+			continue;
+		pg_set(p, b->pg + i, PAGE_RESIDENT);
+		b->kind[i] = BP_SKIP;
+	}
+	pthread_cond_broadcast(&p->state_cv);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/*
+ * Claim [off, off+len) of region @r, read it, classify its pages, queue
+ * the writes.  The claim comes first: a page read before it could be
+ * discarded (FREE_REPORT, the VMM's REMOVE) or restored in between, and
+ * its stale copy would then be stored and come back later.
+ */
 static int batch_submit(struct offload *o, struct batch *b,
 			struct pager_region *r, uint64_t off, uint64_t len)
 {
 	struct pager *p = o->p;
 	unsigned int nreq = 0;
+	uint64_t claimed = 0;
 	ssize_t got;
 
-	got = pread(r->memfd, b->buf, len, (off_t)off);
-	if (got < 0)
-		return -errno;
-	len = (uint64_t)got & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
-	if (!len)
-		return -EIO;
 	b->r = r;
 	b->pg = r->first_page + (off - r->memfd_off) / PAGER_PAGE_SIZE;
 	b->n = len / PAGER_PAGE_SIZE;
@@ -272,15 +360,40 @@ static int batch_submit(struct offload *o, struct batch *b,
 	b->pending = 0;
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = 0; i < b->n; i++) {
-		/* An IN_FLIGHT page belongs to someone else: leave it. */
-		if (pg_state(p, b->pg + i) == PAGE_IN_FLIGHT) {
+		enum pager_page_state st = pg_state(p, b->pg + i);
+
+		/* IN_FLIGHT belongs to someone else; OFFLOADED is stored */
+		if (st != PAGE_RESIDENT && st != PAGE_ZERO) {
 			b->kind[i] = BP_SKIP;
 			continue;
 		}
-		b->kind[i] = page_is_zero(b->buf + i * PAGER_PAGE_SIZE) ? BP_ZERO : BP_WRITE;
+		b->kind[i] = BP_WRITE;
 		pg_set(p, b->pg + i, PAGE_IN_FLIGHT);
+		claimed++;
 	}
 	pthread_mutex_unlock(&p->lock);
+	if (!claimed)
+		return 0;
+	got = pread(r->memfd, b->buf, len, (off_t)off);
+	if (got < 0) {
+		int err = -errno;
+
+		batch_unclaim(p, b, 0);
+		return err;
+	}
+	len = (uint64_t)got & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+	batch_unclaim(p, b, len / PAGER_PAGE_SIZE);	/* beyond a short read */
+	if (!len)
+		return -EIO;
+	b->n = len / PAGER_PAGE_SIZE;
+	for (uint64_t i = 0; i < b->n; i++)
+		if (b->kind[i] != BP_SKIP)
+			b->kind[i] = page_is_zero(b->buf + i * PAGER_PAGE_SIZE) ?
+				     BP_ZERO : BP_WRITE;
+	for (uint64_t i = 0; i < b->n; i++)
+		if (b->kind[i] == BP_WRITE)
+			b->crc[i] = store_crc32c(0, b->buf + i * PAGER_PAGE_SIZE,
+						 PAGER_PAGE_SIZE);
 	b->busy = true;
 	o->busy++;
 	for (uint64_t i = 0; i < b->n;) {
@@ -312,7 +425,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 		i += run;
 	}
 	if (!b->pending) {
-		batch_punch(o, b);	/* all zero: no I/O */
+		batch_commit(o, b);	/* all zero: no slot I/O */
 		return 0;
 	}
 	io_uring_submit(&o->ring);
@@ -402,8 +515,9 @@ static int offload_init(struct offload *o, struct pager *p)
 
 		b->buf = store_buf_alloc(p->cfg.write_batch_bytes);
 		b->kind = calloc(o->batch_pages, 1);
+		b->crc = calloc(o->batch_pages, sizeof(*b->crc));
 		b->req = calloc((o->batch_pages + 1) / 2 + 1, sizeof(*b->req));
-		if (!b->buf || !b->kind || !b->req)
+		if (!b->buf || !b->kind || !b->crc || !b->req)
 			return -ENOMEM;
 	}
 	return 0;
@@ -415,6 +529,7 @@ static void offload_fini(struct offload *o)
 		for (unsigned int i = 0; i < o->nb; i++) {
 			free(o->b[i].buf);
 			free(o->b[i].kind);
+			free(o->b[i].crc);
 			free(o->b[i].req);
 		}
 		free(o->b);
@@ -456,7 +571,7 @@ void *pager_offload_main(void *arg)
 {
 	struct pager *p = arg;
 	struct offload o = { 0 };
-	uint64_t one = 1, ns;
+	uint64_t one = 1, ns, out, zero;
 	int err;
 
 	o.ring.ring_fd = -1;
@@ -482,13 +597,14 @@ void *pager_offload_main(void *arg)
 		p->offload_errors++;
 	else
 		p->offloads++;
+	out = p->count[PAGE_OFFLOADED];
+	zero = p->count[PAGE_ZERO];
 	pthread_mutex_unlock(&p->lock);
 	if (err == -ECANCELED) {
 		log_info(p->subject, "offload cancelled after %llu MiB in %llu ms: %llu page(s) "
 			 "out (served by faults), the rest stays resident",
 			 (unsigned long long)(o.written >> 20),
-			 (unsigned long long)(ns / 1000000),
-			 (unsigned long long)p->count[PAGE_OFFLOADED]);
+			 (unsigned long long)(ns / 1000000), (unsigned long long)out);
 	} else if (err) {
 		log_err(p->subject, "offload aborted after %llu MiB: %s (unwritten pages stay resident)",
 			(unsigned long long)(o.written >> 20), strerror(-err));
@@ -497,8 +613,7 @@ void *pager_offload_main(void *arg)
 		log_info(p->subject, "offload: %llu MiB written in %llu ms, %llu page(s) out, %llu zero",
 			 (unsigned long long)(o.written >> 20),
 			 (unsigned long long)(ns / 1000000),
-			 (unsigned long long)p->count[PAGE_OFFLOADED],
-			 (unsigned long long)p->count[PAGE_ZERO]);
+			 (unsigned long long)out, (unsigned long long)zero);
 	}
 	if (write(p->offload_done_fd, &one, sizeof(one)) < 0)
 		log_err(p->subject, "offload: cannot signal completion: %s",

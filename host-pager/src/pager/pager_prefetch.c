@@ -44,7 +44,6 @@ struct pf_slot {
 	void *buf;		/* prefetch_max_bytes, O_DIRECT-aligned */
 	uint64_t pg, n;
 	bool busy;
-	bool readahead;		/* for a fault stream, not the working set */
 };
 
 struct pf {
@@ -62,11 +61,11 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 	size_t len = s->n * PAGER_PAGE_SIZE;
 	int err = cqe->res < 0 ? cqe->res : (size_t)cqe->res != len ? -EIO : 0;
 
+	if (!err)
+		err = store_verify(&f->p->store, s->buf, s->pg, s->n);
 	if (!pager_install_run(f->p, s->pg, s->n, s->buf, err)) {
 		pthread_mutex_lock(&f->p->lock);
 		f->p->prefetch_pages += s->n;
-		if (s->readahead)	/* the guest needs these as it faulted */
-			pager_critical_note_locked(f->p, s->pg, s->n);
 		pthread_mutex_unlock(&f->p->lock);
 		f->done += s->n;
 	}
@@ -102,11 +101,10 @@ void pager_readahead_locked(struct pager *p, uint64_t pg, uint64_t n)
 /* Claim the next run to read: readahead first, then the working set from
  * *@ws_pg (0 when the working set is done or not asked for). */
 static uint64_t next_run(struct pager *p, bool ws, uint64_t *ws_pg, uint64_t chunk,
-			 uint64_t *pg_out, bool *ws_done, bool *readahead)
+			 uint64_t *pg_out, bool *ws_done)
 {
 	uint64_t n = 0, pg;
 
-	*readahead = false;
 	pthread_mutex_lock(&p->lock);
 	if (p->ra_len) {
 		uint64_t end = p->ra_start + p->ra_len;
@@ -119,8 +117,10 @@ static uint64_t next_run(struct pager *p, bool ws, uint64_t *ws_pg, uint64_t chu
 		    pager_claim_run_locked(p, pg, end - pg, 0) : 0;
 		p->ra_len = 0;
 		if (n) {
+			/* noted when asked for; again (a no-op unless the run
+			 * moved) before the pages reach the memfd */
+			pager_critical_note_locked(p, pg, n);
 			*pg_out = pg;
-			*readahead = true;
 			pthread_mutex_unlock(&p->lock);
 			return n;
 		}
@@ -160,7 +160,7 @@ static void prefetch_run(struct pf *f, bool ws)
 		struct io_uring_sqe *sqe;
 		struct pf_slot *s = NULL;
 		uint64_t n, pg = 0;
-		bool ra_pending, readahead;
+		bool ra_pending;
 
 		if (should_stop(p))
 			ws_done = true;
@@ -186,7 +186,7 @@ static void prefetch_run(struct pf *f, bool ws)
 		for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !s; i++)
 			if (!f->slot[i].busy)
 				s = &f->slot[i];
-		n = next_run(p, ws, &ws_pg, chunk, &pg, &ws_done, &readahead);
+		n = next_run(p, ws, &ws_pg, chunk, &pg, &ws_done);
 		if (!n)
 			continue;
 		if (!ra_pending)
@@ -194,7 +194,6 @@ static void prefetch_run(struct pf *f, bool ws)
 		s->pg = pg;
 		s->n = n;
 		s->busy = true;
-		s->readahead = readahead;
 		sqe = io_uring_get_sqe(&f->ring);
 		io_uring_prep_read(sqe, p->store.fd, s->buf, (unsigned int)(n * PAGER_PAGE_SIZE),
 				   pg_store_off(pg));
@@ -239,9 +238,9 @@ static void *prefetch_main(void *arg)
 		p->prefetch_running = true;
 		pthread_mutex_unlock(&p->lock);
 		prefetch_run(&f, ws);
+		pager_maybe_unregister(p);
 		pthread_mutex_lock(&p->lock);
 		p->prefetch_running = false;
-		pager_maybe_unregister_locked(p);
 		pthread_cond_broadcast(&p->prefetch_cv);
 	}
 	pthread_mutex_unlock(&p->lock);

@@ -61,6 +61,14 @@
 #define VSOCK_RSTQ_MAX		256U
 /* Chains or packets handled per queue before other work gets a turn. */
 #define VSOCK_BUDGET		256U
+/*
+ * ... and time: making a buffer resident may read it back from the store
+ * (synchronously, on the loop), so a turn of the device ends once it has
+ * run this long; the chain in hand is finished first (at most
+ * VIRTQ_CHAIN_BYTES_MAX of reads), and the rest waits for the next turn,
+ * after every other fd and timer had theirs.
+ */
+#define VSOCK_TURN_NS		(2ULL * 1000000ULL)
 /* Host ports for host-initiated connections start here (as Firecracker). */
 #define VSOCK_LOCAL_PORT_FIRST	(1U << 30)
 #define VSOCK_CONN_HASH		256U
@@ -136,6 +144,7 @@ struct vhost_vsock {
 	int listen_fd;
 	bool paused;
 	struct loop_timer work;
+	uint64_t turn_end_ns;		/* the current turn's time budget */
 
 	struct vsock_conn *conns;	/* all, including unhashed ones */
 	struct vsock_conn *hash[VSOCK_CONN_HASH];
@@ -213,6 +222,15 @@ static void schedule(struct vhost_vsock *vs)
 {
 	if (!vs->work.armed)
 		loop_timer_arm(vs->loop, &vs->work, 0);
+}
+
+/* The turn's time is up: leave the rest to the next turn. */
+static bool turn_over(struct vhost_vsock *vs)
+{
+	if (now_ns() < vs->turn_end_ns)
+		return false;
+	vs->stats.turn_yields++;
+	return true;
 }
 
 static int make_resident(struct vhost_vsock *vs, uint64_t gpa, uint64_t len)
@@ -771,7 +789,13 @@ static void guest_request(struct vhost_vsock *vs, uint32_t local_port, uint32_t 
 		err = guest_link_connect(gl, &vsock_link_transport, c);
 		if (err) {
 			c->link = NULL;
-			log_warn(vs->subject, "guest link refused the stream: %s", strerror(-err));
+			/* the link counts and logs (bounded) its own refusals */
+			if (err == -EAGAIN)
+				log_debug(vs->subject, "guest link refused the stream: %s",
+					  strerror(-err));
+			else
+				log_warn(vs->subject, "guest link refused the stream: %s",
+					 strerror(-err));
 			conn_free(c, true);
 			return;
 		}
@@ -967,6 +991,8 @@ static void process_tx(struct vhost_vsock *vs)
 		}
 		handle_tx(vs, &vs->chain);
 		virtq_push(vq, vs->chain.head, 0);
+		if (turn_over(vs))
+			break;
 	}
 	vhost_user_notify(vs->vu, VSOCK_TXQ);
 	if (virtq_avail_count(vq))
@@ -1164,6 +1190,10 @@ static void process_rx(struct vhost_vsock *vs)
 			rx_list_add(vs, c);
 		else
 			conn_update_watch(c);
+		if (turn_over(vs)) {
+			budget = 0;	/* the rest in the next turn */
+			break;
+		}
 	}
 	vhost_user_notify(vs->vu, VSOCK_RXQ);
 	if (!budget)
@@ -1180,6 +1210,7 @@ static void vsock_work(struct loop *l, struct loop_timer *t, void *arg)
 		vs->stats.paused_deferrals++;
 		return;
 	}
+	vs->turn_end_ns = now_ns() + VSOCK_TURN_NS;
 	process_tx(vs);
 	process_rx(vs);
 }

@@ -35,7 +35,10 @@
  * Guest memory: while the VM is paused (vhost_vsock_set_paused) the device
  * neither reads nor writes the rings or buffers; host data waits in the
  * host sockets and vmnapd.  Before touching any guest range it asks its
- * owner to make it resident (ops->make_resident: the pager).  Connections live
+ * owner to make it resident (ops->make_resident: the pager), which may read
+ * the store on the loop; a turn of the device therefore ends after
+ * VSOCK_TURN_NS (vhost_vsock.c) and the rest of the queues waits for the
+ * next turn, after every other fd and timer.  Connections live
  * in vmnapd and survive QEMU's stop/cont (GET_VRING_BASE, rings set up
  * again); when the front-end disconnects (QEMU exited) every connection is
  * reset: the guest that owned them is gone.
@@ -79,6 +82,7 @@ struct vhost_vsock_stats {
 	uint64_t bad_connect_lines;	/* host client sent a bad CONNECT */
 	uint64_t residency_errors;	/* pager could not make RAM resident */
 	uint64_t paused_deferrals;	/* work held back while paused */
+	uint64_t turn_yields;		/* turns cut short by their time budget */
 	uint64_t frontend_resets;	/* QEMU went away with connections */
 	/* from the vhost-user layer (vhost_user.h, virtq.h), summed */
 	uint64_t frontend_connections;	/* QEMU (re)connections accepted */

@@ -215,7 +215,13 @@ static int attach_to_vm(struct guest_link_listener *ll, int cfd, const char *fro
 			  replaces ? ", replacing the session" : "");
 	}
 	err = guest_link_attach_fd(vm->link, cfd);	/* takes cfd */
-	if (err) {
+	if (err == -EAGAIN) {
+		/* over the link's reconnect limit: the link counts and logs it */
+		ll->st.attach_errors++;
+		if (replaces)
+			ll->st.sessions_replaced--;
+		log_debug(vm->subject, "guest link connection %s: %s", from, strerror(-err));
+	} else if (err) {
 		ll->st.attach_errors++;
 		log_warn(vm->subject, "guest link connection %s: %s", from, strerror(-err));
 	}

@@ -6,8 +6,10 @@
  * (SO_PEERCRED), the size and syntax of its message, every fd's kind
  * (userfaultfd by its anon-inode name; memfd by its "/memfd:" name, a
  * regular shmem file that answers F_GET_SEALS, without write seals, large
- * enough) and every region (alignment, size, overlap, count).  A refusal
- * is logged with its reason, counted, answered, and closes the connection.
+ * enough) and every region (alignment, size, count, overlap: of GPAs, of
+ * host addresses, and of offsets in one memfd, told by its device and inode
+ * whichever fds name it).  A refusal is logged with its reason (the
+ * peer's bytes sanitised), counted, answered, and closes the connection.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 #include "mem_handshake.h"
 #include "vm_control.h"
 #include "pager.h"
+#include "store.h"
 
 #define HS_MAX_RAM_BYTES	(1ull << 40)	/* per VM */
 #define HS_MAX_ADDR		(1ull << 57)	/* user address space bound */
@@ -60,7 +63,12 @@ struct mem_handshake {
 	struct pager_config cfg;
 	struct hs_conn *conns;
 	struct mem_handshake_stats st;
+	struct log_ratelimit log_rl;	/* refusal lines */
 };
+
+/* Refusals logged at warning level: a burst, then one per interval. */
+#define HS_LOG_BURST		32U
+#define HS_LOG_INTERVAL_NS	(1000ull * 1000000ull)
 
 static const char *const refusal_names[HS_REFUSALS] = {
 	[HS_REFUSE_PEER] = "peer",
@@ -73,6 +81,7 @@ static const char *const refusal_names[HS_REFUSALS] = {
 	[HS_REFUSE_REGION] = "region",
 	[HS_REFUSE_VM] = "vm",
 	[HS_REFUSE_INTERNAL] = "internal",
+	[HS_REFUSE_STORE] = "store",
 };
 
 const char *mem_hs_refusal_name(enum mem_hs_refusal r)
@@ -126,15 +135,26 @@ static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, 
 
 static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, ...)
 {
-	char msg[256];
+	char raw[256], msg[256];
+	uint64_t suppressed = 0;
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* jansson's errors quote the peer's bytes: one line, valid UTF-8 */
+	log_sanitize(msg, sizeof(msg), raw, sizeof(raw));
 	c->hs->st.refused[why]++;
-	log_warn("mem.sock", "refused pid %d (%s): %s", (int)c->pid,
-		 mem_hs_refusal_name(why), msg);
+	if (!log_ratelimit(&c->hs->log_rl, now_ns(), &suppressed))
+		log_debug("mem.sock", "refused pid %d (%s): %s", (int)c->pid,
+			  mem_hs_refusal_name(why), msg);
+	else if (suppressed)
+		log_warn("mem.sock", "refused pid %d (%s): %s (%llu similar lines suppressed)",
+			 (int)c->pid, mem_hs_refusal_name(why), msg,
+			 (unsigned long long)suppressed);
+	else
+		log_warn("mem.sock", "refused pid %d (%s): %s", (int)c->pid,
+			 mem_hs_refusal_name(why), msg);
 	reply(c, json_pack("{s:b,s:s,s:s}", "ok", 0, "reason",
 			   mem_hs_refusal_name(why), "error", msg));
 	conn_free(c);
@@ -177,12 +197,15 @@ static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 
 struct hs_req {
 	char name[VM_NAME_MAX];
+	char store_id[STORE_ID_HEX];	/* "": a fresh store */
 	bool firecracker;
 	enum pager_gpa_source gpa_source;
 	int uffd_idx;
 	unsigned int nr;
 	struct pager_region_desc rd[PAGER_MAX_REGIONS];
 	int memfd_idx[PAGER_MAX_REGIONS];
+	dev_t dev[PAGER_MAX_REGIONS];		/* the memfd's identity */
+	ino_t ino[PAGER_MAX_REGIONS];
 };
 
 /* Parse and check the regions; fills @rq.  Refuses (and frees @c) on error. */
@@ -233,10 +256,9 @@ static int parse_regions(struct hs_conn *c, json_t *arr, struct hs_req *rq)
 		for (size_t j = 0; j < i; j++) {
 			const struct pager_region_desc *o = &rq->rd[j];
 
+			/* the memfd ranges: check_fds(), by file identity */
 			if (ranges_overlap(gpa, size, o->gpa, o->size) ||
-			    ranges_overlap(host, size, o->host_addr, o->size) ||
-			    (!rq->firecracker && memfd_idx == (uint64_t)rq->memfd_idx[j] &&
-			     ranges_overlap(off, size, o->memfd_offset, o->size))) {
+			    ranges_overlap(host, size, o->host_addr, o->size)) {
 				refuse(c, HS_REFUSE_REGION, "region %zu overlaps region %zu", i, j);
 				return -1;
 			}
@@ -293,6 +315,20 @@ static int check_fds(struct hs_conn *c, struct hs_req *rq)
 			       i, (long long)st.st_size);
 			return -1;
 		}
+		/* two regions on one file (however many fds name it) must not
+		 * share pages: an offload of one would punch the other */
+		rq->dev[i] = st.st_dev;
+		rq->ino[i] = st.st_ino;
+		for (unsigned int j = 0; j < i; j++) {
+			if (rq->memfd_idx[j] >= 0 && rq->dev[j] == st.st_dev &&
+			    rq->ino[j] == st.st_ino &&
+			    ranges_overlap(rq->rd[i].memfd_offset, rq->rd[i].size,
+					   rq->rd[j].memfd_offset, rq->rd[j].size)) {
+				refuse(c, HS_REFUSE_REGION,
+				       "region %u overlaps region %u in the same memfd", i, j);
+				return -1;
+			}
+		}
 		rq->rd[i].memfd = fd;
 	}
 	for (unsigned int i = 0; i < c->nfds; i++) {
@@ -326,7 +362,20 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 	for (unsigned int i = 0; i < rq->nr; i++)
 		host[i] = rq->rd[i].host_addr;
 	if (!vm->pager) {
-		err = vm_pager_attach(vm, &hs->cfg, rq->rd, rq->nr);
+		err = rq->store_id[0] ?
+		      vm_pager_adopt(vm, &hs->cfg, rq->rd, rq->nr, rq->store_id) :
+		      vm_pager_attach(vm, &hs->cfg, rq->rd, rq->nr);
+		if (err && rq->store_id[0]) {
+			if (created)
+				vm_free(vm);
+			refuse(c, HS_REFUSE_STORE, "store %s of vm '%s' cannot be adopted: %s; "
+			       "its offloaded pages are out of reach (threads touching them "
+			       "wait)", rq->store_id, rq->name,
+			       err == -EBUSY ? "locked by another process" :
+			       err == -ESTALE ? "another store (other id or RAM)" :
+			       err == -EBADMSG ? "corrupt header or map" : strerror(-err));
+			return;
+		}
 		if (err) {
 			if (created)
 				vm_free(vm);
@@ -365,8 +414,9 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 	hs->st.accepted++;
 	log_info(vm->subject, "mem handshake from pid %d: %u region(s)%s", (int)c->pid,
 		 rq->nr, rq->firecracker ? " (Firecracker form)" : "");
-	reply(c, json_pack("{s:b,s:s,s:I,s:b}", "ok", 1, "vm", vm->name,
-			   "id", (json_int_t)vm->id, "evictable", !rq->firecracker));
+	reply(c, json_pack("{s:b,s:s,s:I,s:b,s:s}", "ok", 1, "vm", vm->name,
+			   "id", (json_int_t)vm->id, "evictable", !rq->firecracker,
+			   "store_id", pager_store_id(vm->pager)));
 }
 
 /* Optional "gpa_source": how the VMM side knows the regions' gpa. */
@@ -424,6 +474,15 @@ static void handle_message(struct hs_conn *c, json_t *doc)
 			goto out;
 		}
 		regions = json_object_get(doc, "regions");
+		name = json_object_get(doc, "store_id");
+		if (name && (!json_is_string(name) ||
+			     !store_id_valid(json_string_value(name)))) {
+			refuse(c, HS_REFUSE_FIELD, "\"store_id\" must be 32 hex digits");
+			goto out;
+		}
+		if (name)
+			snprintf(rq->store_id, sizeof(rq->store_id), "%s",
+				 json_string_value(name));
 	} else {
 		refuse(c, HS_REFUSE_FIELD, "expected an object or an array");
 		goto out;
@@ -592,6 +651,7 @@ int mem_handshake_start(struct vmnapd *d, const char *path,
 	if (!hs)
 		return -ENOMEM;
 	hs->d = d;
+	log_ratelimit_init(&hs->log_rl, HS_LOG_INTERVAL_NS, HS_LOG_BURST, now_ns());
 	if (cfg)
 		hs->cfg = *cfg;
 	else

@@ -19,9 +19,18 @@
  * a bare array of GuestRegionUffdMapping with one userfaultfd and no memfd,
  * is accepted too (gpa defaults to offset, then "guessed"; the VM is named
  * "fc-<pid>") and marked not evictable.  vmnapd answers one line, {"ok":true,"vm":..,
- * "id":..,"evictable":..} or {"ok":false,"error":"<reason>"}, and keeps
- * the connection: its end is the end of that mapper.  The first mapper of
- * a VM creates the VM (vm_new) if no VM of that name is registered.
+ * "id":..,"evictable":..,"store_id":..} or {"ok":false,"error":"<reason>"},
+ * and keeps the connection: its end is the end of that mapper.  The first
+ * mapper of a VM creates the VM (vm_new) if no VM of that name is
+ * registered.
+ *
+ * "store_id" (32 hex digits) in a request: this memory was handed to a
+ * vmnapd before, which answered that id; that vmnapd ended while the VMM
+ * lived on.  The VM's pager is then created over the store file it left
+ * (pager_new_from_store: its offloaded pages are served, the VM shows
+ * "recovered"), or the handshake is refused ("store") when the store is
+ * missing, locked or another one: never a fresh store, whose holes would
+ * read as zeros.
  */
 #ifndef VMNAP_MEM_HANDSHAKE_H
 #define VMNAP_MEM_HANDSHAKE_H
@@ -47,6 +56,7 @@ enum mem_hs_refusal {
 	HS_REFUSE_REGION,	/* alignment, size, overlap, count */
 	HS_REFUSE_VM,		/* bad name, or RAM differs from the VM's */
 	HS_REFUSE_INTERNAL,	/* out of memory, store, threads */
+	HS_REFUSE_STORE,	/* "store_id": the store cannot be adopted */
 	HS_REFUSALS
 };
 

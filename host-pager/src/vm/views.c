@@ -61,6 +61,15 @@ json_t *pager_stats_json(struct pager *p)
 		json_object_set_new(o, "gpa_source",
 				    json_string(pager_gpa_source_name(st.gpa_source)));
 		json_object_set_new(o, "gpa_refused", json_integer((json_int_t)st.gpa_refused));
+		json_object_set_new(o, "recovered", json_boolean(st.recovered));
+		if (st.recovered)
+			json_object_set_new(o, "recovery", json_pack("{s:I,s:I,s:I}",
+				"store_pages", (json_int_t)st.recovered_store_pages,
+				"offloaded", (json_int_t)st.recovered_offloaded,
+				"resident", (json_int_t)st.recovered_resident));
+		json_object_set_new(o, "store_id", json_string(st.store_id ? st.store_id : ""));
+		json_object_set_new(o, "store_bad_slots",
+				    json_integer((json_int_t)st.store_bad_slots));
 		if (st.not_evictable_reason)
 			json_object_set_new(o, "not_evictable_reason",
 					    json_string(st.not_evictable_reason));

@@ -86,6 +86,16 @@ int vm_pager_attach(struct vm *vm, const struct pager_config *cfg,
 			 &vm->pager);
 }
 
+int vm_pager_adopt(struct vm *vm, const struct pager_config *cfg,
+		   const struct pager_region_desc *rd, unsigned int nr,
+		   const char *store_id)
+{
+	if (vm->pager)
+		return -EEXIST;
+	return pager_new_from_store(vm->d->loop, vm->subject, vm->name, cfg, rd, nr,
+				    store_id, vm, &vm->pager);
+}
+
 void vm_pager_detach(struct vm *vm)
 {
 	pager_free(vm->pager);

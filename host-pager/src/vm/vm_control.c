@@ -23,14 +23,24 @@
 #include "vmm_mem.h"
 
 #define MEMXTIME_SAMPLE_NS	1000000000ull	/* resident bytes sampled every 1 s */
+#define VMM_MEM_SAMPLE_NS	1000000000ull	/* VMM PSS, cgroup memory: every 1 s */
 #define NS_PER_SEC_F		1e9
 #define GIB_F			1073741824.0
+/*
+ * "link" events a VM may emit: a burst, then one per interval.  A guest
+ * that reconnects in a loop would otherwise write two events per session;
+ * past the budget they are counted, and once it refills one event gives
+ * the link's current state and how many were suppressed.
+ */
+#define LINK_EVENTS_BURST	32U
+#define LINK_EVENTS_INTERVAL_NS	(5000ull * 1000000ull)
 
 struct vm_control {
 	struct vm *vm;
 	struct loop_timer timer;
 	char link_desc[160];		/* the socket backend, for logs and the API */
 	pid_t vmm_pid;			/* given at registration, or 0 */
+	struct vmm_mem_sampler *vmm_mem;	/* once a VMM pid is known */
 	bool offload_running;
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
@@ -42,6 +52,8 @@ struct vm_control {
 	struct loop_timer sample_timer;
 	uint64_t mt_last_ns, mt_last_bytes;
 	double mt_byte_s;
+	struct log_ratelimit link_ev_rl;	/* "link" events */
+	struct loop_timer link_ev_timer;	/* the summary after suppression */
 };
 
 /* Account resident bytes since the last sample; take a new one. */
@@ -85,7 +97,10 @@ static void memxtime_sample(struct vm *vm)
 
 static void on_sample_timer(struct loop *l, struct loop_timer *t, void *arg)
 {
+	struct vmm_mem_sample smp;
+
 	memxtime_sample(arg);
+	vm_control_vmm_mem(arg, &smp);	/* follows a changed VMM pid */
 	loop_timer_arm(l, t, MEMXTIME_SAMPLE_NS);
 }
 
@@ -100,6 +115,22 @@ pid_t vm_control_vmm_pid(struct vm *vm)
 	if (vm->control && vm->control->vmm_pid)
 		return vm->control->vmm_pid;
 	return vm->pause ? vm->pause->peer_pid : 0;
+}
+
+bool vm_control_vmm_mem(struct vm *vm, struct vmm_mem_sample *out)
+{
+	struct vm_control *ctl = vm->control;
+	pid_t pid = vm_control_vmm_pid(vm);
+
+	if (!ctl || (!pid && !ctl->vmm_mem))
+		return false;
+	if (!ctl->vmm_mem) {
+		ctl->vmm_mem = vmm_mem_sampler_new(VMM_MEM_SAMPLE_NS);
+		if (!ctl->vmm_mem)
+			return false;
+	}
+	vmm_mem_sampler_set_pid(ctl->vmm_mem, pid);
+	return pid && vmm_mem_sampler_get(ctl->vmm_mem, out);
 }
 
 double vm_control_memxtime_gib_s(struct vm *vm)
@@ -154,9 +185,19 @@ static void ctl_resumed(void *arg, uint64_t req, uint64_t paused_ns,
 			enum coord_resume_reason reason, bool offloaded)
 {
 	struct vm *vm = arg;
-	int err = guest_link_resumed(vm->link, req, paused_ns, (enum vmnap_resume_reason)reason,
-				     offloaded ? VMNAP_RF_OFFLOADED : 0);
+	const struct guest_link_peer *peer = guest_link_peer(vm->link);
+	uint32_t flags = offloaded ? VMNAP_RF_OFFLOADED : 0;
+	int err;
 
+	/* The guest's clock stood still: tell it for how long, so it steps
+	 * its wall clock (a module without the feature is left alone). */
+	if (vm->pause && vm->pause->ops->guest_clock_stops && peer &&
+	    (peer->features & VMNAP_F_CLOCK_STEP)) {
+		flags |= VMNAP_RF_CLOCK_STOPPED;
+		paused_ns = pause_clock_stopped_ns(vm->pause, paused_ns);
+	}
+	err = guest_link_resumed(vm->link, req, paused_ns, (enum vmnap_resume_reason)reason,
+				 flags);
 	if (err)
 		log_warn(vm->subject, "RESUMED for request %llu not sent: %s",
 			 (unsigned long long)req, strerror(-err));
@@ -340,6 +381,36 @@ static const struct coord_ops ctl_coord_ops = {
 
 /* ---- guest link callbacks ------------------------------------------ */
 
+/* A "link" event within the VM's budget; @fields (may be NULL) consumed. */
+static void link_event(struct vm *vm, json_t *fields)
+{
+	struct vm_control *ctl = vm->control;
+	uint64_t now = now_ns(), suppressed = 0;
+
+	if (!log_ratelimit(&ctl->link_ev_rl, now, &suppressed)) {
+		json_decref(fields);
+		if (!ctl->link_ev_timer.armed)
+			loop_timer_arm(vm->d->loop, &ctl->link_ev_timer,
+				       log_ratelimit_wait_ns(&ctl->link_ev_rl, now));
+		return;
+	}
+	if (suppressed && fields)
+		json_object_set_new(fields, "suppressed", json_integer((json_int_t)suppressed));
+	events_emit(vm->d, vm->name, "link", fields);
+}
+
+/* Events were suppressed: say where the link is now, and how many. */
+static void on_link_ev_timer(struct loop *l, struct loop_timer *t, void *arg)
+{
+	struct vm *vm = arg;
+	bool up = vm->link && guest_link_state(vm->link) == GUEST_LINK_UP;
+
+	(void)l;
+	(void)t;
+	if (vm->control->link_ev_rl.suppressed)
+		link_event(vm, json_pack("{s:s}", "state", up ? "up" : "down"));
+}
+
 static void gl_hello(struct guest_link *gl, const struct guest_link_peer *peer, void *opaque)
 {
 	struct vm *vm = opaque;
@@ -350,11 +421,10 @@ static void gl_hello(struct guest_link *gl, const struct guest_link_peer *peer, 
 		pager_get_ram(vm->pager, &ram);
 		guest_link_set_ram(gl, &ram);
 	}
-	log_info(vm->subject, "guest module %s up: %u cpus, features 0x%x",
-		 peer->module_version, peer->nr_cpus, peer->features);
-	events_emit(vm->d, vm->name, "link",
-		    json_pack("{s:s,s:s,s:i}", "state", "up", "module", peer->module_version,
-			      "features", (int)peer->features));
+	/* the guest link logged the HELLO (within its log budget) */
+	link_event(vm, json_pack("{s:s,s:s,s:i}", "state", "up", "module",
+				 LOG_STRN(peer->module_version, sizeof(peer->module_version)),
+				 "features", (int)peer->features));
 	coord_link_up(vm->coord);
 }
 
@@ -418,8 +488,7 @@ static void gl_disconnect(struct guest_link *gl, int err, void *opaque)
 	struct vm *vm = opaque;
 
 	(void)gl;
-	events_emit(vm->d, vm->name, "link",
-		    json_pack("{s:s,s:i}", "state", "down", "err", err));
+	link_event(vm, json_pack("{s:s,s:i}", "state", "down", "err", err));
 	coord_link_down(vm->coord);
 }
 
@@ -477,6 +546,30 @@ static void sync_guest_clock(struct vm *vm)
 	coord_set_config(vm->coord, &cfg);
 }
 
+const char *vm_control_clock_refusal(const struct pause_backend *pb)
+{
+	if (!pb || !pb->ops->guest_clock_stops || pb->spec.allow_clock_stop)
+		return NULL;
+	return "stops the guest clock: CLOCK_REALTIME is stepped on resume but monotonic "
+	       "timers run late by the time paused (use freezer, or allow_clock_stop)";
+}
+
+int vm_control_set_managed(struct vm *vm, bool managed, char *err, size_t n)
+{
+	const char *why = managed ? vm_control_clock_refusal(vm->pause) : NULL;
+
+	if (!vm->coord) {
+		snprintf(err, n, "VM has no coordinator");
+		return -ENOENT;
+	}
+	if (why) {
+		snprintf(err, n, "cannot manage: pause backend %s %s", vm->pause->ops->name, why);
+		return -EPERM;
+	}
+	coord_set_managed(vm->coord, managed);
+	return 0;
+}
+
 int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *err, size_t n)
 {
 	struct vm_control *ctl;
@@ -494,6 +587,9 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 	ctl->vmm_pid = spec->vmm_pid;
 	loop_timer_init(&ctl->timer, on_timer, vm);
 	loop_timer_init(&ctl->sample_timer, on_sample_timer, vm);
+	loop_timer_init(&ctl->link_ev_timer, on_link_ev_timer, vm);
+	log_ratelimit_init(&ctl->link_ev_rl, LINK_EVENTS_INTERVAL_NS, LINK_EVENTS_BURST,
+			   now_ns());
 	vm->control = ctl;
 	loop_timer_arm(vm->d->loop, &ctl->sample_timer, MEMXTIME_SAMPLE_NS);
 
@@ -535,7 +631,9 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 		goto fail;
 	sync_guest_clock(vm);
 	vm_control_pager_attached(vm);
-	coord_set_managed(vm->coord, spec->managed);
+	ret = vm_control_set_managed(vm, spec->managed, err, n);
+	if (ret)
+		goto fail;
 	log_info(vm->subject, "coordinator attached (pause %s, guest link via %s, %s)",
 		 vm->pause ? vm->pause->ops->name : "none",
 		 ctl->link_desc[0] ? ctl->link_desc : vm->vsock ? "vsock device" : "nothing yet",
@@ -568,6 +666,12 @@ int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, 
 		pause_free(pb);
 		return ret;
 	}
+	if (vm->coord && coord_managed(vm->coord) && vm_control_clock_refusal(pb)) {
+		snprintf(err, n, "managed VM: pause backend %s %s", pb->ops->name,
+			 vm_control_clock_refusal(pb));
+		pause_free(pb);
+		return -EPERM;
+	}
 	pause_free(vm->pause);
 	vm->pause = pb;
 	sync_guest_clock(vm);
@@ -579,6 +683,7 @@ int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, 
 void vm_control_detach(struct vm *vm)
 {
 	struct vm_control *ctl = vm->control;
+	bool resume = false;
 
 	if (!ctl)
 		return;
@@ -587,30 +692,27 @@ void vm_control_detach(struct vm *vm)
 	if (vm->coord) {
 		enum coord_state s = coord_state(vm->coord);
 
-		/* Never leave a VM stopped behind us (a call in flight is
-		 * waited for by pause_free). */
-		if (vm->pause && vm->pause->busy) {
-			pthread_join(vm->pause->thread, NULL);
-			vm->pause->busy = false;
-		}
-		if (vm->pause && vm->pause->paused &&
-		    (s == COORD_PAUSED || s == COORD_OFFLOADED || s == COORD_RESUMING ||
-		     s == COORD_HANDOFF)) {
-			log_warn(vm->subject, "detaching while %s: resuming the VM",
+		/* Never leave a VM stopped behind us, and never wait for its
+		 * VMM here: the backend resumes it on its own thread, after
+		 * any call still in flight (a wedged VMM) returns. */
+		resume = s == COORD_PAUSED || s == COORD_OFFLOADED || s == COORD_RESUMING ||
+			 s == COORD_HANDOFF;
+		if (vm->pause && resume)
+			log_warn(vm->subject, "detaching while %s: the VM is resumed off the loop",
 				 coord_state_name(s));
-			pause_resume_vm(vm->pause);
-			if (vm->vsock)
-				vhost_vsock_set_paused(vm->vsock, false);
-		}
+		if (vm->vsock)
+			vhost_vsock_set_paused(vm->vsock, false);
 	}
 	loop_timer_cancel(vm->d->loop, &ctl->timer);
 	loop_timer_cancel(vm->d->loop, &ctl->sample_timer);
 	guest_link_listen_vm_detach(vm);	/* no new guest connections */
 	vm_link_detach(vm);	/* its callbacks point here */
+	loop_timer_cancel(vm->d->loop, &ctl->link_ev_timer);
 	coord_free(vm->coord);
 	vm->coord = NULL;
-	pause_free(vm->pause);
+	pause_release(vm->pause, resume);
 	vm->pause = NULL;
+	vmm_mem_sampler_free(ctl->vmm_mem);	/* a read in progress ends by itself */
 	free(ctl);
 	vm->control = NULL;
 }
@@ -655,6 +757,64 @@ static json_t *stats_json(const struct coord_stats *st)
 			 "transitions", (json_int_t)st->transitions);
 }
 
+/* Label values for the guest link's rx_errors[] (VMNAP_E*). */
+static const char *const link_reject_names[VMNAP_ERR_MAX + 1] = {
+	[VMNAP_EMAGIC] = "bad_magic",
+	[VMNAP_EVERSION] = "bad_version",
+	[VMNAP_ETOOBIG] = "too_big",
+	[VMNAP_ETRUNC] = "truncated",
+	[VMNAP_ETYPE] = "bad_type",
+	[VMNAP_ELEN] = "bad_length",
+	[VMNAP_ECOUNT] = "bad_count",
+	[VMNAP_EALIGN] = "unaligned_range",
+	[VMNAP_EZERO] = "zero_range",
+	[VMNAP_EOVERFLOW] = "overflowing_range",
+	[VMNAP_ERANGE] = "outside_ram",
+	[VMNAP_EFIELD] = "bad_field",
+	[VMNAP_ESTATE] = "bad_state",
+	[VMNAP_ERATE] = "rate_limit",
+	[VMNAP_EINTERNAL] = "internal",
+};
+
+void vm_rejections_foreach(struct vm *vm,
+			   void (*fn)(const char *reason, uint64_t n, void *arg), void *arg)
+{
+	if (vm->link) {
+		struct guest_link_stats st;
+		struct guest_link_listen_stats ls;
+
+		guest_link_get_stats(vm->link, &st);
+		for (unsigned int e = 1; e <= VMNAP_ERR_MAX; e++)
+			if (link_reject_names[e])
+				fn(link_reject_names[e], st.rx_errors[e], arg);
+		fn("connect_rate", st.connects_refused, arg);
+		fn("not_reading", st.tx_overflows, arg);
+		guest_link_listen_get_stats(vm, &ls);
+		fn("no_link", ls.no_link, arg);
+	}
+	if (vm->vsock) {
+		struct vhost_vsock_stats vs;
+
+		vhost_vsock_get_stats(vm->vsock, &vs);
+		fn("vsock_unreserved_port", vs.unreserved_port, arg);
+		fn("vsock_bad_packet", vs.bad_packets, arg);
+		fn("vsock_bad_cid", vs.bad_cid, arg);
+		fn("vsock_credit", vs.credit_violations, arg);
+		fn("vsock_conn_limit", vs.conn_limit, arg);
+		fn("vsock_bad_descriptor", vs.bad_descriptors, arg);
+	}
+}
+
+uint64_t vm_control_events_suppressed(struct vm *vm)
+{
+	return vm->control ? vm->control->link_ev_rl.suppressed_total : 0;
+}
+
+static void rejection_json(const char *reason, uint64_t n, void *arg)
+{
+	json_object_set_new(arg, reason, json_integer((json_int_t)n));
+}
+
 json_t *vm_control_json(struct vm *vm)
 {
 	json_t *o = json_pack("{s:s,s:I}", "name", vm->name, "id", (json_int_t)vm->id);
@@ -685,16 +845,37 @@ json_t *vm_control_json(struct vm *vm)
 		json_object_set_new(o, "state", json_string("UNCONTROLLED"));
 		json_object_set_new(o, "managed", json_false());
 	}
-	if (vm->pause)
-		json_object_set_new(o, "pause", json_pack("{s:s,s:s,s:b,s:I,s:I,s:I}",
+	if (vm->pause) {
+		const char *why = vm_control_clock_refusal(vm->pause);
+
+		json_object_set_new(o, "pause", json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:s,s:b,s:b,s:s?}",
 			"backend", vm->pause->ops->name, "path", vm->pause->spec.path,
 			"paused", vm->pause->paused,
 			"pauses", (json_int_t)vm->pause->st.pauses,
 			"resumes", (json_int_t)vm->pause->st.resumes,
-			"errors", (json_int_t)vm->pause->st.errors));
-	if (vm->link)
-		json_object_set_new(o, "link", json_pack("{s:s}", "state",
-			guest_link_state_name(guest_link_state(vm->link))));
+			"errors", (json_int_t)vm->pause->st.errors,
+			"guest_clock", vm->pause->ops->guest_clock_stops ? "stops" : "runs",
+			"allow_clock_stop", vm->pause->spec.allow_clock_stop,
+			"may_manage", why == NULL,
+			"refusal", why));
+	}
+	if (vm->link) {
+		struct guest_link_stats st;
+
+		guest_link_get_stats(vm->link, &st);
+		json_object_set_new(o, "link", json_pack("{s:s,s:I,s:I,s:I,s:I}", "state",
+			guest_link_state_name(guest_link_state(vm->link)),
+			"connects", (json_int_t)st.connects,
+			"connects_refused", (json_int_t)st.connects_refused,
+			"rx_bytes", (json_int_t)st.rx_bytes,
+			"log_lines_suppressed", (json_int_t)st.log_suppressed));
+	}
+	if (vm->link || vm->vsock) {
+		json_t *rej = json_object();
+
+		vm_rejections_foreach(vm, rejection_json, rej);
+		json_object_set_new(o, "rejections", rej);
+	}
 	if (ctl && vm->link) {
 		json_t *l = json_object_get(o, "link");
 
@@ -703,23 +884,35 @@ json_t *vm_control_json(struct vm *vm)
 		json_object_set_new(l, "last_unquiesce_ns",
 				    json_integer((json_int_t)ctl->last_unquiesce_ns));
 		json_object_set_new(l, "free_reports", json_integer((json_int_t)ctl->free_reports));
+		json_object_set_new(l, "events_suppressed",
+				    json_integer((json_int_t)ctl->link_ev_rl.suppressed_total));
 		if (ctl->link_desc[0])
 			json_object_set_new(l, "via", json_string(ctl->link_desc));
 	}
 	if (vm->pager) {
-		json_object_set_new(o, "pager", pager_stats_json(vm->pager));
+		json_t *pj = pager_stats_json(vm->pager);
+
+		/* re-adopted from the store a previous vmnapd left */
+		json_object_set_new(o, "recovered",
+				    json_boolean(json_is_true(json_object_get(pj, "recovered"))));
+		json_object_set_new(o, "pager", pj);
 		if (ctl)
 			json_object_set_new(o, "memxtime_gib_s", json_real(vm_control_memxtime_gib_s(vm)));
 	}
 	if (vm_control_vmm_pid(vm)) {
-		pid_t pid = vm_control_vmm_pid(vm);
-		json_t *m = json_pack("{s:i}", "pid", (int)pid);
-		uint64_t b;
+		struct vmm_mem_sample smp;
+		json_t *m = json_pack("{s:i}", "pid", (int)vm_control_vmm_pid(vm));
 
-		if (!vmm_pss_bytes(pid, &b))
-			json_object_set_new(m, "pss_bytes", json_integer((json_int_t)b));
-		if (!vmm_cgroup_memory_bytes(pid, &b))
-			json_object_set_new(m, "cgroup_memory_bytes", json_integer((json_int_t)b));
+		/* sampled off the loop: smaps_rollup waits on the VMM's mmap lock */
+		if (vm_control_vmm_mem(vm, &smp)) {
+			if (smp.has_pss)
+				json_object_set_new(m, "pss_bytes", json_integer((json_int_t)smp.pss_bytes));
+			if (smp.has_cgroup)
+				json_object_set_new(m, "cgroup_memory_bytes",
+						    json_integer((json_int_t)smp.cgroup_bytes));
+			json_object_set_new(m, "sample_age_ms",
+					    json_integer((json_int_t)((now_ns() - smp.at_ns) / 1000000)));
+		}
 		json_object_set_new(o, "vmm", m);
 	}
 	if (vm->vsock)

@@ -56,6 +56,14 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec,
 /* Set or replace the pause backend (only while the VM runs).  -errno
  * (-EBUSY while paused or pausing); @err says why. */
 int vm_control_set_pause(struct vm *vm, const struct pause_spec *ps, char *err, size_t errlen);
+/*
+ * Managed or not.  A managed VM needs a pause backend that keeps guest
+ * time true (the guest's clock runs while paused), or the operator's
+ * "allow_clock_stop" on the backend: -EPERM otherwise, @err says why.
+ */
+int vm_control_set_managed(struct vm *vm, bool managed, char *err, size_t errlen);
+/* Why @pb cannot keep guest time true for a managed VM; NULL when it can. */
+const char *vm_control_clock_refusal(const struct pause_backend *pb);
 /* Undo vm_control_attach (resumes a paused VM first).  NULL-safe. */
 void vm_control_detach(struct vm *vm);
 /* vm->pager appeared (memory handshake): route its errors to the
@@ -64,8 +72,22 @@ void vm_control_pager_attached(struct vm *vm);
 /* The VMM's pid for PSS and cgroup memory (0: from the pause backend). */
 void vm_control_set_vmm_pid(struct vm *vm, pid_t pid);
 pid_t vm_control_vmm_pid(struct vm *vm);
+struct vmm_mem_sample;
+/* The VMM's last memory sample, taken off the loop (vmm_mem.h); false
+ * when there is no VMM pid or no sample of it yet. */
+bool vm_control_vmm_mem(struct vm *vm, struct vmm_mem_sample *out);
 /* Guest-RAM resident bytes integrated over time since attach, GiB*s. */
 double vm_control_memxtime_gib_s(struct vm *vm);
+/*
+ * Guest input @vm refused, by reason (guest link: each rejected message by
+ * its error, connections over the reconnect limit, a guest that does not
+ * read, connections for a VM without a link; vsock device: hostile
+ * packets, rings and connections): @fn once per reason, zeroes included.
+ */
+void vm_rejections_foreach(struct vm *vm,
+			   void (*fn)(const char *reason, uint64_t n, void *arg), void *arg);
+/* "link" events suppressed by the VM's event budget. */
+uint64_t vm_control_events_suppressed(struct vm *vm);
 /* Everything the API shows for a VM. */
 json_t *vm_control_json(struct vm *vm);
 

@@ -95,6 +95,10 @@ struct vhost_vsock_config;
 /* vm->pager: guest RAM of @nr regions; owns the memfds in @rd. */
 int vm_pager_attach(struct vm *vm, const struct pager_config *cfg,
 		    const struct pager_region_desc *rd, unsigned int nr);
+/* The same over the store a previous vmnapd left (pager_new_from_store). */
+int vm_pager_adopt(struct vm *vm, const struct pager_config *cfg,
+		   const struct pager_region_desc *rd, unsigned int nr,
+		   const char *store_id);
 void vm_pager_detach(struct vm *vm);
 /*
  * vm->link: the guest link; @features VMNAP_F_* the host supports.  In

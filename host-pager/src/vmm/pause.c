@@ -1,8 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0-only
-/* pause.c - pause backend dispatch: one thread per call; see pause.h. */
+/*
+ * pause.c - pause backend dispatch: one thread per call; see pause.h.
+ *
+ * The loop never waits for a call's thread.  A backend released while its
+ * call is in flight (the VM deleted, vmnapd stopping, a wedged VMM) is
+ * handed to that thread: @lock orders the hand-over against the thread's
+ * end, and whichever comes second - the release or the thread's end -
+ * decides who finishes: the thread frees the backend (after resuming the
+ * VM if asked) when it was orphaned first, else the owner does.
+ */
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +29,10 @@
 #include "usock.h"
 
 #define NS_PER_MS	1000000ull
+#define RELEASED_POLL_NS	(10 * NS_PER_MS)
+
+/* Released backends whose thread has not finished yet. */
+static atomic_uint released_live;
 
 static const struct {
 	const char *name;
@@ -58,30 +72,111 @@ struct pause_backend *pause_new(const struct pause_spec *spec, const char *subje
 	}
 	pb->ops = kinds[spec->kind].ops;
 	pb->efd = -1;
+	pthread_mutex_init(&pb->lock, NULL);
 	pb->spec = *spec;
 	snprintf(pb->subject, sizeof(pb->subject), "%s", subject ? subject : "pause");
 	return pb;
 }
 
-void pause_free(struct pause_backend *pb)
+static void pause_destroy(struct pause_backend *pb)
 {
+	if (pb->efd >= 0)
+		close(pb->efd);
+	pthread_mutex_destroy(&pb->lock);
+	free(pb);
+}
+
+/* The owner let go: resume if asked and still paused, then free. */
+static void pause_orphan_finish(struct pause_backend *pb)
+{
+	if (pb->resume_on_release && pb->paused) {
+		log_warn(pb->subject, "%s: resuming the VM its owner let go", pb->ops->name);
+		pause_resume_vm(pb);
+	}
+	log_debug(pb->subject, "%s: released backend finished", pb->ops->name);
+	pause_destroy(pb);
+	atomic_fetch_sub(&released_live, 1);
+}
+
+unsigned int pause_released_wait(uint32_t ms)
+{
+	uint64_t deadline = now_ns() + (uint64_t)ms * NS_PER_MS;
+	const struct timespec ts = { .tv_nsec = RELEASED_POLL_NS };
+
+	while (atomic_load(&released_live) && now_ns() < deadline)
+		nanosleep(&ts, NULL);
+	return atomic_load(&released_live);
+}
+
+static void *pause_orphan_thread(void *arg)
+{
+	pause_orphan_finish(arg);
+	return NULL;
+}
+
+void pause_release(struct pause_backend *pb, bool resume)
+{
+	bool in_flight;
+
 	if (!pb)
 		return;
-	if (pb->busy)	/* bounded by the backend's timeout */
-		pthread_join(pb->thread, NULL);
-	if (pb->efd >= 0) {
-		loop_del_fd(pb->loop, pb->efd);
-		close(pb->efd);
+	atomic_fetch_add(&released_live, 1);	/* until pause_orphan_finish() */
+	if (pb->efd >= 0 && pb->loop)
+		loop_del_fd(pb->loop, pb->efd);	/* no completion reaches the owner */
+	pthread_mutex_lock(&pb->lock);
+	pb->resume_on_release = resume;
+	in_flight = pb->busy && !pb->thread_done;
+	if (in_flight) {
+		/* the call's thread finishes and frees @pb: not ours after unlock */
+		pb->orphaned = true;
+		pthread_detach(pb->thread);
+		log_info(pb->subject, "%s call still in flight: it finishes on its own thread",
+			 pb->ops->name);
+		pthread_mutex_unlock(&pb->lock);
+		return;
 	}
-	free(pb);
+	pthread_mutex_unlock(&pb->lock);
+	if (pb->busy)		/* done, its completion not yet read: no wait */
+		pthread_join(pb->thread, NULL);
+	pb->busy = false;
+	if (resume && pb->paused) {
+		pthread_t t;
+		pthread_attr_t attr;
+		int err = pthread_attr_init(&attr);
+
+		if (!err) {
+			pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+			err = pthread_create(&t, &attr, pause_orphan_thread, pb);
+			pthread_attr_destroy(&attr);
+		}
+		if (!err)
+			return;
+		log_warn(pb->subject, "no thread for the last resume (%s): resuming here",
+			 strerror(err));
+	}
+	pause_orphan_finish(pb);
+}
+
+void pause_free(struct pause_backend *pb)
+{
+	pause_release(pb, false);
 }
 
 static void *pause_thread(void *arg)
 {
 	struct pause_backend *pb = arg;
 	uint64_t one = 1;
+	bool orphaned;
 
 	pb->result = pb->op_pause ? pause_vm(pb) : pause_resume_vm(pb);
+	pthread_mutex_lock(&pb->lock);
+	orphaned = pb->orphaned;
+	pb->thread_done = true;
+	pthread_mutex_unlock(&pb->lock);
+	if (orphaned) {
+		pause_orphan_finish(pb);
+		return NULL;
+	}
 	if (write(pb->efd, &one, sizeof(one)) != sizeof(one))
 		log_err(pb->subject, "pause: cannot signal completion: %s", strerror(errno));
 	return NULL;
@@ -96,7 +191,7 @@ static void on_pause_done(struct loop *l, int fd, uint32_t events, void *arg)
 	(void)events;
 	if (read(fd, &v, sizeof(v)) != sizeof(v) || !pb->busy)
 		return;
-	pthread_join(pb->thread, NULL);
+	pthread_join(pb->thread, NULL);	/* it has signalled: returns at once */
 	pb->busy = false;
 	pb->done(pb, pb->result, pb->done_arg);
 }
@@ -124,6 +219,7 @@ int pause_start(struct pause_backend *pb, struct loop *l, bool pause, pause_done
 	pb->done = done;
 	pb->done_arg = arg;
 	pb->busy = true;
+	pb->thread_done = false;
 	err = pthread_create(&pb->thread, NULL, pause_thread, pb);
 	if (err) {
 		pb->busy = false;
@@ -135,7 +231,10 @@ int pause_start(struct pause_backend *pb, struct loop *l, bool pause, pause_done
 int pause_vm(struct pause_backend *pb)
 {
 	uint64_t t0 = now_ns();
-	int err = pb->ops->pause(pb);
+	int err;
+
+	pb->st.cmd_sent_ns = 0;
+	err = pb->ops->pause(pb);
 
 	pb->st.last_pause_ns = now_ns() - t0;
 	if (err) {
@@ -145,6 +244,9 @@ int pause_vm(struct pause_backend *pb)
 		return err;
 	}
 	pb->st.pauses++;
+	pb->st.pause_cmd_sent_ns = pb->st.cmd_sent_ns ? pb->st.cmd_sent_ns : t0;
+	pb->st.clock_stopped_ns = t0 + pb->st.last_pause_ns;
+	pb->st.clock_restarted_ns = 0;
 	pb->paused = true;
 	log_debug(pb->subject, "%s paused in %llu us", pb->ops->name,
 		  (unsigned long long)(pb->st.last_pause_ns / 1000));
@@ -154,7 +256,10 @@ int pause_vm(struct pause_backend *pb)
 int pause_resume_vm(struct pause_backend *pb)
 {
 	uint64_t t0 = now_ns();
-	int err = pb->ops->resume(pb);
+	int err;
+
+	pb->st.cmd_sent_ns = 0;
+	err = pb->ops->resume(pb);
 
 	pb->st.last_resume_ns = now_ns() - t0;
 	if (err) {
@@ -164,8 +269,30 @@ int pause_resume_vm(struct pause_backend *pb)
 		return err;
 	}
 	pb->st.resumes++;
+	pb->st.clock_restarted_ns = pb->st.cmd_sent_ns ? pb->st.cmd_sent_ns : t0;
+	pb->st.resume_done_ns = t0 + pb->st.last_resume_ns;
 	pb->paused = false;
+	if (pb->ops->guest_clock_stops && pb->st.clock_stopped_ns)
+		log_debug(pb->subject, "%s: guest clock stood still %llu..%llu us",
+			  pb->ops->name,
+			  (unsigned long long)((pb->st.clock_restarted_ns -
+						pb->st.clock_stopped_ns) / 1000),
+			  (unsigned long long)((pb->st.resume_done_ns -
+						pb->st.pause_cmd_sent_ns) / 1000));
 	log_debug(pb->subject, "%s resumed in %llu us", pb->ops->name,
 		  (unsigned long long)(pb->st.last_resume_ns / 1000));
 	return 0;
+}
+
+uint64_t pause_clock_stopped_ns(const struct pause_backend *pb, uint64_t fallback)
+{
+	uint64_t lo, hi;
+
+	if (!pb->ops->guest_clock_stops || !pb->st.clock_stopped_ns ||
+	    pb->st.clock_restarted_ns < pb->st.clock_stopped_ns ||
+	    pb->st.resume_done_ns < pb->st.clock_restarted_ns)
+		return fallback;
+	lo = pb->st.clock_restarted_ns - pb->st.clock_stopped_ns;
+	hi = pb->st.resume_done_ns - pb->st.pause_cmd_sent_ns;
+	return lo + (hi - lo) / 2;
 }

@@ -136,7 +136,7 @@ static int qmp_run(struct pause_backend *pb, const char *cmd)
 		return -ENOMEM;
 	q->pb = pb;
 	q->deadline_ns = now_ns() + (uint64_t)pause_timeout_ms(pb) * NS_PER_MS;
-	q->fd = pause_unix_connect(pb->spec.path);
+	q->fd = pause_unix_connect(pb->spec.path, q->deadline_ns);
 	if (q->fd < 0) {
 		err = q->fd;
 		free(q);
@@ -155,8 +155,10 @@ static int qmp_run(struct pause_backend *pb, const char *cmd)
 	json_decref(greeting);
 	if (!err)
 		err = qmp_execute(q, "qmp_capabilities");
-	if (!err)
+	if (!err) {
+		pb->st.cmd_sent_ns = now_ns();	/* the clock changes after this */
 		err = qmp_execute(q, cmd);
+	}
 	close(q->fd);
 	free(q);
 	return err;

@@ -36,18 +36,59 @@ int pause_ms_left(uint64_t deadline_ns)
 	return (int)((deadline_ns - now + NS_PER_MS - 1) / NS_PER_MS);
 }
 
-int pause_unix_connect(const char *path)
+#define PAUSE_CONNECT_RETRY_NS	(5 * NS_PER_MS)	/* full backlog: try again */
+
+int pause_unix_connect(const char *path, uint64_t deadline_ns)
 {
-	/* a backend call runs on its own thread: the connect may block */
-	int fd = usock_connect(path, false);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, err;
 
-	if (fd >= 0 && fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
-		int err = -errno;
+	if (!path[0] || strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		socklen_t len = sizeof(err);
+		int ms;
 
-		close(fd);
-		return err;
+		if (!connect(fd, (const struct sockaddr *)&sa, sizeof(sa)))
+			return fd;
+		err = -errno;
+		if (err == -EINTR)
+			continue;
+		if (err == -EAGAIN) {
+			/* a unix socket's full backlog: no event to wait for */
+			uint64_t left = deadline_ns > now_ns() ? deadline_ns - now_ns() : 0;
+			struct timespec ts;
+
+			if (!left)
+				break;
+			if (left > PAUSE_CONNECT_RETRY_NS)
+				left = PAUSE_CONNECT_RETRY_NS;
+			ts.tv_sec = 0;
+			ts.tv_nsec = (long)left;
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		if (err != -EINPROGRESS)
+			goto fail;
+		ms = pause_ms_left(deadline_ns);
+		if (!ms || poll(&pfd, 1, ms) <= 0)
+			break;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
+		if (!err)
+			return fd;
+		err = -err;
+		goto fail;
 	}
-	return fd;
+	err = -ETIMEDOUT;
+fail:
+	close(fd);
+	return err;
 }
 
 struct http_reply {

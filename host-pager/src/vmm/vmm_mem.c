@@ -3,10 +3,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "loop.h"
 #include "vmm_mem.h"
 
 #define KIB		1024ull
@@ -92,4 +96,126 @@ int vmm_cgroup_memory_bytes(pid_t pid, uint64_t *bytes)
 			return 0;
 	}
 	return -ENOENT;
+}
+
+/* ---- the sampler ------------------------------------------------------ */
+
+struct vmm_mem_sampler {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	/* CLOCK_MONOTONIC */
+	uint64_t period_ns;
+	pid_t pid;		/* to sample; under @lock */
+	bool stop;
+	bool kick;		/* sample now (a new pid) */
+	struct vmm_mem_sample last;
+	atomic_int refs;	/* the owner and the thread */
+};
+
+static void sampler_put(struct vmm_mem_sampler *s)
+{
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static void *sampler_thread(void *arg)
+{
+	struct vmm_mem_sampler *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->stop) {
+		struct vmm_mem_sample smp = { .pid = s->pid };
+		struct timespec until;
+		uint64_t next;
+
+		s->kick = false;
+		if (smp.pid) {
+			pthread_mutex_unlock(&s->lock);
+			/* may wait on the VMM's mmap lock: nobody waits for us */
+			smp.has_pss = !vmm_pss_bytes(smp.pid, &smp.pss_bytes);
+			smp.has_cgroup = !vmm_cgroup_memory_bytes(smp.pid, &smp.cgroup_bytes);
+			smp.at_ns = now_ns();
+			pthread_mutex_lock(&s->lock);
+			if (s->pid == smp.pid)
+				s->last = smp;
+		}
+		if (s->stop || s->kick)
+			continue;
+		next = now_ns() + s->period_ns;
+		until.tv_sec = (time_t)(next / 1000000000ull);
+		until.tv_nsec = (long)(next % 1000000000ull);
+		while (!s->stop && !s->kick &&
+		       pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0)
+			;
+	}
+	pthread_mutex_unlock(&s->lock);
+	sampler_put(s);
+	return NULL;
+}
+
+struct vmm_mem_sampler *vmm_mem_sampler_new(uint64_t period_ns)
+{
+	struct vmm_mem_sampler *s = calloc(1, sizeof(*s));
+	pthread_condattr_t ca;
+	pthread_attr_t ta;
+	pthread_t t;
+	int err;
+
+	if (!s)
+		return NULL;
+	s->period_ns = period_ns;
+	atomic_init(&s->refs, 2);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_attr_init(&ta);
+	pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&t, &ta, sampler_thread, s);
+	pthread_attr_destroy(&ta);
+	if (err) {
+		pthread_cond_destroy(&s->cond);
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		errno = err;
+		return NULL;
+	}
+	return s;
+}
+
+void vmm_mem_sampler_set_pid(struct vmm_mem_sampler *s, pid_t pid)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->pid != pid) {
+		s->pid = pid;
+		s->last = (struct vmm_mem_sample){ 0 };
+		s->kick = true;
+		pthread_cond_signal(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+bool vmm_mem_sampler_get(struct vmm_mem_sampler *s, struct vmm_mem_sample *out)
+{
+	bool have;
+
+	pthread_mutex_lock(&s->lock);
+	*out = s->last;
+	have = s->last.pid && s->last.pid == s->pid;
+	pthread_mutex_unlock(&s->lock);
+	return have;
+}
+
+void vmm_mem_sampler_free(struct vmm_mem_sampler *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	sampler_put(s);
 }

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_crc.c - the store is durable and checked (mock VMM, mockvmm.h):
+ * after an offload the store file carries a versioned header and a slot
+ * map with each stored page's crc32c; a slot whose bytes change under an
+ * offloaded page is never served (the faulting thread stays blocked, the
+ * error callback hears -EBADMSG, the mismatch is counted); with the bytes
+ * back the retried fault is served and every byte is right.  A second
+ * pager cannot open the store while the first holds its lock.  TAP.
+ *
+ *   pager_crc [MiB]	(default 8)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mockvmm.h"
+#include "pager.h"
+#include "store.h"
+
+#define ERROR_WAIT_S		5
+#define RETRY_WAIT_POLLS	200	/* x 20 ms */
+#define DATA_PAGE		0	/* page_kind(0) == PK_DATA */
+
+static void pager_error_cb(struct pager *p, int err, const char *what, void *arg)
+{
+	struct harness *h = arg;
+
+	(void)p;
+	h->pager_err = err;
+	h->pager_err_what = what;
+	sem_post(&h->pager_error);
+}
+
+static void set_error_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_set_error_cb(the_pager(h), pager_error_cb, h);
+}
+
+/* A second opener of the same store (as a second vmnapd would be). */
+static void second_open(struct harness *h, void *arg)
+{
+	struct store s;
+	struct store_region r = { 0 };
+	int *err = arg;
+
+	*err = store_open(&s, h->store_dir, VM_NAME, 16, &r, 1, false,
+			  pager_store_id(the_pager(h)));
+	if (!*err)
+		store_close(&s, false);
+}
+
+static int mode_crc(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_stats st;
+	char ans[LINE_MAX_LEN], path[PATH_MAX + 16], hdr[8], good, want_map_ok;
+	struct store_slot slot;
+	struct timespec ts;
+	uint64_t npages = (mib << 20) / PAGE;
+	int fd, polls, err = 0;
+	uint32_t crc;
+
+	sem_init(&h.pager_error, 0, 0);
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1)) {
+		tap_bail("harness setup failed");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+	on_loop(&h, set_error_cb, NULL);
+	tap(!offload(&h), "offloaded");
+
+	snprintf(path, sizeof(path), "%s/%s.store", h.store_dir, VM_NAME);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	tap(fd >= 0 && pread(fd, hdr, sizeof(hdr), 0) == sizeof(hdr) &&
+	    !memcmp(hdr, STORE_MAGIC, sizeof(hdr)), "store file %s.store has the header", VM_NAME);
+	{
+		uint64_t want[PAGE / 8];
+
+		page_pattern(DATA_PAGE, 1, want);
+		crc = store_crc32c(0, want, PAGE);
+	}
+	want_map_ok = fd >= 0 &&
+		pread(fd, &slot, sizeof(slot), STORE_DATA_OFF + npages * PAGE +
+		      DATA_PAGE * sizeof(slot)) == sizeof(slot) &&
+		(slot.flags & STORE_SLOT_STORED) && slot.crc == crc;
+	tap(want_map_ok, "slot map on disk: page %d stored, crc32c %08x (map %08x)",
+	    DATA_PAGE, crc, slot.crc);
+	tap(store_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c check value");
+	on_loop(&h, second_open, &err);
+	tap(err == -EBUSY, "a second opener finds the store locked (%s)", strerror(-err));
+
+	/* one byte of the page's slot changes */
+	if (pread(fd, &good, 1, STORE_DATA_OFF + DATA_PAGE * PAGE + 100) != 1) {
+		tap_bail("cannot read the slot: %s", strerror(errno));
+		return 1;
+	}
+	good ^= 0x5a;
+	if (pwrite(fd, &good, 1, STORE_DATA_OFF + DATA_PAGE * PAGE + 100) != 1 ||
+	    fdatasync(fd)) {
+		tap_bail("cannot corrupt the slot: %s", strerror(errno));
+		return 1;
+	}
+	/* the slot is read through the page cache or O_DIRECT: either way
+	 * the file now holds the bad byte */
+	vmm_cmd(&h, ans, "peek %d", DATA_PAGE);
+	tap(!strcmp(ans, "blocked"),
+	    "a slot whose checksum mismatches is not served: the thread stays blocked (%s)", ans);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ERROR_WAIT_S;
+	tap(!sem_timedwait(&h.pager_error, &ts) && h.pager_err == -EBADMSG &&
+	    !strcmp(h.pager_err_what, "fault"), "error callback: %s (%s)",
+	    strerror(-h.pager_err), h.pager_err_what ? h.pager_err_what : "none");
+	st = stats(&h, NULL);
+	tap(st.store_bad_slots > 0 && st.faults_stuck == 1,
+	    "mismatch counted (%llu), fault waits", (unsigned long long)st.store_bad_slots);
+
+	good ^= 0x5a;
+	if (pwrite(fd, &good, 1, STORE_DATA_OFF + DATA_PAGE * PAGE + 100) != 1) {
+		tap_bail("cannot repair the slot: %s", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	for (polls = 0; polls < RETRY_WAIT_POLLS; polls++) {
+		st = stats(&h, NULL);
+		if (!st.faults_stuck)
+			break;
+		usleep(20000);
+	}
+	tap(!st.faults_stuck, "slot repaired: the waiting fault was served on retry");
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "every byte right (%s)", ans);
+	vmm_quit(&h);
+	return harness_finish(&h);
+}
+
+int main(int argc, char **argv)
+{
+	if (mockvmm_init(argc, argv))
+		return 0;
+	return mode_crc(argv[0], mockvmm_arg(argc, argv, 1, 8));
+}

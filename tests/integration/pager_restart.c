@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_restart.c - vmnapd is killed (SIGKILL) and restarted under a live
+ * VMM: a real vmnapd process (build/vmnapd), the mock VMM of mockvmm.h
+ * going through the real shim.  Three kills, each followed by a restart on
+ * the same run and store directories:
+ *
+ *   offloaded     a thread of the VMM touching an evicted page blocks
+ *                 (never zeros) while no vmnapd runs; the shim hands the
+ *                 memory to the new vmnapd, which adopts the store
+ *                 (the API shows "recovered": true with the pages found);
+ *                 the blocked thread continues with the right value
+ *   discarded     the VMM discards a page that came back from the store
+ *                 (as a balloon does): after the restart it still reads
+ *                 zero, not the page's old stored copy
+ *   mid-restore   the VMM reads all of its RAM back by faults
+ *   mid-offload   an offload is running
+ *   stopped       SIGTERM while offloaded: vmnapd brings every page back;
+ *                 the next vmnapd adopts the store it kept, empty
+ *
+ * After each restart every page of guest RAM is checked against its
+ * pattern ("verify": the memory digest).  Then the VMM quits and the store
+ * file is gone.  Where in an offload or restore a kill lands is up to the
+ * scheduler; each step says what it found, and the checks hold wherever
+ * it lands.  TAP.
+ *
+ *   pager_restart [MiB]	(default 64)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mockvmm.h"
+
+#define POLL_US		20000
+#define WAIT_POLLS	1500	/* x 20 ms: a restarted vmnapd adopts the VM */
+
+static char g_vmnapd[PATH_MAX];
+static pid_t g_pid = -1;
+
+/* One request on a unix socket; the whole answer (until EOF) in @out. */
+static int usock_req(const char *path, const char *req, char *out, size_t max)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t got = 0;
+	int s;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -1;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    write(s, req, strlen(req)) != (ssize_t)strlen(req)) {
+		close(s);
+		return -1;
+	}
+	while (got < max - 1) {
+		ssize_t r = read(s, out + got, max - 1 - got);
+
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	out[got] = 0;
+	close(s);
+	return got ? 0 : -1;
+}
+
+/* The pager-debug endpoint: one line in, one JSON document out. */
+static json_t *dbg(struct harness *h, const char *cmd)
+{
+	char path[PATH_MAX + 32], req[128], buf[1 << 16];
+
+	snprintf(path, sizeof(path), "%s/pager-debug.sock", h->run_dir);
+	snprintf(req, sizeof(req), "%s\n", cmd);
+	if (usock_req(path, req, buf, sizeof(buf)))
+		return NULL;
+	return json_loads(buf, 0, NULL);
+}
+
+/* GET /vms/mock from the control API: the JSON body or NULL. */
+static json_t *api_vm(struct harness *h)
+{
+	char path[PATH_MAX + 32], buf[1 << 16], *body;
+
+	snprintf(path, sizeof(path), "%s/api.sock", h->run_dir);
+	if (usock_req(path, "GET /vms/" VM_NAME " HTTP/1.1\r\nHost: x\r\n"
+		      "Connection: close\r\n\r\n", buf, sizeof(buf)))
+		return NULL;
+	body = strstr(buf, "\r\n\r\n");
+	return body ? json_loads(body + 4, 0, NULL) : NULL;
+}
+
+static json_int_t jint(json_t *o, const char *a, const char *b, const char *c)
+{
+	json_t *v = json_object_get(o, a);
+
+	if (b)
+		v = json_object_get(v, b);
+	if (c)
+		v = json_object_get(v, c);
+	return json_integer_value(v);
+}
+
+static void vmnapd_spawn(struct harness *h, int n)
+{
+	char log[PATH_MAX + 32], sock[PATH_MAX + 32];
+
+	snprintf(log, sizeof(log), "%s/vmnapd-%d.log", h->dir, n);
+	g_pid = fork();
+	if (g_pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(g_vmnapd, g_vmnapd, "-r", h->run_dir, "-s", h->store_dir, "-l", "info",
+		      (char *)NULL);
+		_exit(127);
+	}
+	snprintf(sock, sizeof(sock), "%s/pager-debug.sock", h->run_dir);
+	for (int i = 0; i < WAIT_POLLS; i++) {
+		json_t *j = dbg(h, "list");
+
+		if (j) {
+			json_decref(j);
+			return;
+		}
+		usleep(POLL_US);
+	}
+}
+
+static void vmnapd_kill(int sig)
+{
+	int st;
+
+	if (g_pid <= 0)
+		return;
+	kill(g_pid, sig);
+	waitpid(g_pid, &st, 0);
+	g_pid = -1;
+}
+
+/* Wait until the VM's pager (re)appears with a mapper; its stats. */
+static json_t *wait_vm(struct harness *h)
+{
+	for (int i = 0; i < WAIT_POLLS; i++) {
+		json_t *j = dbg(h, "stats " VM_NAME);
+
+		if (j && json_is_true(json_object_get(j, "ok")) &&
+		    jint(j, "stats", "mappers", NULL) > 0)
+			return j;
+		json_decref(j);
+		usleep(POLL_US);
+	}
+	return NULL;
+}
+
+static json_int_t stat_now(struct harness *h, const char *k1, const char *k2)
+{
+	json_t *j = dbg(h, "stats " VM_NAME);
+	json_int_t v = j ? jint(j, "stats", k1, k2) : 0;
+
+	json_decref(j);
+	return v;
+}
+
+/* Poll the VM's stats until @k1 (.@k2) exceeds @base. */
+static void wait_above(struct harness *h, const char *k1, const char *k2, json_int_t base)
+{
+	for (int i = 0; i < WAIT_POLLS; i++) {
+		json_t *j = dbg(h, "stats " VM_NAME);
+		bool yes = j && jint(j, "stats", k1, k2) > base;
+
+		json_decref(j);
+		if (yes)
+			return;
+		usleep(1000);
+	}
+}
+
+static void check_recovered(struct harness *h, const char *what, bool want_offloaded)
+{
+	json_t *st = wait_vm(h), *vm;
+
+	tap(st != NULL, "%s: the shim handed the memory to the restarted vmnapd", what);
+	vm = api_vm(h);
+	tap(vm && json_is_true(json_object_get(vm, "recovered")) &&
+	    (!want_offloaded || jint(vm, "pager", "recovery", "offloaded") > 0),
+	    "%s: API: recovered, store map held %lld page(s): %lld offloaded, %lld resident",
+	    what, (long long)jint(vm, "pager", "recovery", "store_pages"),
+	    (long long)jint(vm, "pager", "recovery", "offloaded"),
+	    (long long)jint(vm, "pager", "recovery", "resident"));
+	json_decref(vm);
+	json_decref(st);
+}
+
+static int mode_restart(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	char ans[LINE_MAX_LEN], want[64], path[PATH_MAX + 32];
+	uint64_t w0[PAGE / 8];
+	struct stat sb;
+	json_int_t base;
+	json_t *j;
+	int n = 0;
+
+	snprintf(g_vmnapd, sizeof(g_vmnapd), "%s/vmnapd",
+		 getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build");
+	if (access(g_vmnapd, X_OK)) {
+		tap_skip_all("no %s (make all)", g_vmnapd);
+		return 0;
+	}
+	snprintf(h.dir, sizeof(h.dir), "/tmp/vmnap-restart-XXXXXX");
+	if (!mkdtemp(h.dir)) {
+		tap_bail("mkdtemp: %s", strerror(errno));
+		return 1;
+	}
+	snprintf(h.run_dir, sizeof(h.run_dir), "%s/run", h.dir);
+	snprintf(h.store_dir, sizeof(h.store_dir), "%s/store", h.dir);
+	mkdir(h.run_dir, 0700);
+	mkdir(h.store_dir, 0700);
+	snprintf(path, sizeof(path), "%s/%s.store", h.store_dir, VM_NAME);
+	page_pattern(0, 1, w0);
+	snprintf(want, sizeof(want), "value %#llx", (unsigned long long)w0[0]);
+
+	vmnapd_spawn(&h, n++);
+	if (vmm_spawn(&h, self, mib, 1)) {
+		tap_bail("cannot start the mock VMM");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ready"), "mock VMM ready with %llu MiB (%s)",
+	    (unsigned long long)mib, ans);
+	j = wait_vm(&h);
+	json_decref(j);
+
+	/* 1. killed while offloaded */
+	j = dbg(&h, "offload " VM_NAME);
+	tap(j && json_is_true(json_object_get(j, "ok")), "offloaded");
+	json_decref(j);
+	vmnapd_kill(SIGKILL);
+	vmm_cmd(&h, ans, "peek 0");
+	tap(!strcmp(ans, "blocked"),
+	    "offloaded, vmnapd killed: a thread touching an evicted page waits (%s)", ans);
+	vmnapd_spawn(&h, n++);
+	check_recovered(&h, "killed offloaded", true);
+	vmm_cmd(&h, ans, "peekwait");
+	tap(!strcmp(ans, want), "the blocked thread continued with the page's value (%s)", ans);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "killed offloaded: every page of guest RAM intact (%s)", ans);
+
+	/* 1b. a page back from the store, then discarded by the VMM */
+	vmm_cmd(&h, ans, "punch 0");
+	tap(!strcmp(ans, "ok"), "the VMM discarded page 0 itself (%s)", ans);
+	vmnapd_kill(SIGKILL);
+	vmnapd_spawn(&h, n++);
+	j = wait_vm(&h);
+	json_decref(j);
+	vmm_cmd(&h, ans, "peek 0");
+	tap(!strcmp(ans, "value 0"), "after a restart the discarded page reads zero, "
+	    "not its old stored copy (%s)", ans);
+	vmm_cmd(&h, ans, "fill 1");
+
+	/* 2. killed while the VMM reads its RAM back by faults */
+	j = dbg(&h, "offload " VM_NAME);
+	tap(j && json_is_true(json_object_get(j, "ok")), "offloaded again by the new vmnapd");
+	json_decref(j);
+	base = stat_now(&h, "faults", NULL);
+	if (write(h.to_vmm, "verify 1 1\n", 11) != 11) {
+		tap_bail("mock VMM gone");
+		return 1;
+	}
+	wait_above(&h, "faults", NULL, base);
+	j = dbg(&h, "stats " VM_NAME);
+	tap_diag("killed mid-restore after %lld fault(s), %lld page(s) still offloaded",
+		 (long long)jint(j, "stats", "faults", NULL),
+		 (long long)jint(j, "stats", "pages", "offloaded"));
+	json_decref(j);
+	vmnapd_kill(SIGKILL);
+	vmnapd_spawn(&h, n++);
+	check_recovered(&h, "killed mid-restore", false);
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ok"), "killed mid-restore: the VMM's read of all its RAM "
+	    "finished, every byte right (%s)", ans);
+
+	/* 3. killed while an offload runs */
+	{
+		char dpath[PATH_MAX + 32];
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		snprintf(dpath, sizeof(dpath), "%s/pager-debug.sock", h.run_dir);
+		if (strlen(dpath) >= sizeof(sa.sun_path)) {
+			tap_bail("socket path too long");
+			return 1;
+		}
+		memcpy(sa.sun_path, dpath, strlen(dpath) + 1);
+		if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+		    write(s, "offload " VM_NAME "\n", 13) != 13) {
+			tap_bail("cannot start an offload");
+			return 1;
+		}
+		wait_above(&h, "pages", "offloaded", 0);
+		j = dbg(&h, "stats " VM_NAME);
+		tap_diag("killed mid-offload with %lld page(s) offloaded, %lld in flight",
+			 (long long)jint(j, "stats", "pages", "offloaded"),
+			 (long long)jint(j, "stats", "pages", "in_flight"));
+		json_decref(j);
+		vmnapd_kill(SIGKILL);
+		close(s);
+	}
+	vmnapd_spawn(&h, n++);
+	check_recovered(&h, "killed mid-offload", false);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "killed mid-offload: every page of guest RAM intact (%s)", ans);
+	j = dbg(&h, "offload " VM_NAME);
+	tap(j && json_is_true(json_object_get(j, "ok")), "the adopted VM offloads again");
+	json_decref(j);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "and reads back right (%s)", ans);
+
+	/* 4. a clean stop (SIGTERM) while offloaded: pages back, store kept */
+	j = dbg(&h, "offload " VM_NAME);
+	json_decref(j);
+	vmnapd_kill(SIGTERM);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "vmnapd stopped cleanly: every page back in the memfd (%s)", ans);
+	vmnapd_spawn(&h, n++);
+	j = wait_vm(&h);
+	tap(j && json_is_true(json_object_get(json_object_get(j, "stats"), "recovered")) &&
+	    jint(j, "stats", "recovery", "store_pages") == 0 &&
+	    jint(j, "stats", "store_file_bytes", NULL) < (json_int_t)(mib << 20) / 4,
+	    "the next vmnapd adopts the kept store: no page in it, its slots freed "
+	    "(%lld bytes)", (long long)jint(j, "stats", "store_file_bytes", NULL));
+	json_decref(j);
+
+	tap(vmm_quit(&h) == 0, "mock VMM quit");
+	for (int i = 0; i < WAIT_POLLS && !stat(path, &sb); i++)
+		usleep(POLL_US);
+	tap(stat(path, &sb) < 0, "the VMM gone, its store file is removed");
+	vmnapd_kill(SIGTERM);
+	if (!tap_state.failed) {
+		snprintf(path, sizeof(path), "rm -rf '%s'", h.dir);
+		if (system(path))
+			tap_diag("cannot remove %s", h.dir);
+	} else {
+		tap_diag("kept %s (vmnapd-N.log)", h.dir);
+	}
+	return tap_done();
+}
+
+int main(int argc, char **argv)
+{
+	if (mockvmm_init(argc, argv))
+		return 0;
+	return mode_restart(argv[0], mockvmm_arg(argc, argv, 1, 64));
+}
