@@ -325,8 +325,7 @@ static int vmnap_handle_msg_locked(const struct vmnap_hdr *h,
 		pr_info("host accepted: vm id %llu, features 0x%x\n",
 			ho.fsm.vm_id, ho.fsm.accepted);
 		vmnap_link_reset_backoff();
-		if (ho.fsm.accepted & VMNAP_F_FREE_REPORT)
-			ho.free_ops->on_accepted();
+		ho.free_ops->on_accepted(ho.fsm.accepted & VMNAP_F_FREE_REPORT);
 		break;
 	case VMNAP_ACT_HANDOFF:
 		vmnap_handoff(payload);
@@ -430,10 +429,11 @@ void vmnap_handoff_failsafe_expired(void)
 
 /*
  * A FREE_REPORT is about to go out: returns its batch id, now pending in
- * the fsm, or 0 when none may be sent (unloading, link not up, feature not
- * accepted).
+ * the fsm, and in *@gen the connection it must go out on (the one whose
+ * HELLO_ACK accepted the feature), or 0 when none may be sent (unloading,
+ * link not up, feature not accepted).
  */
-u64 vmnap_handoff_free_sent(void)
+u64 vmnap_handoff_free_sent(u64 *gen)
 {
 	u64 batch = 0;
 
@@ -442,6 +442,7 @@ u64 vmnap_handoff_free_sent(void)
 	    (ho.fsm.accepted & VMNAP_F_FREE_REPORT)) {
 		batch = ++ho.free_batch;
 		vmnap_fsm_free_sent(&ho.fsm, batch);
+		*gen = vmnap_link_gen();
 	}
 	mutex_unlock(&ho.lock);
 	return batch;

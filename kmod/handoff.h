@@ -13,13 +13,14 @@
  * struct vmnap_free_ops - how the protocol reports to the free page
  * reporter above it; every call is made under the handoff lock
  * @available: the reporter is registered: HELLO offers VMNAP_F_FREE_REPORT
- * @on_accepted: HELLO_ACK accepted VMNAP_F_FREE_REPORT
+ * @on_accepted: a HELLO_ACK arrived (@accepted: with VMNAP_F_FREE_REPORT):
+ *	a new session is up, so the host has ended every earlier one
  * @on_ack: FREE_REPORT_ACK for the pending batch, with its status
- * @on_abort: the link is lost: wake a reporter waiting for its ack
+ * @on_abort: the link is lost: the pending batch, if any, is orphaned
  */
 struct vmnap_free_ops {
 	bool (*available)(void);
-	void (*on_accepted)(void);
+	void (*on_accepted)(bool accepted);
 	void (*on_ack)(u32 status);
 	void (*on_abort)(void);
 };
@@ -62,7 +63,7 @@ void vmnap_handoff_failsafe_expired(void);
 void vmnap_handoff_status(struct vmnap_status *st);
 
 /* free page reporter (freepage.c) */
-u64 vmnap_handoff_free_sent(void);
+u64 vmnap_handoff_free_sent(u64 *gen);
 void vmnap_handoff_free_done(void);
 
 /* test hooks (genl.c, test_hooks=1) */

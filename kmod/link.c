@@ -24,8 +24,8 @@
  * the backoff (vmnap_link_reset_backoff() is called from the receive work,
  * and link stop runs with the workqueue flushed).  vlink.tx_lock (mutex)
  * serialises writers of the socket (the receive work, the free page
- * reporter, netlink test commands) and guards vlink.sock and the sequence
- * number for them; it is taken inside the handoff lock and never held
+ * reporter, netlink test commands) and guards vlink.sock, the sequence
+ * number and the connection number (vmnap_link_gen()) for them; it is taken inside the handoff lock and never held
  * while calling the ops.  The socket callbacks run in softirq context
  * under sk_callback_lock and only queue the receive work.
  */
@@ -58,6 +58,7 @@
  * @tx_lock: serialises senders; guards @sock and @tx_seq for them
  * @sock: the connected socket, or NULL
  * @tx_seq: sequence number of the last message sent
+ * @gen: number of the current (or last) connection, under @tx_lock
  * @rx: bytes received and not yet framed
  * @connect_work: (re)connect, delayed by @backoff
  * @rx_work: receive and dispatch
@@ -71,6 +72,7 @@ static struct vmnap_link {
 	struct mutex tx_lock;
 	struct socket *sock;
 	u32 tx_seq;
+	u64 gen;
 	struct vmnap_rxbuf rx;
 	struct delayed_work connect_work;
 	struct work_struct rx_work;
@@ -155,6 +157,46 @@ int vmnap_send(const void *buf, size_t len)
 	ret = vmnap_send_locked(buf, len);
 	mutex_unlock(&vlink.tx_lock);
 	return ret;
+}
+
+/*
+ * Send @buf only on connection @gen (vmnap_link_gen() when the caller
+ * decided to send).  -ENOTCONN: nothing of it went out (that connection is
+ * gone).  Another -errno: some or all of it may have reached the host and
+ * the stream may hold a partial message, so the link is dropped.
+ */
+int vmnap_send_gen(u64 gen, const void *buf, size_t len)
+{
+	struct vmnap_hdr *h = (struct vmnap_hdr *)buf;
+	int ret;
+
+	if (!len)
+		return -EINVAL;
+	mutex_lock(&vlink.tx_lock);
+	if (!vlink.sock || vlink.gen != gen) {
+		mutex_unlock(&vlink.tx_lock);
+		return -ENOTCONN;
+	}
+	h->seq = cpu_to_le32(++vlink.tx_seq);
+	ret = vmnap_send_locked(buf, len);
+	if (ret) {
+		if (ret == -ENOTCONN)
+			ret = -EPIPE;
+		queue_work(vmnap_wq, &vlink.drop_work);
+	}
+	mutex_unlock(&vlink.tx_lock);
+	return ret;
+}
+
+/* Number of the current connection (or of the last one, while down). */
+u64 vmnap_link_gen(void)
+{
+	u64 gen;
+
+	mutex_lock(&vlink.tx_lock);
+	gen = vlink.gen;
+	mutex_unlock(&vlink.tx_lock);
+	return gen;
 }
 
 int vmnap_send_error(u32 code, u32 ref_seq, const char *text)
@@ -278,6 +320,7 @@ static void vmnap_connect_work(struct work_struct *work)
 	mutex_lock(&vlink.tx_lock);
 	vlink.sock = sock;
 	vlink.tx_seq = 0;
+	vlink.gen++;
 	mutex_unlock(&vlink.tx_lock);
 	vlink.rx.len = 0;
 

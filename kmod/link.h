@@ -29,6 +29,8 @@ void vmnap_link_start(void);
 void vmnap_link_stop(void);
 void vmnap_link_exit(void);
 int vmnap_send(const void *buf, size_t len);
+int vmnap_send_gen(u64 gen, const void *buf, size_t len);
+u64 vmnap_link_gen(void);
 int vmnap_send_error(u32 code, u32 ref_seq, const char *text);
 void vmnap_link_drop(void);
 void vmnap_link_drop_sync(void);

@@ -74,7 +74,7 @@ MODULE_PARM_DESC(free_report, "register for free page reporting (default 1)");
 
 unsigned int vmnap_free_ack_ms = 1000;
 module_param_named(free_ack_ms, vmnap_free_ack_ms, uint, 0644);
-MODULE_PARM_DESC(free_ack_ms, "wait this long for FREE_REPORT_ACK (default 1000)");
+MODULE_PARM_DESC(free_ack_ms, "warn when FREE_REPORT_ACK takes longer than this (0: never); the pages stay isolated until it comes (default 1000)");
 
 struct workqueue_struct *vmnap_wq;
 bool vmnap_unloading;
@@ -126,14 +126,16 @@ err_wq:
 
 /*
  * Unload in any state: no more netlink commands, no more free page
- * reports (the reporter is woken if it waits for an ack), the link closed
- * (which releases held devices), then the fail-safe and the tracepoints.
+ * reports (a report in flight is settled first: by its ack, or, if the
+ * link drops meanwhile, by the HELLO_ACK of a reconnect, so the link keeps
+ * reconnecting until then), the link closed (which releases held
+ * devices), then the fail-safe and the tracepoints.
  */
 static void __exit vmnap_exit(void)
 {
 	vmnap_genl_exit();
-	WRITE_ONCE(vmnap_unloading, true);
 	vmnap_freepage_exit();
+	WRITE_ONCE(vmnap_unloading, true);
 	vmnap_link_stop();
 	vmnap_handoff_stop();
 	vmnap_quiesce_exit();

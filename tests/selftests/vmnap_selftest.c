@@ -7,8 +7,9 @@
  * (vmnap_peer.h); reads the module's state over generic netlink.  Covers
  * HELLO, idle READY evidence, resume, abort, fail-safe, busy guests (CPU,
  * writeback, block I/O), quiesce holding block I/O without loss, link loss
- * mid-handoff, hostile host messages, free page reporting and unloading in
- * each state.  Block tests need a virtio disk at /dev/vda that may be
+ * mid-handoff, hostile host messages, free page reporting (reports held
+ * while unanswered, across a link loss until a new session) and unloading
+ * in each state.  Block tests need a virtio disk at /dev/vda that may be
  * overwritten (skipped without one).
  *
  *   vmnap_selftest                   the whole suite
@@ -715,6 +716,125 @@ static void test_free_pages(void)
 	tap(wait_exit(pid, 60000) == 0, "reported pages allocatable again");
 }
 
+/* Take a reconnecting module's HELLO, but do not answer it yet. */
+static int peer_take_hello(struct peer *p, int timeout_ms)
+{
+	uint8_t hb[sizeof(struct vmnap_hello) +
+		   VMNAP_MAX_RAM_RANGES * sizeof(struct vmnap_range)];
+	int ret = peer_accept(p, timeout_ms);
+
+	if (!ret)
+		ret = peer_recv(p, VMNAP_HELLO, hb, sizeof(hb), timeout_ms);
+	if (ret < 0)
+		return ret;
+	p->offered = vmnap_le32(((const struct vmnap_hello *)hb)->features);
+	return 0;
+}
+
+static int peer_hello_ack(struct peer *p, uint64_t vm_id)
+{
+	struct vmnap_hello_ack ack = {
+		.version = vmnap_cpu16(VMNAP_PROTO_VERSION),
+		.features = vmnap_cpu32(p->offered),
+		.vm_id = vmnap_cpu64(vm_id),
+	};
+
+	return peer_send(p, VMNAP_HELLO_ACK, &ack, sizeof(ack));
+}
+
+static uint64_t free_fails0;
+static bool free_failed(const struct vmnap_status *st)
+{
+	return st->ctr[VMNAP_CTR_FREE_FAILS] > free_fails0;
+}
+
+/*
+ * A FREE_REPORT the host does not answer keeps its pages out of the
+ * allocator: past free_ack_ms, and after a link loss until the HELLO_ACK
+ * of a new session (the host could still act on the report until it ended
+ * the old session); rmmod is refused meanwhile.
+ */
+static void test_free_held(void)
+{
+	static const char *const what[] = {
+		"unanswered FREE_REPORT: held past 10 x free_ack_ms, not given up",
+		"link lost: the batch stays held while the new session has no HELLO_ACK",
+		"rmmod refused while a batch is orphaned",
+		"new session's HELLO_ACK: the orphaned batch goes back unreported",
+	};
+	struct vmnap_status st0, st;
+	unsigned int seen = peer.free_reports, i;
+	uint8_t junk[64];
+	pid_t pid;
+	long end;
+	bool ok;
+	int ret;
+
+	if (!(peer.offered & VMNAP_F_FREE_REPORT)) {
+		for (i = 0; i < sizeof(what) / sizeof(what[0]); i++)
+			tap_skip(what[i], "free page reporting off");
+		return;
+	}
+	set_param("free_ack_ms", "100");
+	status(&st0);
+	peer.free_no_ack = true;
+	pid = spawn(touch_memory, (void *)(uintptr_t)FILL_MIB);
+	wait_exit(pid, 60000);
+	end = peer_now_ms() + 15000;
+	while (peer.free_reports == seen && peer_now_ms() < end)
+		peer_recv(&peer, VMNAP_PONG, junk, sizeof(junk), 500);
+	peer_recv(&peer, VMNAP_PONG, junk, sizeof(junk), 1000);
+	ok = peer.free_reports > seen && !status(&st) &&
+	     st.ctr[VMNAP_CTR_FREE_FAILS] == st0.ctr[VMNAP_CTR_FREE_FAILS] &&
+	     st.ctr[VMNAP_CTR_FREE_REPORTS] == st0.ctr[VMNAP_CTR_FREE_REPORTS];
+	tap(ok, "%s", what[0]);
+
+	free_fails0 = st0.ctr[VMNAP_CTR_FREE_FAILS];
+	peer_hangup(&peer);
+	ret = peer_take_hello(&peer, 10000);
+	peer_recv(&peer, VMNAP_PONG, junk, sizeof(junk), 1000);
+	ok = !ret && !status(&st) && !free_failed(&st);
+	tap(ok, "%s", what[1]);
+	ret = vmnap_client_unload();
+	tap(ret == -EAGAIN || ret == -EBUSY, "%s%s", what[2],
+	    !ret ? " (it unloaded)" : ret == -EAGAIN || ret == -EBUSY ? "" :
+	    strerror(-ret));
+	if (!ret) {	/* keep the rest of the suite going */
+		vmnap_client_load(VMNAP_MODULE_PATH, PARAMS);
+		peer_handshake(&peer, 10000, NULL, 42);
+	}
+
+	peer.free_no_ack = false;
+	ok = !peer_hello_ack(&peer, 42) && wait_status(free_failed, 10000, &st);
+	tap(ok, "%s", what[3]);
+	set_param("free_ack_ms", "1000");
+	wait_status(link_up, 3000, &st);
+}
+
+/*
+ * Unload while connected: the reporter may be waiting for a
+ * FREE_REPORT_ACK, which unload waits for, so answer the module meanwhile.
+ */
+static int unload_answering(void)
+{
+	uint8_t junk[64];
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(-vmnap_client_unload() & 0xff);
+	if (pid < 0)
+		return -errno;
+	for (;;) {
+		int ret = wait_exit(pid, 100);
+
+		if (ret != -ETIMEDOUT)
+			return -ret;
+		if (peer.fd >= 0 &&
+		    peer_recv(&peer, VMNAP_PONG, junk, sizeof(junk), 100) == -ECONNRESET)
+			peer_hangup(&peer);
+	}
+}
+
 static void test_unload_states(void)
 {
 	struct vmnap_handoff_ack a;
@@ -726,7 +846,7 @@ static void test_unload_states(void)
 
 	/* quiesced */
 	ok = ready_handoff(&id, &a);
-	ret = vmnap_client_unload();
+	ret = unload_answering();
 	tap(ok && !ret, "unload while devices are held%s%s", ret ? " # " : "",
 	    ret ? strerror(-ret) : "");
 	if (have_disk()) {
@@ -739,7 +859,7 @@ static void test_unload_states(void)
 	ret = vmnap_client_load(VMNAP_MODULE_PATH, PARAMS);
 	ok = !ret && !peer_handshake(&peer, 10000, NULL, 43) &&
 	     wait_status(link_up, 3000, &st);
-	ret = vmnap_client_unload();
+	ret = unload_answering();
 	tap(ok && !ret, "unload while connected and idle");
 	peer_hangup(&peer);
 
@@ -823,6 +943,7 @@ int main(int argc, char **argv)
 	test_hostile();
 	test_link_loss();
 	test_free_pages();
+	test_free_held();
 	test_unload_states();
 	return tap_done();
 }

@@ -959,6 +959,41 @@ static void test_send_queue_overflow(void **state)
 	assert_int_equal(f->closes, 1);
 }
 
+/* No room for the ack: the report is not acted on, the session ends. */
+static void test_free_report_no_room_for_ack(void **state)
+{
+	struct fx *f = *state;
+	struct vmnap_ping ping = { .token = vmnap_cpu64(3) };
+	const size_t pong = sizeof(struct vmnap_hdr) + sizeof(ping);
+	const size_t ack = sizeof(struct vmnap_hdr) +
+			   sizeof(struct vmnap_free_report_ack);
+	/* PONGs that leave less room than one ack, without overflowing */
+	const unsigned int count = (unsigned int)((GUEST_LINK_TXQ_MAX - ack) / pong + 1);
+	_Alignas(8) unsigned char buf[sizeof(struct vmnap_free_report) +
+				     sizeof(struct vmnap_range)];
+	struct vmnap_free_report *fr = (struct vmnap_free_report *)buf;
+
+	assert_true(count * pong <= GUEST_LINK_TXQ_MAX);
+	handshake(f);
+	f->mode = SEND_EAGAIN;	/* the guest does not read */
+	for (unsigned int i = 0; i < count; i++)
+		guest_put(f, VMNAP_PING, &ping, sizeof(ping));
+	assert_int_equal(guest_flush(f), 0);
+	assert_int_equal(f->ev.disconnects, 0);
+	memset(buf, 0, sizeof(buf));
+	fr->batch_id = vmnap_cpu64(7);
+	fr->nr_ranges = vmnap_cpu32(1);
+	fr->ranges[0].gpa = vmnap_cpu64(GIB);
+	fr->ranges[0].len = vmnap_cpu64(PAGE);
+	assert_int_equal(guest_send(f, VMNAP_FREE_REPORT, buf, sizeof(buf)),
+			 -ECONNRESET);
+	assert_int_equal(f->ev.free_reports, 0);
+	assert_int_equal(f->ev.disconnects, 1);
+	assert_int_equal(f->ev.disconnect_err, -ENOBUFS);
+	assert_int_equal(stats(f).tx_overflows, 1);
+	assert_int_equal(guest_link_state(f->gl), GUEST_LINK_CLOSED);
+}
+
 static void test_send_failure(void **state)
 {
 	struct fx *f = *state;
@@ -1614,6 +1649,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stale_acks, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_free_report, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_free_report_not_negotiated, setup_direct, teardown),
+		cmocka_unit_test_setup_teardown(test_free_report_no_room_for_ack, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_ping_and_guest_error, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_byte_at_a_time, setup_direct, teardown),
 		cmocka_unit_test_setup_teardown(test_large_stream, setup_direct, teardown),

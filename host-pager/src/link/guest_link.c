@@ -487,6 +487,16 @@ static void on_resume_ack(struct guest_link *gl, const struct vmnap_hdr *h,
 				   gl->opaque);
 }
 
+/*
+ * FREE_REPORT: the guest holds the ranges (isolated, out of its allocator)
+ * until it gets the ack, or until this session is over on both sides and a
+ * new one is up.  So the ranges are dropped here, synchronously, only in
+ * the session that carried the report and only when its ack can be queued
+ * behind it; a session that has ended processes nothing more (rx_process
+ * stops at a session change), and a new connection ends the old session
+ * before its HELLO is read.  A guest that does not read (no room for the
+ * ack) loses the session without the drop.
+ */
 static void on_free_report(struct guest_link *gl, const struct vmnap_hdr *h,
 			   const struct vmnap_free_report *m)
 {
@@ -497,6 +507,16 @@ static void on_free_report(struct guest_link *gl, const struct vmnap_hdr *h,
 
 	if (!(gl->peer.features & VMNAP_F_FREE_REPORT)) {
 		reject(gl, VMNAP_ESTATE, VMNAP_FREE_REPORT, vmnap_le32(h->seq));
+		return;
+	}
+	if (gl->state != GUEST_LINK_UP || gl->ending)
+		return;
+	if (GUEST_LINK_TXQ_MAX - (gl->tx_tail - gl->tx_head) <
+	    sizeof(struct vmnap_hdr) + sizeof(ack)) {
+		gl->st.tx_overflows++;
+		link_log(gl, LOG_WARN, "guest does not read: %zu bytes queued, "
+			 "FREE_REPORT not acted on", gl->tx_tail - gl->tx_head);
+		end_session(gl, -ENOBUFS, true);
 		return;
 	}
 	for (uint32_t i = 0; i < n; i++) {
