@@ -8,6 +8,8 @@
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS each
 #   make asan       userspace built with ASan+UBSan into build-asan/
 #   make bench      every benchmark (bench-pager, bench-vsock, bench-replay)
+#   make install    DESTDIR=, PREFIX= (/usr/local); make deb: build/deb/*.deb
+#                   (scripts/pkg.mk)
 #
 # Userspace objects go to $(BUILD); the module is built by Kbuild in place
 # (kmod/*.o and kmod/core/*.o, ignored by git).  Expensive artefacts (guest

@@ -27,7 +27,10 @@
 #include "vmnapd.h"
 #include "vhost_vsock.h"
 
-#define VMNAPD_VERSION		"0.1.0"
+#ifndef VMNAP_VERSION
+#define VMNAP_VERSION		"unknown"	/* the build passes VERSION's */
+#endif
+#define VMNAPD_VERSION		VMNAP_VERSION
 #define DEFAULT_RUN_DIR		"/run/vmnap"
 #define DEFAULT_STORE_DIR	"/var/lib/vmnap"
 
