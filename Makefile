@@ -56,7 +56,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# (not build/deb: a package build's tree, whose modules-load.d and sysctl.d
+# are directories)
+-include $(shell find $(BUILD) -path $(BUILD)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)
 
 module:
 	@test -n "$(KDIR)" || { echo "no kernel headers: run 'make deps' or set KDIR=" >&2; exit 1; }
