@@ -21,11 +21,15 @@ for c in dpkg-buildpackage dh dh_dkms lintian help2man debootstrap zstd; do
 	command -v "$c" >/dev/null || skip "$c missing: run 'make deps'"
 done
 
-T=$(mktemp -d "$ROOT/$BUILD/pkg-test.XXXXXX")
+# Outside $BUILD: the Makefile includes every *.d file under it.
+T=$(mktemp -d "${TMPDIR:-/tmp}/vmnap-pkg-test.XXXXXX")
 R=$T/root
 cleanup() {
-	mountpoint -q "$R/proc" && umount "$R/proc"
-	rm -rf "$T"
+	if mountpoint -q "$R/proc" && ! umount "$R/proc"; then
+		echo "# $R/proc still mounted: $T left in place" >&2
+		return
+	fi
+	rm -rf --one-file-system "$T"
 }
 trap cleanup EXIT
 
@@ -38,7 +42,7 @@ else
 fi
 D=$BUILD/deb
 DEBS=("$D/vmnapd_${VERSION}_amd64.deb" "$D/vmnap-dkms_${VERSION}_all.deb" "$D/vmnap-guest_${VERSION}_amd64.deb")
-check "three packages named with VERSION" ls "${DEBS[@]}"
+check "three packages named with VERSION" ls "${DEBS[@]}" >/dev/null
 
 # ---- a clean chroot ----
 base=$(scripts/pkg-chroot.sh "${DEBS[@]}" 2>"$T/chroot.log") ||
