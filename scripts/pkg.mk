@@ -99,8 +99,16 @@ deb:
 	@head -n1 debian/changelog | grep -q "($(VERSION))" || \
 		{ echo "deb: debian/changelog's version is not VERSION ($(VERSION))" >&2; exit 1; }
 	rm -rf $(BUILD)/deb && mkdir -p $(DEB_STAGE)
-	git ls-files -z -co --exclude-standard | \
-		tar --null -T - --ignore-failed-read -cf - | tar -xf - -C $(DEB_STAGE)
+	@# the sources as git sees them (untracked ones too, ignored ones not);
+	@# outside a git checkout, the tree without build outputs
+	if git rev-parse --git-dir >/dev/null 2>&1; then \
+		git ls-files -z -co --exclude-standard | \
+			tar --null -T - --ignore-failed-read -cf -; \
+	else \
+		tar --exclude='./build*' --exclude='*.o' --exclude='*.ko' \
+			--exclude='*.cmd' --exclude='*.mod' --exclude='*.mod.c' \
+			--exclude=./.git -cf - .; \
+	fi | tar -xf - -C $(DEB_STAGE)
 	cd $(DEB_STAGE) && dpkg-buildpackage -b -us -uc -j2 >../dpkg-buildpackage.log 2>&1 || \
 		{ tail -n 40 ../dpkg-buildpackage.log >&2; exit 1; }
 	lintian --fail-on error,warning \
