@@ -42,7 +42,7 @@ else
 fi
 D=$BUILD/deb
 DEBS=("$D/vmnapd_${VERSION}_amd64.deb" "$D/vmnap-dkms_${VERSION}_all.deb" "$D/vmnap-guest_${VERSION}_amd64.deb")
-check "three packages named with VERSION" ls "${DEBS[@]}" >/dev/null
+check "three packages named with VERSION" sh -c 'for f; do [ -f "$f" ] || exit 1; done' _ "${DEBS[@]}"
 
 # ---- a clean chroot ----
 base=$(scripts/pkg-chroot.sh "${DEBS[@]}" 2>"$T/chroot.log") ||
