@@ -5,7 +5,8 @@
 # datagram socket stands in for NOTIFY_SOCKET, WATCHDOG_USEC/WATCHDOG_PID
 # enable the watchdog, JOURNAL_STREAM names stderr's file as the journal.
 # Checks READY=1 then repeated WATCHDOG=1 pings from the event loop, "<N>"
-# syslog priorities on each line only when stderr is the journal, and
+# syslog priorities on each line only when stderr is the journal (vmnapd
+# and vmnap-gateway), and
 # that the units' systemd-analyze security exposure stays at most 5.
 set -uo pipefail
 TAP_NAME="pkg service"
@@ -61,6 +62,19 @@ JOURNAL_STREAM=$JS "$VMNAPD" -r "$T/run2" -s /proc/nonexistent/x 2>>"$T/journal2
 check "an error is <3>" grep -q '^<3>\[.*\] E vmnapd: cannot use' "$T/journal2"
 JOURNAL_STREAM=1:1 "$VMNAPD" -r "$T/run3" -s /proc/nonexistent/x 2>"$T/plain"
 check "stderr that is not the journal: no prefix" grep -q '^\[.*\] E vmnapd: cannot use' "$T/plain"
+
+# vmnap-gateway's lines too (its own logger).
+GW=$ROOT/$BUILD/vmnap-gateway
+if [ -x "$GW" ]; then
+	: >"$T/gwjournal"
+	JOURNAL_STREAM=$(stat -c '%d:%i' "$T/gwjournal") "$GW" --api "$T/none.sock" \
+		--upstream http://127.0.0.1:9 --listen x=unix:"$T/gw.sock" 2>>"$T/gwjournal" &
+	gwpid=$!
+	for ((i = 0; i < 100; i++)); do [ -S "$T/gw.sock" ] && break; sleep 0.05; done
+	kill "$gwpid"; wait "$gwpid" 2>/dev/null
+	check "vmnap-gateway: info lines carry <6>" grep -q '^<6>\[.*\] info x: listening' "$T/gwjournal"
+	check "vmnap-gateway: every journal line has a priority" sh -c "! grep -v '^<[3467]>\[' '$T/gwjournal'"
+fi
 
 # systemd-analyze security of the units as installed (offline).
 if systemd-analyze security --help 2>/dev/null | grep -q -- --offline; then
