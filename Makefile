@@ -8,6 +8,8 @@
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS each
 #   make asan       userspace built with ASan+UBSan into build-asan/
 #   make bench      every benchmark (bench-pager, bench-vsock, bench-replay)
+#   make install    DESTDIR=, PREFIX= (/usr/local); make deb: build/deb/*.deb
+#                   (scripts/pkg.mk)
 #
 # Userspace objects go to $(BUILD); the module is built by Kbuild in place
 # (kmod/*.o and kmod/core/*.o, ignored by git).  Expensive artefacts (guest
@@ -64,7 +66,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# (not build/deb: a package build's tree, whose modules-load.d and sysctl.d
+# are directories)
+-include $(shell find $(BUILD) -path $(BUILD)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)
 
 module:
 	@test -n "$(KDIR)" || { echo "no kernel headers: run 'make deps' or set KDIR=" >&2; exit 1; }

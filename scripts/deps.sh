@@ -22,6 +22,8 @@ PACKAGES=(
 	debootstrap
 	# tests, demo and benchmarks
 	curl jq socat fio gnuplot-nox util-linux procps iproute2
+	# packaging: make install / make deb (man pages, .debs, DKMS, lintian)
+	help2man debhelper dh-dkms dkms lintian
 	# replay benchmark: static in-guest exec agent (jansson + nettle)
 	nettle-dev
 )

@@ -20,6 +20,10 @@
 
 #include "gw.h"
 
+#ifndef VMNAP_VERSION
+#define VMNAP_VERSION	"unknown"	/* the build passes VERSION's */
+#endif
+
 struct gw_config gw_cfg = {
 	.api_sock = "/run/vmnap/api.sock",
 	.spool_dir = "/tmp",
@@ -57,7 +61,9 @@ static void usage(FILE *f)
 "  --connect-timeout MS    upstream connect (10000)\n"
 "  --upstream-timeout MS   until the upstream's first response byte, 0 = none (0)\n"
 "  --max-hold MS           hold after ready while the VM is not running (10000)\n"
-"  -l, --log-level LEVEL   err, warn, info, debug (info)\n");
+"  -l, --log-level LEVEL   err, warn, info, debug (info)\n"
+"  -h, --help              this text\n"
+"  -V, --version           print the version\n");
 }
 
 /* "unix:PATH" or "tcp:HOST:PORT" (IPv4). */
@@ -339,6 +345,7 @@ int main(int argc, char **argv)
 		{ "fake-upstream", required_argument, NULL, 'F' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *admin = NULL, *fake = NULL;
@@ -350,7 +357,7 @@ int main(int argc, char **argv)
 	unsigned long long v;
 	struct listener *l;
 
-	while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:hV", opts, NULL)) != -1) {
 		v = optarg ? strtoull(optarg, &end, 10) : 0;
 		if (strchr("HSBCTctM", c) && (!optarg || !*optarg || *end)) {
 			fprintf(stderr, "vmnap-gateway: %s wants a number\n", argv[optind - 1]);
@@ -381,6 +388,7 @@ int main(int argc, char **argv)
 			else { fprintf(stderr, "vmnap-gateway: bad log level %s\n", optarg); return 2; }
 			break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("vmnap-gateway %s\n", VMNAP_VERSION); return 0;
 		default: usage(stderr); return 2;
 		}
 	}

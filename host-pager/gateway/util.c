@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +29,29 @@ uint64_t gw_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * stderr is journald's stream when $JOURNAL_STREAM names its device and
+ * inode (StandardError=journal): lines then start with "<N>", their syslog
+ * priority (sd-daemon(3)).  Decided once.
+ */
+static const char *journal_prefix(enum gw_log_level lvl)
+{
+	static const char *const prio[] = { "<3>", "<4>", "<6>", "<7>" };
+	static int journal = -1;
+	unsigned long long dev, ino;
+	const char *e;
+	struct stat st;
+
+	if (journal < 0) {
+		e = getenv("JOURNAL_STREAM");
+		journal = e && sscanf(e, "%llu:%llu", &dev, &ino) == 2 &&
+			  !fstat(STDERR_FILENO, &st) &&
+			  (unsigned long long)st.st_dev == dev &&
+			  (unsigned long long)st.st_ino == ino;
+	}
+	return journal ? prio[lvl] : "";
+}
+
 void gw_log(enum gw_log_level lvl, const char *subject, const char *fmt, ...)
 {
 	static const char *const names[] = { "err", "warn", "info", "debug" };
@@ -38,7 +62,7 @@ void gw_log(enum gw_log_level lvl, const char *subject, const char *fmt, ...)
 
 	if (lvl > gw_log_level)
 		return;
-	n = snprintf(line, sizeof(line), "[%llu.%06llu] %s %s: ",
+	n = snprintf(line, sizeof(line), "%s[%llu.%06llu] %s %s: ", journal_prefix(lvl),
 		     (unsigned long long)(t / 1000000000ull),
 		     (unsigned long long)(t % 1000000000ull / 1000), names[lvl],
 		     subject ? subject : "gateway");

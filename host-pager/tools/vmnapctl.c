@@ -17,6 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef VMNAP_VERSION
+#define VMNAP_VERSION	"unknown"	/* the build passes VERSION's */
+#endif
+
 #define DEFAULT_SOCKET		"/run/vmnap/api.sock"
 #define CTL_TIMEOUT_MS		30000L
 #define EXIT_API		1
@@ -82,7 +86,8 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -s, --socket PATH   API socket (env VMNAP_API_SOCKET)\n"
 		"  -j, --json          print the API's JSON reply\n"
-		"  -h, --help          this text\n\n"
+		"  -h, --help          this text\n"
+		"  -V, --version       print the version\n\n"
 		"Exit status: 0 ok, 1 API error, 2 usage, 3 vmnapd unreachable,\n"
 		"4 conflict (state, exists), 5 not found.\n");
 }
@@ -322,6 +327,7 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
 	struct ctl c = { .socket = getenv("VMNAP_API_SOCKET") };
@@ -333,11 +339,12 @@ int main(int argc, char **argv)
 	if (!c.socket)
 		c.socket = DEFAULT_SOCKET;
 	/* options before the command only: the command's own follow it */
-	while ((o = getopt_long(argc, argv, "+s:jh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
 		switch (o) {
 		case 's': c.socket = optarg; break;
 		case 'j': c.json = true; break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("vmnapctl %s\n", VMNAP_VERSION); return 0;
 		default: usage(stderr); return EXIT_USAGE;
 		}
 	}

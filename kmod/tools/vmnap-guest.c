@@ -15,6 +15,10 @@
 
 #include "kmod/tools/vmnap_client.h"
 
+#ifndef VMNAP_VERSION
+#define VMNAP_VERSION	"unknown"	/* the build passes VERSION's */
+#endif
+
 #define PARAMS_MAX	1024
 
 static const char *const link_names[] = { "down", "hello-sent", "up" };
@@ -56,13 +60,25 @@ static void print_status(const struct vmnap_status *st)
 	printf("evidence.busy_reasons=0x%x\n", st->ev_busy);
 }
 
+static void help(FILE *f)
+{
+	fprintf(f,
+		"Usage: vmnap-guest status\n"
+		"  or:  vmnap-guest load [--path FILE] [PARAM=VALUE...]\n"
+		"  or:  vmnap-guest unload\n"
+		"  or:  vmnap-guest test-handoff|test-unquiesce|test-drop-link|test-evidence\n"
+		"Inspect and drive vmnap.ko from inside the guest (generic netlink).\n\n"
+		"  status          link and handoff state, last evidence, counters\n"
+		"  load            load vmnap.ko (default " VMNAP_MODULE_PATH ") with parameters\n"
+		"  unload          unload vmnap.ko\n"
+		"  test-*          netlink test commands (module loaded with test_hooks=1)\n"
+		"  -h, --help      this text\n"
+		"  -V, --version   print the version\n");
+}
+
 static int usage(void)
 {
-	fprintf(stderr,
-		"usage: vmnap-guest status\n"
-		"       vmnap-guest load [--path FILE] [PARAM=VALUE...]\n"
-		"       vmnap-guest unload\n"
-		"       vmnap-guest test-handoff|test-unquiesce|test-drop-link|test-evidence\n");
+	help(stderr);
 	return 2;
 }
 
@@ -109,6 +125,14 @@ int main(int argc, char **argv)
 
 	if (argc < 2)
 		return usage();
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		help(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf("vmnap-guest %s\n", VMNAP_VERSION);
+		return 0;
+	}
 	if (!strcmp(argv[1], "load"))
 		return do_load(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "unload")) {

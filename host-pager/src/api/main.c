@@ -29,7 +29,10 @@
 #include "vmnapd.h"
 #include "vhost_vsock.h"
 
-#define VMNAPD_VERSION		"0.1.0"
+#ifndef VMNAP_VERSION
+#define VMNAP_VERSION		"unknown"	/* the build passes VERSION's */
+#endif
+#define VMNAPD_VERSION		VMNAP_VERSION
 #define DEFAULT_RUN_DIR		"/run/vmnap"
 #define DEFAULT_STORE_DIR	"/var/lib/vmnap"
 
@@ -127,6 +130,37 @@ static void on_signal(struct loop *l, int fd, uint32_t events, void *arg)
 	loop_stop(l);
 }
 
+/*
+ * systemd's watchdog (WatchdogSec=): ping at half the interval from a loop
+ * timer, so a loop stuck in a callback stops the pings and systemd
+ * restarts vmnapd.
+ */
+struct watchdog {
+	struct loop_timer timer;
+	uint64_t interval_ns;
+};
+
+static void on_watchdog(struct loop *l, struct loop_timer *t, void *arg)
+{
+	struct watchdog *w = arg;
+
+	sd_notify(0, "WATCHDOG=1");
+	loop_timer_arm(l, t, w->interval_ns);
+}
+
+static void watchdog_start(struct loop *l, struct watchdog *w)
+{
+	uint64_t usec = 0;
+
+	if (sd_watchdog_enabled(0, &usec) <= 0 || !usec)
+		return;
+	w->interval_ns = usec * 1000 / 2;
+	loop_timer_init(&w->timer, on_watchdog, w);
+	loop_timer_arm(l, &w->timer, w->interval_ns);
+	log_info(NULL, "systemd watchdog: ping every %llu ms",
+		 (unsigned long long)(w->interval_ns / 1000000));
+}
+
 static int daemon_start(struct vmnapd *d)
 {
 	int err;
@@ -193,6 +227,7 @@ int main(int argc, char **argv)
 	unsigned int nvsock = 0;
 	int c, sfd, err;
 	struct vmnapd_settings settings;	/* coordinator */
+	struct watchdog wd = { 0 };
 	bool log_level_set = false;		/* coordinator */
 	const char *pressure_cgroup = NULL;	/* memory pressure */
 
@@ -301,8 +336,11 @@ int main(int argc, char **argv)
 	log_info(NULL, "vmnapd %s ready (run dir %s, store dir %s)", VMNAPD_VERSION,
 		 d.cfg.run_dir, d.cfg.store_dir);
 	sd_notify(0, "READY=1");	/* coordinator: systemd Type=notify */
+	watchdog_start(d.loop, &wd);
 	err = loop_run(d.loop);
 	sd_notify(0, "STOPPING=1");	/* coordinator */
+	if (wd.interval_ns)
+		loop_timer_cancel(d.loop, &wd.timer);
 	daemon_stop(&d);
 	close(sfd);
 	loop_free(d.loop);

@@ -2,7 +2,9 @@
 /* log.c - see log.h.  Writes whole lines to stderr with one write(2). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +29,29 @@ static char *sanitize(char *dst, size_t dst_len, const void *src, size_t src_len
 		      bool backslash);
 
 /*
+ * stderr is journald's stream when $JOURNAL_STREAM names its device and
+ * inode (systemd sets it for StandardError=journal): each line then starts
+ * with "<N>", its syslog priority (sd-daemon(3)), so journalctl -p works.
+ * Decided once, at the first line.
+ */
+static bool log_to_journal(void)
+{
+	static int journal = -1;
+	unsigned long long dev, ino;
+	const char *e;
+	struct stat st;
+
+	if (journal < 0) {
+		e = getenv("JOURNAL_STREAM");
+		journal = e && sscanf(e, "%llu:%llu", &dev, &ino) == 2 &&
+			  !fstat(STDERR_FILENO, &st) &&
+			  (unsigned long long)st.st_dev == dev &&
+			  (unsigned long long)st.st_ino == ino;
+	}
+	return journal;
+}
+
+/*
  * Whatever a caller formats, a log call writes one line of valid UTF-8:
  * the message is passed through the sanitiser (backslashes left alone, so
  * what log_sanitize() escaped is not escaped twice).
@@ -35,8 +60,9 @@ void log_vmsg(enum log_level lvl, const char *subject, const char *fmt,
 	      va_list ap)
 {
 	static const char tag[] = "EWID";
+	static const char prio[] = "3467";	/* LOG_ERR, WARNING, INFO, DEBUG */
 	struct timespec ts;
-	char msg[1024], subj[128], line[1024];
+	char msg[1024], subj[128], line[1024], pfx[4] = "";
 	int n, m;
 
 	if (lvl > log_level)
@@ -51,7 +77,12 @@ void log_vmsg(enum log_level lvl, const char *subject, const char *fmt,
 		m--;
 	msg[m] = '\0';
 	sanitize(subj, sizeof(subj), subject ? subject : "vmnapd", SIZE_MAX, false);
-	n = snprintf(line, sizeof(line), "[%5lld.%06ld] %c %s: ",
+	if (log_to_journal()) {
+		pfx[0] = '<';
+		pfx[1] = prio[lvl];
+		pfx[2] = '>';
+	}
+	n = snprintf(line, sizeof(line), "%s[%5lld.%06ld] %c %s: ", pfx,
 		     (long long)ts.tv_sec, ts.tv_nsec / 1000, tag[lvl], subj);
 	if (n < 0)
 		return;
