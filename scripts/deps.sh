@@ -22,6 +22,7 @@ PACKAGES=(
 	debootstrap
 	# tests, demo and benchmarks
 	curl jq socat fio gnuplot-nox util-linux procps iproute2
+	nginx		# bench-gateway's peer: nginx as a reverse proxy
 	# replay benchmark: static in-guest exec agent (jansson + nettle)
 	nettle-dev
 )

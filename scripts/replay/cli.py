@@ -28,6 +28,16 @@ Subcommands:
   probe   print what this host offers (cgroups, swap, vmnapd API, bridge)
   table   print a run's cohorts as a Markdown table (README figures)
 
+--via gateway: the replayer is the agent; each step's model request goes
+to its VM's vmnap-gateway listener (one gateway per cohort run, the
+gateway's fake model server behind it answering after the step's wait_ms),
+and vmnapd hears of the wait from the gateway alone, in every cohort (the
+baseline and swap VMs registered unmanaged: same proxy path, no pause).
+Delivery latency is then taken where the agent sees it: the first SSE event
+at the agent less (request sent + wait_ms).  A calibration before the runs
+(--gw-calib N requests each, interleaved, straight to the fake server and
+through the gateway for an unmanaged VM) gives the gateway's own overhead.
+
 Exit status of run: 0 when every functional check passed, 1 when one
 failed, 77 when nothing could run here (reason on the last line).
 """
