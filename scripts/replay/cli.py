@@ -137,6 +137,8 @@ def cmd_table(args):
           f"lost events {v['lost_events']} + vmnapd {v['lost_events_vmnapd']}, "
           f"checks {v['checks_total'] - v['checks_failed']}/{v['checks_total']})\n")
     cal = s.get("gateway_calibration")
+    if s.get("via") == "gateway":
+        cols += [("gateway_held", "gw held", "{:.0f}"), ("gateway_hold_ms", "gw hold ms", "{:.0f}")]
     if cal:
         print(f"Via vmnap-gateway; its overhead ({cal['requests_each']} requests each, "
               f"side by side, unmanaged VM): first byte p50 {cal['direct_first_byte_p50_ms']:.2f} "

@@ -34,6 +34,11 @@ def write_outputs(bench, runs, checks, samples, skipped):
         for k in fields:
             vals = [r[k] for r in rs if r.get(k) is not None]
             agg[k] = round(statistics.median(vals), 6) if vals else None
+        gws = [r["gateway"] for r in rs if r.get("gateway")]
+        for k in ("held", "hold_ms", "unmanaged"):
+            vals = [g[k] for g in gws if g.get(k) is not None]
+            if vals:  # --via gateway: responses held until the VM ran again
+                agg[f"gateway_{k}"] = round(statistics.median(vals), 3)
         cohorts[c] = agg
     base = cohorts.get("baseline", {})
     for c, agg in cohorts.items():
