@@ -7,6 +7,7 @@ raised for a VM vmnapd knows unmanaged, and the side-by-side calibration
 of the gateway's overhead.  Real vmnap-gateway and vmnapd from BUILD.
 """
 import os
+import shutil
 import sys
 import tempfile
 
@@ -112,6 +113,7 @@ def main():
                                   'x_total{vm="b",reason="s"} 3\ny 1\n')
         assert m == {"x_total": 5.0, "y": 1.0}, m
 
+    shutil.rmtree(work, ignore_errors=True)
     print(f"1..{len(results)}")
     for i, (ok, name, why) in enumerate(results, 1):
         print(f"{'ok' if ok else 'not ok'} {i} - {name}" + (f"  # {why}" if why else ""))
