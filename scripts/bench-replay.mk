@@ -6,6 +6,12 @@
 # build/bench/replay/<run-id>/, linked as latest-1vm, latest-<N>vm and latest
 # (the last run).
 #
+# REPLAY_VIA=gateway: the replayer acts as the agent and sends each step's
+# model request through the VM's vmnap-gateway listener to the gateway's fake
+# model server (every cohort; unmanaged VMs in baseline and swap), instead of
+# calling vmnapd's wait API itself (direct); the summary adds the gateway's
+# own overhead, calibrated side by side in the same run.
+#
 # About 100 min on 2 cores (12 cohort runs of ~4 min, twice).  Bigger:
 #   make bench-replay REPLAY_VMS=4 REPLAY_REPEATS=5
 
@@ -15,6 +21,7 @@ REPLAY_REPEATS		?= 3
 REPLAY_VMS		?= 2
 REPLAY_CPU_QUOTA	?= 0.5
 REPLAY_MEM		?= 512
+REPLAY_VIA		?= direct
 REPLAY_ARGS		?=
 
 BENCH_TARGETS		+= bench-replay
@@ -22,7 +29,7 @@ BENCH_TARGETS		+= bench-replay
 
 REPLAY_RUN = python3 scripts/replay.py run --trajectory $(REPLAY_TRAJECTORY) \
 	--cohorts $(REPLAY_COHORTS) --repeats $(REPLAY_REPEATS) \
-	--cpu-quota $(REPLAY_CPU_QUOTA) --mem $(REPLAY_MEM) $(REPLAY_ARGS)
+	--cpu-quota $(REPLAY_CPU_QUOTA) --mem $(REPLAY_MEM) --via $(REPLAY_VIA) $(REPLAY_ARGS)
 
 bench-replay: bench-replay-1vm bench-replay-nvm
 

@@ -24,6 +24,7 @@ PACKAGES=(
 	curl jq socat fio gnuplot-nox util-linux procps iproute2
 	# packaging: make install / make deb (man pages, .debs, DKMS, lintian)
 	help2man debhelper dh-dkms dkms lintian
+	nginx		# bench-gateway's peer: nginx as a reverse proxy
 	# replay benchmark: static in-guest exec agent (jansson + nettle)
 	nettle-dev
 )

@@ -28,6 +28,16 @@ Subcommands:
   probe   print what this host offers (cgroups, swap, vmnapd API, bridge)
   table   print a run's cohorts as a Markdown table (README figures)
 
+--via gateway: the replayer is the agent; each step's model request goes
+to its VM's vmnap-gateway listener (one gateway per cohort run, the
+gateway's fake model server behind it answering after the step's wait_ms),
+and vmnapd hears of the wait from the gateway alone, in every cohort (the
+baseline and swap VMs registered unmanaged: same proxy path, no pause).
+Delivery latency is then taken where the agent sees it: the first SSE event
+at the agent less (request sent + wait_ms).  A calibration before the runs
+(--gw-calib N requests each, interleaved, straight to the fake server and
+through the gateway for an unmanaged VM) gives the gateway's own overhead.
+
 Exit status of run: 0 when every functional check passed, 1 when one
 failed, 77 when nothing could run here (reason on the last line).
 """
@@ -126,6 +136,16 @@ def cmd_table(args):
           f"{v['measurement_integrity_passed']} (max sampling gap {v['max_sampling_gap_ms']} ms, "
           f"lost events {v['lost_events']} + vmnapd {v['lost_events_vmnapd']}, "
           f"checks {v['checks_total'] - v['checks_failed']}/{v['checks_total']})\n")
+    cal = s.get("gateway_calibration")
+    if s.get("via") == "gateway":
+        cols += [("gateway_held", "gw held", "{:.0f}"), ("gateway_hold_ms", "gw hold ms", "{:.0f}")]
+    if cal:
+        print(f"Via vmnap-gateway; its overhead ({cal['requests_each']} requests each, "
+              f"side by side, unmanaged VM): first byte p50 {cal['direct_first_byte_p50_ms']:.2f} "
+              f"→ {cal['gateway_first_byte_p50_ms']:.2f} ms ({cal['added_first_byte_p50_ms']:+.2f}), "
+              f"p99 {cal['direct_first_byte_p99_ms']:.2f} → {cal['gateway_first_byte_p99_ms']:.2f} ms "
+              f"({cal['added_first_byte_p99_ms']:+.2f}); delivery = the agent's first byte "
+              f"- (request sent + wait_ms)\n")
     print("| cohort | " + " | ".join(c[1] for c in cols) + " | guest RAM vs baseline |")
     print("|---" * (len(cols) + 2) + "|")
     for c, agg in s["cohorts"].items():
@@ -177,6 +197,13 @@ def parse_args(argv):
     r.add_argument("--sample-ms", type=int, default=100)
     r.add_argument("--out", default=os.path.join(BUILD, "bench/replay"))
     r.add_argument("--tap", action="store_true", help="TAP lines per cohort (make check)")
+    r.add_argument("--via", choices=("direct", "gateway"), default="direct",
+                   help="direct: the replayer calls vmnapd's wait API and sleeps wait_ms; "
+                        "gateway: it sends each model request through the VM's "
+                        "vmnap-gateway listener to the fake model server")
+    r.add_argument("--gw-calib", type=int, default=200, metavar="N",
+                   help="--via gateway: N requests each straight to the fake model server "
+                        "and through the gateway (unmanaged VM) for its overhead")
     rec = sub.add_parser("record", help="write a trajectory's expected results")
     common(rec)
     sub.add_parser("probe", help="what this host offers")
@@ -192,6 +219,8 @@ def parse_args(argv):
             ap.error(f"unknown cohort(s) {bad}")
         if args.vms < 1 or args.repeats < 1 or args.sample_ms < 1:
             ap.error("--vms, --repeats and --sample-ms must be positive")
+        if args.via == "gateway" and args.gw_calib < 1:
+            ap.error("--gw-calib must be positive")
     return args
 
 
@@ -200,6 +229,15 @@ def cmd_run(args):
         print("replay: SKIP: scripts/run-guest.sh (guest launcher) is not in the tree yet")
         return 77
     requested = list(args.cohorts)
+    if args.via == "gateway":
+        gw = os.path.join(ROOT, BUILD, "vmnap-gateway")
+        if not os.access(gw, os.X_OK):
+            print(f"replay: SKIP: --via gateway needs {gw} (make)")
+            return 77
+        if args.transport != "vsock":
+            print("replay: SKIP: --via gateway needs vmnapd's vsock bridge "
+                  "(the VMs it knows unmanaged in baseline and swap)")
+            return 77
     bench = Bench(args)
     summary, validation = bench.run()
     if args.tap:

@@ -15,6 +15,7 @@ import time
 from .common import (BUILD, COHORTS, FINAL_DIFF_CMD, GIB, MIB, NS, PAGE, ROOT,
                      SWAPFILE_MARGIN_MIB, VMNAP_COHORTS, VMNAP_LINK_PORT, log, now_ns)
 from .events import EventLog, event_seq_gaps
+from .gateway import Gateway, ModelError, calibrate, model_request
 from .guest import Guest
 from .host import Cgroups, SwapFile, process_pageout, vmstat
 from .sampler import Sampler
@@ -47,6 +48,8 @@ class CohortRun:
         self.vmnapd = None
         self.api = None
         self.vmnapd_lost = 0
+        self.gateway = None
+        self.via_gateway = bench.args.via == "gateway"
 
     def check(self, name, passed, **detail):
         c = {"run": self.key, "name": name, "passed": bool(passed)}
@@ -68,7 +71,7 @@ class CohortRun:
                                      name=g.name, daemon=True)
                 t.start()
                 self.reclaims.append(t)
-        elif self.cohort in VMNAP_COHORTS:
+        elif self.cohort in VMNAP_COHORTS and not self.via_gateway:
             self.api.wait_start(g.name, f"s{step['step']}")
         ev.emit("wait_start", run=self.key, vm=g.name, step=step["step"])
 
@@ -79,7 +82,7 @@ class CohortRun:
         return ev["t_ns"]
 
     def delivered(self, g, step):
-        if self.cohort in VMNAP_COHORTS:
+        if self.cohort in VMNAP_COHORTS and not self.via_gateway:
             self.api.wait_delivered(g.name, f"s{step['step']}")
 
     def swap_out(self, g, stepno):
@@ -103,6 +106,27 @@ class CohortRun:
                                method=method, dur_ms=round((now_ns() - t0) / 1e6, 3),
                                guest_ram_out_bytes=out)
 
+    def model_step(self, g, st):
+        """--via gateway: the step's model request through the VM's gateway
+        listener; the fake upstream answers after wait_ms.  Delivery latency
+        is where the agent sees it: the answer's first byte, less the time
+        the request was sent and wait_ms."""
+        self.wait_begin(g, st)
+        try:
+            t_send, t_first, t_end, status, content = model_request(
+                self.gateway.socks[g.name], st["step"], st["wait_ms"])
+        except ModelError as e:
+            self.check(f"{g.name}/step{st['step']}/model", False, error=str(e))
+            raise
+        deliv = (t_first - t_send) / 1e6 - st["wait_ms"]
+        self.delivery_ms.append(deliv)
+        self.check(f"{g.name}/step{st['step']}/model", status == 200 and content == st["cmd"],
+                   status=status, content_ok=content == st["cmd"])
+        self.bench.events.emit("model_response", run=self.key, vm=g.name, step=st["step"],
+                               status=status, delivery_ms=round(deliv, 3),
+                               response_ms=round((t_end - t_send) / 1e6, 3))
+        return t_first
+
     # -- the replay of one VM -------------------------------------------------
     def replay_vm(self, g, release_evt, out):
         steps = self.bench.steps
@@ -110,6 +134,20 @@ class CohortRun:
         ev = self.bench.events
         try:
             for st in steps:
+                if self.via_gateway:
+                    t_first = self.model_step(g, st)
+                    res, t_ack = g.exec_shell(st["cmd"])
+                    self.check(f"{g.name}/step{st['step']}",
+                               res["exit_code"] == st["exit_code"] and
+                               res["stdout_sha256"] == st["stdout_sha256"],
+                               exit_code=res["exit_code"], expected_exit_code=st["exit_code"],
+                               digest_ok=res["stdout_sha256"] == st["stdout_sha256"])
+                    ev.emit("step_done", run=self.key, vm=g.name, step=st["step"],
+                            exit_code=res["exit_code"],
+                            digest_ok=res["stdout_sha256"] == st["stdout_sha256"],
+                            exec_ack_ms=None if t_ack is None else round((t_ack - t_first) / 1e6, 3),
+                            exec_ms=round(res.get("duration_ns", 0) / 1e6, 3))
+                    continue
                 t_start = now_ns()
                 self.wait_begin(g, st)
                 target = t_start + int(st["wait_ms"] * 1e6)
@@ -157,7 +195,7 @@ class CohortRun:
                       if b.cgroups.usable() else None)
                 self.guests.append(Guest(b, name, self.cohort, wd,
                                          os.path.join(b.sockdir, self.key, f"vm{i}"), cg))
-            if a.transport == "vsock" or self.cohort in VMNAP_COHORTS:
+            if a.transport == "vsock" or self.cohort in VMNAP_COHORTS or self.via_gateway:
                 for g in self.guests:
                     g.vmnapd_run_dir = os.path.join(b.sockdir, self.key, "vmnapd")
                 self.vmnapd = Vmnapd(b.vmnapd_exe, os.path.join(b.sockdir, self.key, "vmnapd"),
@@ -165,6 +203,13 @@ class CohortRun:
                                      workroot, [g.vsock_spec() for g in self.guests])
                 self.vmnapd.wait_for([g.vhost_user for g in self.guests])
                 self.api = self.vmnapd.api
+            if self.via_gateway:
+                # Every cohort's agent goes through the gateway; for baseline
+                # and swap vmnapd knows the VM (its vsock device) unmanaged.
+                self.gateway = Gateway(b.gateway_exe, a.trajectory,
+                                       os.path.join(b.sockdir, self.key, "gw"), workroot,
+                                       os.path.join(self.vmnapd.run_dir, "api.sock"),
+                                       [g.name for g in self.guests])
             for g in self.guests:
                 g.start()
             for g in self.guests:
@@ -173,6 +218,8 @@ class CohortRun:
                     self.api.register(g.name, g.qmp, f"{g.vsock}_{VMNAP_LINK_PORT}",
                                       offload=self.cohort == "offload",
                                       freezer=b.cgroups.freezer_dir(g.cg_dirs))
+                elif self.via_gateway:
+                    self.api.register_unmanaged(g.name)
             t0 = now_ns()
             sampler = Sampler(b, self.guests, a.sample_ms / 1000, t0,
                               count_swap=self.cohort == "swap")
@@ -197,6 +244,23 @@ class CohortRun:
                      for g in self.guests}
             self.summarise(sampler, t0, t_release, t_end, swap_before, stat0, stat1)
         finally:
+            if self.gateway:
+                m = self.gateway.metrics()
+                rcs = self.gateway.stop()
+                self.result["gateway"] = {
+                    k: m.get(f"vmnap_gateway_{k}_total") for k in
+                    ("requests", "waits_started", "waits_ready", "held", "hold_timeouts",
+                     "unmanaged", "client_gone")}
+                self.result["gateway"]["hold_ms"] = (
+                    None if m.get("vmnap_gateway_hold_ns_total") is None
+                    else round(m["vmnap_gateway_hold_ns_total"] / 1e6, 3))
+                want = len(self.bench.steps) * len(self.guests)
+                self.check("gateway-waits", self.result["gateway"]["waits_started"] == want
+                           and not self.result["gateway"]["unmanaged"],
+                           waits_started=self.result["gateway"]["waits_started"],
+                           unmanaged=self.result["gateway"]["unmanaged"], expected=want)
+                self.check("gateway-exit", all(rc in (0, -signal.SIGTERM) for rc in rcs),
+                           exit_status=rcs)
             for g in self.guests:
                 g.stop()
                 self.result.setdefault("accel", {})[g.name] = g.accel
@@ -316,8 +380,9 @@ class Bench:
                                "initramfs.cpio.gz")
         # The daemon and the shim as built now: the tree is shared and
         # rebuilt under a long run.
-        self.vmnapd_exe = self.preload = None
-        for name, attr in (("vmnapd", "vmnapd_exe"), ("libvmnap-preload.so", "preload")):
+        self.vmnapd_exe = self.preload = self.gateway_exe = None
+        for name, attr in (("vmnapd", "vmnapd_exe"), ("libvmnap-preload.so", "preload"),
+                           ("vmnap-gateway", "gateway_exe")):
             built = os.path.join(ROOT, BUILD, name)
             if os.path.exists(built):
                 dst = os.path.join(self.outdir, name)
@@ -373,7 +438,17 @@ class Bench:
         self.sockdir = tempfile.mkdtemp(prefix="vmnap-replay.")
         runs, checks, samples = [], [], []
         self.vmnapd_lost = 0
+        self.gateway_calibration = None
         try:
+            if self.args.via == "gateway" and self.args.cohorts:
+                try:
+                    self.gateway_calibration = calibrate(
+                        self.gateway_exe, self.vmnapd_exe, self.args.trajectory,
+                        os.path.join(self.sockdir, "calib"), self.args.gw_calib, percentile)
+                except (RuntimeError, OSError) as e:
+                    checks.append({"run": "calibration", "name": "gateway-calibration",
+                                   "passed": False, "error": str(e)})
+                    log(f"gateway calibration FAILED: {e}")
             for cohort, rep in self.plan():
                 log(f"run {cohort} rep {rep} ({self.args.vms} VM)")
                 cr = CohortRun(self, cohort, rep)

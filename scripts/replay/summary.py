@@ -34,6 +34,11 @@ def write_outputs(bench, runs, checks, samples, skipped):
         for k in fields:
             vals = [r[k] for r in rs if r.get(k) is not None]
             agg[k] = round(statistics.median(vals), 6) if vals else None
+        gws = [r["gateway"] for r in rs if r.get("gateway")]
+        for k in ("held", "hold_ms", "unmanaged"):
+            vals = [g[k] for g in gws if g.get(k) is not None]
+            if vals:  # --via gateway: responses held until the VM ran again
+                agg[f"gateway_{k}"] = round(statistics.median(vals), 3)
         cohorts[c] = agg
     base = cohorts.get("baseline", {})
     for c, agg in cohorts.items():
@@ -70,6 +75,12 @@ def write_outputs(bench, runs, checks, samples, skipped):
         "trajectory_wait_s": round(sum(s["wait_ms"] for s in bench.steps) / 1000, 3),
         "vms": a.vms, "repeats": a.repeats, "mem_mib": a.mem, "cpu_quota": a.cpu_quota,
         "transport": a.transport, "sample_ms": a.sample_ms,
+        "via": getattr(a, "via", "direct"),
+        "delivery_definition": (
+            "the agent's first response byte through vmnap-gateway - (request sent + wait_ms)"
+            if getattr(a, "via", "direct") == "gateway" else
+            "data ready (the replayer's ready call) -> the exec agent's ack of the next command"),
+        "gateway_calibration": getattr(bench, "gateway_calibration", None),
         # what the launcher used, not whether /dev/kvm exists (it exists
         # here and cannot boot the guest kernel, so the guests run TCG)
         "host": {"accel": runs_accel(acc for r in runs for acc in (r.get("accel") or {}).values()),

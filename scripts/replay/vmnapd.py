@@ -62,6 +62,11 @@ class VmnapApi:
             "managed": True,
             "policy": {"kinds": {"model": {"pause": True, "offload": offload}}}})
 
+    def register_unmanaged(self, name):
+        """A coordinator that never pauses: waits are taken and answered
+        RUNNING at once (what vmnap-gateway sees for a VM it does not manage)."""
+        return self.call("PUT", f"/vms/{name}", {"managed": False})
+
     def wait_start(self, vm, wait_id):
         return self.call("POST", f"/vms/{vm}/waits",
                          {"id": wait_id, "kind": "model", "confirm": True})
