@@ -46,7 +46,7 @@
 #include "store.h"
 
 /* Page-state byte: the state in the low bits, working-set flags above. */
-#define PG_STATE_MASK	0x03u
+#define PG_STATE_MASK	0x07u
 #define PG_WS_CUR	0x10u	/* faulted or prefetched in this cycle */
 #define PG_WS_PREV	0x20u	/* ... in the previous cycle: prefetch it */
 
@@ -83,6 +83,9 @@ struct pager_mapper {
 	uint64_t seq_start;	/* first page of the last fault's run */
 	uint64_t seq_next;	/* page after it (and its readahead) */
 	uint32_t seq_window;	/* its window; doubles while sequential */
+	/* dirty tracking */
+	int pagemap_fd;		/* /proc/PID/pagemap, or -1 */
+	bool wp;		/* its ranges registered with MODE_WP too */
 };
 
 struct pager {
@@ -180,6 +183,13 @@ struct pager {
 	uint64_t rec_offloaded;		/* ... of them out of the memfd: OFFLOADED */
 	uint64_t rec_resident;		/* ... of them in the memfd: RESIDENT
 					 * (an interrupted offload or restore) */
+
+	/* dirty tracking (pager_dirty.c; under lock, set with reg_lock too) */
+	enum pager_dirty_tracking track;
+	const char *track_reason;
+	bool detaching;			/* pager_free: unregister regardless */
+	uint64_t dirty_fallbacks, clean_punched, dirty_scanned, dirty_own;
+	uint64_t dirty_kept, store_written;
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -277,6 +287,29 @@ void pager_critical_release(struct pager *p);
 
 /* pager_offload.c */
 void *pager_offload_main(void *arg);
+
+/* pager_dirty.c */
+/* Is dirty tracking on (restored pages become CLEAN)?  Lock held. */
+static inline bool pager_tracking_locked(const struct pager *p)
+{
+	return p->track == PAGER_DIRTY_WP_ASYNC;
+}
+/* The registration mode for @m, and after a successful registration with
+ * it, whether tracking works for @m (else tracking falls back to none for
+ * the VM, logged and counted).  p->reg_lock held, p->lock not. */
+uint64_t pager_dirty_reg_mode(struct pager *p, struct pager_mapper *m);
+int pager_dirty_registered(struct pager *p, struct pager_mapper *m,
+			   uint64_t mode, int reg_err);
+/* Tracking cannot continue (@why, static): every CLEAN page becomes
+ * RESIDENT.  Lock not held. */
+void pager_dirty_fallback(struct pager *p, const char *why);
+/* Scan every tracked mapper for pages of [pg, pg+n) written since the last
+ * scan (re-protecting them); set written[i - pg] for each.  0 or -errno
+ * (then tracking has fallen back: treat every page as written).  Neither
+ * lock held. */
+int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written);
+/* Open the mapper's pagemap for scans (at add). */
+void pager_dirty_mapper_init(struct pager *p, struct pager_mapper *m);
 
 /* pager_recover.c */
 /* Page states from the adopted store's map and the memfds: a page the map
