@@ -541,6 +541,15 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				send_line(out, "bad page %lld", (long long)bad);
 			else
 				send_line(out, "ok");
+		} else if (sscanf(line, "writeloop %u", &round) == 1) {
+			/* a write-heavy loop: a word in every page, @round passes */
+			uint64_t t0 = mono_ns();
+
+			for (unsigned int k = 0; k < round; k++)
+				for (uint64_t i = 0; i < v->npages; i++)
+					((volatile uint64_t *)(void *)(v->mem + i * PAGE))[k % (PAGE / 8)] =
+						i ^ k;
+			send_line(out, "ok %llu", (unsigned long long)(mono_ns() - t0));
 		} else if (!strcmp(line, "touchall")) {
 			send_line(out, "ok %llu", (unsigned long long)touch_all(v));
 		} else if (sscanf(line, "discard %llu %llu %15s", &zlo, &zhi, how) == 3 &&
