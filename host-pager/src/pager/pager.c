@@ -586,14 +586,11 @@ static void mark_dirty_locked(struct pager *p, uint64_t gpa, uint64_t len)
 {
 	uint64_t pg, n;
 
-	if (!p->count[PAGE_CLEAN])
+	if (!p->count[PAGE_CLEAN] && !p->count[PAGE_IN_FLIGHT])
 		return;
 	while (len && !gpa_chunk_locked(p, gpa, len, &pg, &n) && n) {
 		for (uint64_t i = pg; i < pg + n; i++)
-			if (pg_state(p, i) == PAGE_CLEAN) {
-				pg_set(p, i, PAGE_RESIDENT);
-				p->dirty_own++;
-			}
+			p->dirty_own += pager_dirty_note_locked(p, i);
 		gpa += n * PAGER_PAGE_SIZE;
 		len -= n * PAGER_PAGE_SIZE;
 	}

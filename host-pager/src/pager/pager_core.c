@@ -471,7 +471,14 @@ void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
 	if (ok && !clean)
 		store_slots_forget(&p->store, pg, n);
 	for (uint64_t i = 0; i < n; i++) {
-		pg_set(p, pg + i, !ok ? PAGE_OFFLOADED : clean ? PAGE_CLEAN : PAGE_RESIDENT);
+		if (!ok) {
+			p->state[pg + i] &= (uint8_t)~PG_WRITTEN;
+			pg_set(p, pg + i, PAGE_OFFLOADED);
+		} else {
+			pg_set(p, pg + i, clean ? pager_clean_state_locked(p, pg + i) :
+			       PAGE_RESIDENT);
+			p->state[pg + i] &= (uint8_t)~PG_WRITTEN;
+		}
 		if (ok)
 			p->state[pg + i] |= PG_WS_CUR;
 	}

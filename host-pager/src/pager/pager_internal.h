@@ -49,6 +49,7 @@
 #define PG_STATE_MASK	0x07u
 #define PG_WS_CUR	0x10u	/* faulted or prefetched in this cycle */
 #define PG_WS_PREV	0x20u	/* ... in the previous cycle: prefetch it */
+#define PG_WRITTEN	0x40u	/* seen written while IN_FLIGHT: not CLEAN */
 
 struct pager_region {
 	uint64_t gpa;
@@ -303,6 +304,28 @@ int pager_dirty_registered(struct pager *p, struct pager_mapper *m,
 /* Tracking cannot continue (@why, static): every CLEAN page becomes
  * RESIDENT.  Lock not held. */
 void pager_dirty_fallback(struct pager *p, const char *why);
+/* A scan (or vmnapd's own access) saw page @pg written: a CLEAN page
+ * becomes RESIDENT (true: counted), one in flight is marked so that it is
+ * not made CLEAN when its move ends.  Lock held. */
+static inline bool pager_dirty_note_locked(struct pager *p, uint64_t pg)
+{
+	if (pg_state(p, pg) == PAGE_CLEAN) {
+		pg_set(p, pg, PAGE_RESIDENT);
+		return true;
+	}
+	if (pg_state(p, pg) == PAGE_IN_FLIGHT)
+		p->state[pg] |= PG_WRITTEN;
+	return false;
+}
+/* The state of a resident page whose slot is valid, as a move ends:
+ * CLEAN if tracking and not seen written meanwhile.  Lock held. */
+static inline enum pager_page_state pager_clean_state_locked(struct pager *p, uint64_t pg)
+{
+	bool written = p->state[pg] & PG_WRITTEN;
+
+	p->state[pg] &= (uint8_t)~PG_WRITTEN;
+	return pager_tracking_locked(p) && !written ? PAGE_CLEAN : PAGE_RESIDENT;
+}
 /* Scan every tracked mapper for pages of [pg, pg+n) written since the last
  * scan (re-protecting them); set written[i - pg] for each.  0 or -errno
  * (then tracking has fallen back: treat every page as written).  Neither

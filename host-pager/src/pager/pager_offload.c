@@ -117,8 +117,8 @@ static void batch_finish(struct offload *o, struct batch *b)
 		if (b->kind[i] == BP_SKIP)
 			continue;
 		if (b->err || b->cancelled)	/* not punched */
-			pg_set(p, b->pg + i, b->kind[i] == BP_CLEAN &&
-			       pager_tracking_locked(p) ? PAGE_CLEAN : PAGE_RESIDENT);
+			pg_set(p, b->pg + i, b->kind[i] == BP_CLEAN ?
+			       pager_clean_state_locked(p, b->pg + i) : PAGE_RESIDENT);
 		else if (b->kind[i] == BP_KEEP)
 			pg_set(p, b->pg + i, PAGE_RESIDENT);
 		else
@@ -163,11 +163,22 @@ static void batch_punch(struct offload *o, struct batch *b)
 		/* A page written since the offload's first scan (a mapper
 		 * still writing, the VM paused or not) is not punched: it
 		 * stays resident, its store copy older than the memfd's. */
+		struct pager *p = o->p;
+		uint64_t found = 0;
+
 		memset(b->written, 0, b->n);
-		(void)pager_dirty_scan(o->p, b->pg, b->n, b->written);
-		for (uint64_t i = 0; i < b->n; i++)
-			if (b->kind[i] != BP_SKIP && b->written[i])
+		(void)pager_dirty_scan(p, b->pg, b->n, b->written);
+		pthread_mutex_lock(&p->lock);
+		for (uint64_t i = 0; i < b->n; i++) {
+			if (!b->written[i])
+				continue;
+			if (b->kind[i] != BP_SKIP)
 				b->kind[i] = BP_KEEP;
+			else	/* restored by a fault meanwhile, then written */
+				found += pager_dirty_note_locked(p, b->pg + i);
+		}
+		p->dirty_scanned += found;
+		pthread_mutex_unlock(&p->lock);
 	}
 	for (uint64_t i = 0; i < b->n;) {
 		struct io_uring_sqe *sqe;
@@ -353,8 +364,8 @@ static void batch_unclaim(struct pager *p, struct batch *b, uint64_t from)
 	for (uint64_t i = from; i < b->n; i++) {
 		if (b->kind[i] == BP_SKIP)
 			continue;
-		pg_set(p, b->pg + i, b->kind[i] == BP_CLEAN && pager_tracking_locked(p) ?
-		       PAGE_CLEAN : PAGE_RESIDENT);
+		pg_set(p, b->pg + i, b->kind[i] == BP_CLEAN ?
+		       pager_clean_state_locked(p, b->pg + i) : PAGE_RESIDENT);
 		b->kind[i] = BP_SKIP;
 	}
 	pthread_cond_broadcast(&p->state_cv);
@@ -624,10 +635,8 @@ static int offload_scan(struct offload *o)
 		o->track = false;	/* fell back: every CLEAN page is RESIDENT */
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t pg = 0; pg < p->npages; pg++)
-		if (written[pg] && pg_state(p, pg) == PAGE_CLEAN) {
-			pg_set(p, pg, PAGE_RESIDENT);
-			found++;
-		}
+		if (written[pg])
+			found += pager_dirty_note_locked(p, pg);
 	p->dirty_scanned += found;
 	pthread_mutex_unlock(&p->lock);
 	free(written);
