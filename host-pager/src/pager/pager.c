@@ -948,6 +948,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->dirty_scanned_pages = p->dirty_scanned;
 	st->dirty_own_pages = p->dirty_own;
 	st->dirty_kept_pages = p->dirty_kept;
+	st->dirty_wp_faults = p->dirty_wp_faults;
 	st->store_written_bytes = p->store_written;
 	pthread_mutex_unlock(&p->lock);
 	st->resident_bytes = memfd_allocated_bytes(p);

@@ -92,6 +92,12 @@ enum pager_page_state {
  *             kernel resolves write faults itself; PAGEMAP_SCAN on each
  *             mapper's /proc/PID/pagemap reports (and re-protects) the
  *             pages written since the last scan
+ *   wp_sync   userfaultfd write-protect without WP_ASYNC: each offload
+ *             protects every mapper's ranges (UFFDIO_WRITEPROTECT), the
+ *             first write to a protected page faults to vmnapd, which marks
+ *             it dirty (after waiting for a move of it to end) and lets the
+ *             write through; slower per write, but a write during an
+ *             offload waits for the page instead of racing its punch
  *   none      no tracking: a restored page is RESIDENT (never CLEAN) and
  *             every offload writes every resident page
  */
@@ -99,6 +105,7 @@ enum pager_dirty_tracking {
 	PAGER_DIRTY_UNKNOWN = 0,	/* not decided yet (nothing registered) */
 	PAGER_DIRTY_WP_ASYNC,
 	PAGER_DIRTY_NONE,
+	PAGER_DIRTY_WP_SYNC,
 };
 const char *pager_dirty_tracking_name(enum pager_dirty_tracking t);
 
@@ -185,6 +192,7 @@ struct pager_stats {
 	uint64_t dirty_scanned_pages;	/* CLEAN pages a scan found written */
 	uint64_t dirty_own_pages;	/* CLEAN pages vmnapd itself accessed */
 	uint64_t dirty_kept_pages;	/* written during an offload: not punched */
+	uint64_t dirty_wp_faults;	/* wp_sync: write faults served */
 	uint64_t store_written_bytes;	/* slot bytes written by all offloads */
 };
 

@@ -68,6 +68,7 @@ static const char *const track_names[] = {
 	[PAGER_DIRTY_UNKNOWN] = "undecided",	/* nothing registered yet */
 	[PAGER_DIRTY_WP_ASYNC] = "wp_async",
 	[PAGER_DIRTY_NONE] = "none",
+	[PAGER_DIRTY_WP_SYNC] = "wp_sync",
 };
 
 const char *pager_dirty_tracking_name(enum pager_dirty_tracking t)
@@ -153,6 +154,8 @@ static int scan_probe(struct pager_mapper *m, uint64_t addr)
 int pager_dirty_registered(struct pager *p, struct pager_mapper *m,
 			   uint64_t mode, int reg_err)
 {
+	enum pager_dirty_tracking want;
+	bool decided, mixed;
 	uint64_t addr = 0;
 	int err;
 
@@ -171,27 +174,73 @@ int pager_dirty_registered(struct pager *p, struct pager_mapper *m,
 			addr = m->host_addr[i] + m->map_lo[i];
 	pthread_mutex_unlock(&p->lock);
 	err = addr ? scan_probe(m, addr) : 0;
-	if (err) {
-		/* registered WP but synchronous: nothing is protected, so no
-		 * write ever waits; just never rely on it */
-		pager_dirty_fallback(p, err == -EPERM ?
-				     "the userfaultfd has no UFFD_FEATURE_WP_ASYNC "
-				     "(synchronous write-protect tracking is not implemented)" :
-				     "PAGEMAP_SCAN refused the mapper's range");
+	if (err && err != -EPERM) {
+		pager_dirty_fallback(p, "PAGEMAP_SCAN refused the mapper's range");
 		return 0;
 	}
+	/* -EPERM: registered WP, but without WP_ASYNC: synchronous */
+	want = err ? PAGER_DIRTY_WP_SYNC : PAGER_DIRTY_WP_ASYNC;
 	pthread_mutex_lock(&p->lock);
-	m->wp = true;
-	if (p->track == PAGER_DIRTY_UNKNOWN) {
-		p->track = PAGER_DIRTY_WP_ASYNC;
-		pthread_mutex_unlock(&p->lock);
+	decided = p->track == PAGER_DIRTY_UNKNOWN;
+	if (decided)
+		p->track = want;
+	mixed = p->track != want && p->track != PAGER_DIRTY_NONE;
+	m->wp = p->track == want;
+	pthread_mutex_unlock(&p->lock);
+	if (mixed)
+		pager_dirty_fallback(p, "the mappers' userfaultfds differ in WP_ASYNC");
+	else if (decided && want == PAGER_DIRTY_WP_ASYNC)
 		log_info(p->subject, "dirty tracking: wp_async (userfaultfd WP_ASYNC + "
 			 "PAGEMAP_SCAN): a re-offload writes only pages written since "
 			 "their restore");
-		return 0;
+	else if (decided)
+		log_info(p->subject, "dirty tracking: wp_sync (no UFFD_FEATURE_WP_ASYNC: "
+			 "the first write to a restored page faults to vmnapd)");
+	return 0;
+}
+
+int pager_dirty_protect_all(struct pager *p)
+{
+	struct uffdio_writeprotect *wp;
+	int *fd;
+	unsigned int nr = 0, max = PAGER_MAX_MAPPERS * PAGER_MAX_REGIONS;
+	int err = 0;
+
+	wp = malloc(max * sizeof(*wp));
+	fd = malloc(max * sizeof(*fd));
+	if (!wp || !fd) {
+		free(wp);
+		free(fd);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&p->reg_lock);	/* no uffd closed meanwhile */
+	pthread_mutex_lock(&p->lock);
+	for (struct pager_mapper *m = p->mappers; m && nr < max; m = m->next) {
+		if (m->dead || !m->wp || !m->registered)
+			continue;
+		for (unsigned int i = 0; i < p->nr_regions; i++)
+			if (m->host_addr[i] && m->map_hi[i] > m->map_lo[i]) {
+				fd[nr] = m->uffd;
+				wp[nr++] = (struct uffdio_writeprotect){
+					.range = { .start = m->host_addr[i] + m->map_lo[i],
+						   .len = m->map_hi[i] - m->map_lo[i] },
+					.mode = UFFDIO_WRITEPROTECT_MODE_WP,
+				};
+			}
 	}
 	pthread_mutex_unlock(&p->lock);
-	return 0;
+	for (unsigned int i = 0; i < nr && !err; i++)
+		while (ioctl(fd[i], UFFDIO_WRITEPROTECT, &wp[i]) < 0 && !err)
+			if (errno != EAGAIN && errno != EINTR)
+				err = errno == ENOENT ? 0 : -errno;	/* ENOENT: gone */
+	pthread_mutex_unlock(&p->reg_lock);
+	free(wp);
+	free(fd);
+	if (err) {
+		log_err(p->subject, "dirty tracking: UFFDIO_WRITEPROTECT: %s", strerror(-err));
+		pager_dirty_fallback(p, "UFFDIO_WRITEPROTECT failed");
+	}
+	return err;
 }
 
 /* One mapper's live range of region @ri, clipped to pages [pg, pg+n). */
@@ -272,7 +321,9 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
 			};
 		}
 	}
-	if (p->track != PAGER_DIRTY_WP_ASYNC)
+	if (p->track == PAGER_DIRTY_WP_SYNC)
+		nr = 0;		/* write faults told us already: nothing to scan */
+	else if (p->track != PAGER_DIRTY_WP_ASYNC)
 		err = -EOPNOTSUPP;
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned int i = 0; i < nr && !err; i++)

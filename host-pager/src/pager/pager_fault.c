@@ -216,6 +216,46 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 }
 
 /*
+ * A write to a write-protected page (dirty tracking wp_sync): the page is
+ * dirty.  A page in flight is waited for first - an offload writing it out
+ * must not punch it after this write: once it is punched, the retried
+ * write faults it back in.  Then the write goes through (unprotect, which
+ * wakes the writer).  Protected pages of an untracked VM (tracking fell
+ * back) are let through the same way.
+ */
+static void handle_wp_fault(struct fault_ctx *fc, struct pager_mapper *m, uint64_t addr)
+{
+	struct pager *p = fc->p;
+	uint64_t page_addr = addr & ~(uint64_t)(PAGER_PAGE_SIZE - 1), pg = 0;
+	struct uffdio_writeprotect wp = {
+		.range = { .start = page_addr, .len = PAGER_PAGE_SIZE },
+	};
+	bool found = false;
+
+	for (unsigned int ri = 0; ri < p->nr_regions && !found; ri++)
+		if (m->host_addr[ri] && addr >= m->host_addr[ri] + m->map_lo[ri] &&
+		    addr < m->host_addr[ri] + m->map_hi[ri]) {
+			pg = p->regions[ri].first_page + (addr - m->host_addr[ri]) / PAGER_PAGE_SIZE;
+			found = true;
+		}
+	pthread_mutex_lock(&p->lock);
+	if (found && p->track == PAGER_DIRTY_WP_SYNC) {
+		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
+			pthread_cond_wait(&p->state_cv, &p->lock);
+		p->dirty_scanned += pager_dirty_note_locked(p, pg);
+		p->dirty_wp_faults++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < UFFD_EAGAIN_RETRIES; i++) {
+		if (ioctl(m->uffd, UFFDIO_WRITEPROTECT, &wp) == 0)
+			return;
+		if (errno != EAGAIN)
+			break;
+	}
+	(void)uffd_wake(m->uffd, page_addr, PAGER_PAGE_SIZE);
+}
+
+/*
  * Serve the fault at @addr; 0 when served (or nothing to serve), else
  * -errno and the faulting thread still waits.  @retry: a stuck fault tried
  * again (not counted as a new fault, not logged again).
@@ -567,20 +607,7 @@ static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
 			switch (msg->event) {
 			case UFFD_EVENT_PAGEFAULT:
 				if (msg->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) {
-					/* synchronous write-protect (never asked
-					 * for: tracking uses WP_ASYNC): let the
-					 * write through, never leave it waiting */
-					struct uffdio_writeprotect wp = {
-						.range = { .start = msg->arg.pagefault.address &
-							   ~(uint64_t)(PAGER_PAGE_SIZE - 1),
-							   .len = PAGER_PAGE_SIZE },
-					};
-
-					if (ioctl(m->uffd, UFFDIO_WRITEPROTECT, &wp) < 0)
-						(void)uffd_wake(m->uffd, wp.range.start,
-								PAGER_PAGE_SIZE);
-					pager_dirty_fallback(fc->p, "a synchronous write-protect "
-							     "fault arrived");
+					handle_wp_fault(fc, m, msg->arg.pagefault.address);
 					break;
 				}
 				err = handle_fault(fc, m, msg->arg.pagefault.address, false);

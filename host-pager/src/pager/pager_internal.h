@@ -190,7 +190,7 @@ struct pager {
 	const char *track_reason;
 	bool detaching;			/* pager_free: unregister regardless */
 	uint64_t dirty_fallbacks, clean_punched, dirty_scanned, dirty_own;
-	uint64_t dirty_kept, store_written;
+	uint64_t dirty_kept, store_written, dirty_wp_faults;
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -293,7 +293,7 @@ void *pager_offload_main(void *arg);
 /* Is dirty tracking on (restored pages become CLEAN)?  Lock held. */
 static inline bool pager_tracking_locked(const struct pager *p)
 {
-	return p->track == PAGER_DIRTY_WP_ASYNC;
+	return p->track == PAGER_DIRTY_WP_ASYNC || p->track == PAGER_DIRTY_WP_SYNC;
 }
 /* The registration mode for @m, and after a successful registration with
  * it, whether tracking works for @m (else tracking falls back to none for
@@ -331,6 +331,9 @@ static inline enum pager_page_state pager_clean_state_locked(struct pager *p, ui
  * (then tracking has fallen back: treat every page as written).  Neither
  * lock held. */
 int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written);
+/* wp_sync: write-protect every tracked mapper's ranges (an offload's
+ * start).  0 or -errno (then tracking has fallen back).  Neither lock. */
+int pager_dirty_protect_all(struct pager *p);
 /* Open the mapper's pagemap for scans (at add). */
 void pager_dirty_mapper_init(struct pager *p, struct pager_mapper *m);
 

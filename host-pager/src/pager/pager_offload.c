@@ -623,11 +623,21 @@ static int offload_scan(struct offload *o)
 	uint8_t *written;
 	uint64_t found = 0;
 
+	bool sync;
+
 	pthread_mutex_lock(&p->lock);
 	o->track = pager_tracking_locked(p);
+	sync = p->track == PAGER_DIRTY_WP_SYNC;
 	pthread_mutex_unlock(&p->lock);
 	if (!o->track)
 		return 0;
+	if (sync) {
+		/* a new epoch: every page protected, each first write faults;
+		 * what was written since the last one is RESIDENT already */
+		if (pager_dirty_protect_all(p))
+			o->track = false;
+		return 0;
+	}
 	written = calloc(p->npages, 1);
 	if (!written)
 		return -ENOMEM;
