@@ -7,7 +7,9 @@
  * by its guest-physical address (gpa), its size, the memfd and the offset
  * in it.  Every process that maps a region is a "mapper" and hands vmnapd a
  * userfaultfd for its mapping (mem_handshake.c); the pager registers the
- * mappers' ranges MISSING only while pages are out.
+ * mappers' ranges MISSING only while pages are out - with dirty tracking
+ * (enum pager_dirty_tracking) MISSING|WP from the first offload until the
+ * pager is freed.
  *
  * Per 4 KiB page one state:
  *   RESIDENT   the memfd holds the page (or may: a hole reads as zero)
