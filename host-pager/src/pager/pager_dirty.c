@@ -199,43 +199,77 @@ int pager_dirty_registered(struct pager *p, struct pager_mapper *m,
 	return 0;
 }
 
-int pager_dirty_protect_all(struct pager *p)
+/* The @n-th live range of the tracked mappers within pages [pg, pg+np):
+ * its uffd and range.  Lock held.  false: no such range. */
+static bool nth_range_locked(struct pager *p, unsigned int n, uint64_t pg, uint64_t np,
+			     int *fd, struct uffdio_range *rg)
 {
-	struct uffdio_writeprotect *wp;
-	int *fd;
-	unsigned int nr = 0, max = PAGER_MAX_MAPPERS * PAGER_MAX_REGIONS;
-	int err = 0;
-
-	wp = malloc(max * sizeof(*wp));
-	fd = malloc(max * sizeof(*fd));
-	if (!wp || !fd) {
-		free(wp);
-		free(fd);
-		return -ENOMEM;
-	}
-	pthread_mutex_lock(&p->reg_lock);	/* no uffd closed meanwhile */
-	pthread_mutex_lock(&p->lock);
-	for (struct pager_mapper *m = p->mappers; m && nr < max; m = m->next) {
+	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
 		if (m->dead || !m->wp || !m->registered)
 			continue;
-		for (unsigned int i = 0; i < p->nr_regions; i++)
-			if (m->host_addr[i] && m->map_hi[i] > m->map_lo[i]) {
-				fd[nr] = m->uffd;
-				wp[nr++] = (struct uffdio_writeprotect){
-					.range = { .start = m->host_addr[i] + m->map_lo[i],
-						   .len = m->map_hi[i] - m->map_lo[i] },
-					.mode = UFFDIO_WRITEPROTECT_MODE_WP,
-				};
-			}
+		for (unsigned int i = 0; i < p->nr_regions; i++) {
+			const struct pager_region *r = &p->regions[i];
+			uint64_t lo = r->first_page + m->map_lo[i] / PAGER_PAGE_SIZE;
+			uint64_t hi = r->first_page + m->map_hi[i] / PAGER_PAGE_SIZE;
+
+			if (lo < pg)
+				lo = pg;
+			if (hi > pg + np)
+				hi = pg + np;
+			if (!m->host_addr[i] || hi <= lo || n--)
+				continue;
+			*fd = m->uffd;
+			*rg = (struct uffdio_range){
+				.start = m->host_addr[i] + (lo - r->first_page) * PAGER_PAGE_SIZE,
+				.len = (hi - lo) * PAGER_PAGE_SIZE,
+			};
+			return true;
+		}
 	}
-	pthread_mutex_unlock(&p->lock);
-	for (unsigned int i = 0; i < nr && !err; i++)
-		while (ioctl(fd[i], UFFDIO_WRITEPROTECT, &wp[i]) < 0 && !err)
-			if (errno != EAGAIN && errno != EINTR)
-				err = errno == ENOENT ? 0 : -errno;	/* ENOENT: gone */
-	pthread_mutex_unlock(&p->reg_lock);
-	free(wp);
-	free(fd);
+	return false;
+}
+
+/*
+ * UFFDIO_WRITEPROTECT says EAGAIN while the VMM changes its mappings and
+ * the fault thread has not read the event yet; reading UNMAP and REMAP
+ * events takes p->reg_lock, so it is dropped between tries (and the range
+ * looked up again: the mapper may have changed or gone).
+ */
+#define PROTECT_TRIES		1000
+#define PROTECT_RETRY_US	1000
+
+int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t np)
+{
+	unsigned int n = 0, tries = 0;
+	int err = 0;
+
+	for (;;) {
+		struct uffdio_writeprotect wp = { .mode = UFFDIO_WRITEPROTECT_MODE_WP };
+		int fd = -1, r, e = 0;
+		bool have;
+
+		pthread_mutex_lock(&p->reg_lock);	/* no uffd closed meanwhile */
+		pthread_mutex_lock(&p->lock);
+		have = nth_range_locked(p, n, pg, np, &fd, &wp.range);
+		pthread_mutex_unlock(&p->lock);
+		r = have ? ioctl(fd, UFFDIO_WRITEPROTECT, &wp) : 0;
+		if (r < 0)
+			e = errno;
+		pthread_mutex_unlock(&p->reg_lock);
+		if (!have)
+			break;
+		if (!r || e == ENOENT) {	/* ENOENT: the mapping went */
+			n++;
+			tries = 0;
+			continue;
+		}
+		if ((e == EAGAIN || e == EINTR) && ++tries < PROTECT_TRIES) {
+			usleep(PROTECT_RETRY_US);
+			continue;
+		}
+		err = -e;
+		break;
+	}
 	if (err) {
 		log_err(p->subject, "dirty tracking: UFFDIO_WRITEPROTECT: %s", strerror(-err));
 		pager_dirty_fallback(p, "UFFDIO_WRITEPROTECT failed");

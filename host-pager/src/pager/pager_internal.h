@@ -331,9 +331,10 @@ static inline enum pager_page_state pager_clean_state_locked(struct pager *p, ui
  * (then tracking has fallen back: treat every page as written).  Neither
  * lock held. */
 int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written);
-/* wp_sync: write-protect every tracked mapper's ranges (an offload's
- * start).  0 or -errno (then tracking has fallen back).  Neither lock. */
-int pager_dirty_protect_all(struct pager *p);
+/* wp_sync: write-protect pages [pg, pg+n) in every tracked mapper (all of
+ * them at an offload's start; a batch's again once claimed).  0 or -errno
+ * (then tracking has fallen back).  Neither lock held. */
+int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t n);
 /* Open the mapper's pagemap for scans (at add). */
 void pager_dirty_mapper_init(struct pager *p, struct pager_mapper *m);
 

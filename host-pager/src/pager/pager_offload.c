@@ -83,6 +83,7 @@ struct offload {
 	uint64_t written;
 	uint64_t clean, kept;	/* pages punched with no I/O; kept (written) */
 	bool track;		/* dirty tracking on at the start */
+	bool sync;		/* ... by write faults (wp_sync) */
 	int err;
 	bool cancelled;		/* stopped early by pager_offload_cancel */
 };
@@ -409,6 +410,12 @@ static int batch_submit(struct offload *o, struct batch *b,
 	pthread_mutex_unlock(&p->lock);
 	if (!claimed)
 		return 0;
+	/* wp_sync: a page written (and so unprotected) since the offload
+	 * began is protected again now that it is claimed, so a write from
+	 * here on waits in the fault thread until the page is out, and is
+	 * then made to the page faulted back in: never lost by the punch */
+	if (o->sync && pager_dirty_protect(p, b->pg, b->n))
+		o->sync = false;	/* fell back: no longer tracked */
 	got = pread(r->memfd, b->buf, len, (off_t)off);
 	if (got < 0) {
 		int err = -errno;
@@ -634,8 +641,10 @@ static int offload_scan(struct offload *o)
 	if (sync) {
 		/* a new epoch: every page protected, each first write faults;
 		 * what was written since the last one is RESIDENT already */
-		if (pager_dirty_protect_all(p))
+		if (pager_dirty_protect(p, 0, p->npages))
 			o->track = false;
+		else
+			o->sync = true;
 		return 0;
 	}
 	written = calloc(p->npages, 1);
