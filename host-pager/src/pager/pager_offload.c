@@ -168,7 +168,9 @@ static void batch_punch(struct offload *o, struct batch *b)
 		uint64_t found = 0;
 
 		memset(b->written, 0, b->n);
-		(void)pager_dirty_scan(p, b->pg, b->n, b->written);
+		if (pager_dirty_scan(p, b->pg, b->n, b->written))
+			o->track = false;	/* fell back: this batch stays, the
+						 * next ones are punched unscanned */
 		pthread_mutex_lock(&p->lock);
 		for (uint64_t i = 0; i < b->n; i++) {
 			if (!b->written[i])
