@@ -14,6 +14,12 @@
 #           by working-set prefetch with no touches (restore_prefetch_gib_s),
 #           then evicts the same RAM zeroed (zero_evict_gib_s: allocated zero
 #           pages, pread + zero check + punch, no I/O).
+#           Then re-offloads the RAM prefetched back, unwritten
+#           (reoffload_clean_gib_s: bytes dropped / offload time;
+#           reoffload_written_bytes: 0 with dirty tracking), and runs a
+#           write-heavy loop (8 passes, a word per page) over RAM restored
+#           by faults with tracking on and off (dirty_track_overhead: the
+#           ratio of their times).
 #   raw     fio on the same file system, O_DIRECT: sequential write and read
 #           of the same bytes in 2 MiB blocks at queue depth 8 (the pager's
 #           batch and depth), 4 KiB random reads at depth 1 (clat p50).
@@ -66,6 +72,13 @@ echo "bench-pager: $MIB MiB, store file system $fs ($DIR)" >&2
 pager=$(PAGER_STORE_DIR=$DIR/store "$HARNESS" bench "$MIB") || die "pager run failed"
 echo "bench-pager: pager $pager" >&2
 
+# 1b. dirty tracking's cost to the VMM: a write-heavy loop (8 passes, a word
+# per page) over RAM restored by faults, tracking on vs off
+wl_on=$(PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$MIB" 8) || die "writeloop run failed"
+wl_off=$(VMNAPD_DIRTY_TRACKING=none PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$MIB" 8) ||
+	die "writeloop run (tracking off) failed"
+echo "bench-pager: writeloop tracking on $wl_on, off $wl_off" >&2
+
 # 2. raw device figures with fio
 fio_json() { fio --output-format=json --filename="$DIR/raw.fio" --direct=1 "$@"; }
 raw_w=$(fio_json --name=w --rw=write --bs=$RAW_BS --iodepth=$RAW_QD --ioengine=io_uring \
@@ -94,9 +107,9 @@ fi
 rm -f "$DIR/swapon.err"
 echo "bench-pager: swap $swap ${swap_note}" >&2
 
-python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" <<'EOF'
+python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" <<'EOF'
 import json, sys
-out, pager, w, r, r4k, swap = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
+out, pager, w, r, r4k, swap, wl_on, wl_off = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
 GIB = float(1 << 30)
 res = {
     "bytes": pager["bytes"],
@@ -112,6 +125,10 @@ res = {
     "raw_seq_read_gib_s": round(r["jobs"][0]["read"]["bw_bytes"] / GIB, 3),
     "swap_evict_gib_s": swap["swap_evict_gib_s"],
     "swap_restore_gib_s": swap["swap_restore_gib_s"],
+    "reoffload_clean_gib_s": pager["reoffload_clean_gib_s"],
+    "reoffload_written_bytes": pager["reoffload_written_bytes"],
+    "dirty_tracking": wl_on["dirty_tracking"],
+    "dirty_track_overhead": round(wl_on["writeloop_ns"] / wl_off["writeloop_ns"], 3),
 }
 with open(out, "w") as f:
     json.dump(res, f, indent=1)

@@ -23,9 +23,9 @@ $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(VMNAPD_LIB)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(VMNAPD_LIB) $(VMNAPD_LDLIBS)
 
 MOCKVMM_OBJ	:= $(BUILD)/tests/lib/mockvmm.o
-MOCKVMM_TESTS	:= pager_mockvmm pager_cancel pager_critical pager_eintr pager_enospc \
-		   pager_storeerr pager_race pager_events pager_crc pager_restart \
-		   pressure_cgroup
+MOCKVMM_TESTS	:= pager_mockvmm pager_dirty pager_cancel pager_critical pager_eintr \
+		   pager_enospc pager_storeerr pager_race pager_events pager_crc \
+		   pager_restart pressure_cgroup
 $(MOCKVMM_TESTS:%=$(BUILD)/tests/integration/%): $(MOCKVMM_OBJ)
 
 $(BUILD)/tests/bench/%: $(BUILD)/tests/bench/%.o $(MOCKVMM_OBJ) $(VMNAPD_LIB)

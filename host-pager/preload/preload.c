@@ -215,6 +215,34 @@ static bool is_known_memfd(int fd)
 #define WANTED_FEATURES	(UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP | \
 			 UFFD_FEATURE_EVENT_REMAP)
 
+/*
+ * Dirty tracking (vmnapd's pager_dirty.c): write-protect on the shmem
+ * memfd (WP_HUGETLBFS_SHMEM), resolved by the kernel itself (WP_ASYNC,
+ * Linux 6.7) so that a write never waits for vmnapd, and protection of
+ * page table entries not populated yet (WP_UNPOPULATED).  Asked for only
+ * as a whole: vmnapd checks what it got and falls back without.
+ * VMNAP_UFFD_WP=sync leaves WP_ASYNC out, =none every WP feature (tests,
+ * or a kernel whose WP is suspect).
+ */
+#ifndef UFFD_FEATURE_WP_UNPOPULATED
+#define UFFD_FEATURE_WP_UNPOPULATED	(1 << 13)
+#endif
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC		(1 << 15)
+#endif
+
+static uint64_t wp_features(void)
+{
+	const char *e = getenv("VMNAP_UFFD_WP");
+
+	if (e && !strcmp(e, "none"))
+		return 0;
+	if (e && !strcmp(e, "sync"))
+		return UFFD_FEATURE_WP_HUGETLBFS_SHMEM | UFFD_FEATURE_WP_UNPOPULATED;
+	return UFFD_FEATURE_WP_HUGETLBFS_SHMEM | UFFD_FEATURE_WP_UNPOPULATED |
+	       UFFD_FEATURE_WP_ASYNC;
+}
+
 static int open_userfaultfd(void)
 {
 	int fd, dev;
@@ -258,8 +286,13 @@ static int userfaultfd_with(uint64_t features)
 static int new_userfaultfd(void)
 {
 	struct uffdio_api probe = { .api = UFFD_API };
-	int fd = userfaultfd_with(WANTED_FEATURES);
+	uint64_t wp = wp_features(), want;
+	int fd = wp ? userfaultfd_with(WANTED_FEATURES | wp) : -EINVAL;
 
+	if (fd >= 0)
+		return fd;
+	if (!wp)
+		fd = userfaultfd_with(WANTED_FEATURES);
 	if (fd != -EINVAL)	/* a descriptor, or an error asking less won't fix */
 		return fd;
 	fd = open_userfaultfd();
@@ -272,11 +305,13 @@ static int new_userfaultfd(void)
 		return err;
 	}
 	close(fd);
+	want = probe.features & WANTED_FEATURES;
+	if ((probe.features & wp) == wp)
+		want |= wp;
 	if (debug())
-		say("userfaultfd offers features %#llx; events used: %#llx",
-		    (unsigned long long)probe.features,
-		    (unsigned long long)(probe.features & WANTED_FEATURES));
-	return userfaultfd_with(probe.features & WANTED_FEATURES);
+		say("userfaultfd offers features %#llx; used: %#llx",
+		    (unsigned long long)probe.features, (unsigned long long)want);
+	return userfaultfd_with(want);
 }
 
 static bool qemu_x86_target(void)

@@ -45,7 +45,8 @@ static int mode_bench(const char *self, uint64_t mib)
 	struct harness h = { 0 };
 	struct pager_stats st;
 	uint64_t bytes = mib << 20, p50 = 0, p99 = 0, ns, t0, before;
-	double evict, zero_evict, restore_fault, restore_prefetch;
+	double evict, zero_evict, restore_fault, restore_prefetch, reoffload_clean;
+	uint64_t reoffload_written;
 	char ans[LINE_MAX_LEN];
 	unsigned long long a, b;
 	struct fa_call fa;
@@ -101,6 +102,17 @@ static int mode_bench(const char *self, uint64_t mib)
 	vmm_cmd(&h, ans, "verify 1 2");
 	if (strcmp(ans, "ok"))
 		return 1;
+	/* 4b. re-offload of restored, unwritten pages: CLEAN, dropped with
+	 * no store write when dirty tracking is on */
+	if (offload(&h))
+		return 1;
+	st = stats(&h, NULL);
+	reoffload_clean = gib_s(bytes, st.last_offload_ns);
+	reoffload_written = st.last_offload_written;
+	fprintf(stderr, "bench: re-offload: dirty tracking %s, %llu clean pages punched, "
+		"%llu bytes written\n", pager_dirty_tracking_name(st.dirty_tracking),
+		(unsigned long long)st.clean_punched_pages, (unsigned long long)reoffload_written);
+	vmm_cmd(&h, ans, "touchall");
 	/* 5. evict zero pages (allocated, all zero) */
 	vmm_cmd(&h, ans, "zero");
 	if (offload(&h))
@@ -111,9 +123,11 @@ static int mode_bench(const char *self, uint64_t mib)
 	harness_stop(&h);
 	printf("{\"bytes\": %llu, \"nonzero_bytes\": %llu, \"evict_gib_s\": %.3f, "
 	       "\"zero_evict_gib_s\": %.3f, \"fault_p50_us\": %.1f, \"fault_p99_us\": %.1f, "
-	       "\"restore_fault_gib_s\": %.3f, \"restore_prefetch_gib_s\": %.3f}\n",
+	       "\"restore_fault_gib_s\": %.3f, \"restore_prefetch_gib_s\": %.3f, "
+	       "\"reoffload_clean_gib_s\": %.3f, \"reoffload_written_bytes\": %llu}\n",
 	       (unsigned long long)bytes, (unsigned long long)bytes, evict, zero_evict,
-	       (double)p50 / 1000.0, (double)p99 / 1000.0, restore_fault, restore_prefetch);
+	       (double)p50 / 1000.0, (double)p99 / 1000.0, restore_fault, restore_prefetch,
+	       reoffload_clean, (unsigned long long)reoffload_written);
 	return 0;
 }
 
@@ -176,6 +190,38 @@ static int mode_swap(uint64_t mib, const char *cg)
 	return 0;
 }
 
+/*
+ * A write-heavy loop in the mock VMM over guest RAM restored by faults:
+ * with dirty tracking (VMNAPD_DIRTY_TRACKING unset) the pages come back
+ * write-protected and the first write of each takes a WP fault the kernel
+ * resolves; with VMNAPD_DIRTY_TRACKING=none they come back writable.
+ */
+static int mode_writeloop(const char *self, uint64_t mib, unsigned int passes)
+{
+	struct harness h = { 0 };
+	struct pager_stats st;
+	char ans[LINE_MAX_LEN];
+	unsigned long long ns;
+
+	g_all_data = true;
+	setenv("PAGER_ALL_DATA", "1", 1);
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1))
+		return 1;
+	read_line(h.from_vmm, ans, sizeof(ans));
+	if (strcmp(ans, "ready") || offload(&h))
+		return 1;
+	vmm_cmd(&h, ans, "touchall");
+	vmm_cmd(&h, ans, "writeloop %u", passes);
+	if (sscanf(ans, "ok %llu", &ns) != 1)
+		return 1;
+	st = stats(&h, NULL);
+	vmm_quit(&h);
+	harness_stop(&h);
+	printf("{\"writeloop_ns\": %llu, \"dirty_tracking\": \"%s\"}\n", ns,
+	       pager_dirty_tracking_name(st.dirty_tracking));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (mockvmm_init(argc, argv))
@@ -184,6 +230,10 @@ int main(int argc, char **argv)
 		return mode_swap(mockvmm_arg(argc, argv, 2, 0), argv[3]);
 	if (argc >= 2 && !strcmp(argv[1], "bench"))
 		return mode_bench(argv[0], mockvmm_arg(argc, argv, 2, 256));
-	fprintf(stderr, "usage: %s bench [MiB] | swap MiB CGROUP\n", argv[0]);
+	if (argc >= 2 && !strcmp(argv[1], "writeloop"))
+		return mode_writeloop(argv[0], mockvmm_arg(argc, argv, 2, 256),
+				      (unsigned int)mockvmm_arg(argc, argv, 3, 8));
+	fprintf(stderr, "usage: %s bench [MiB] | writeloop [MiB [PASSES]] | swap MiB CGROUP\n",
+		argv[0]);
 	return 2;
 }

@@ -98,7 +98,15 @@ static int mode_basic(const char *self, uint64_t mib)
 	    "faults served: %llu (%llu pages, %llu zero, %llu eexist)",
 	    (unsigned long long)st.faults, (unsigned long long)st.fault_pages,
 	    (unsigned long long)st.zero_faults, (unsigned long long)st.eexist);
-	tap(!st.registered, "range unregistered once every page is back");
+	if (st.dirty_tracking == PAGER_DIRTY_WP_ASYNC)
+		tap(st.registered && st.pages[PAGE_CLEAN] > 0,
+		    "dirty tracking %s: the range stays registered (write-protect), %llu "
+		    "restored page(s) CLEAN", pager_dirty_tracking_name(st.dirty_tracking),
+		    (unsigned long long)st.pages[PAGE_CLEAN]);
+	else
+		tap(!st.registered, "range unregistered once every page is back "
+		    "(dirty tracking %s: %s)", pager_dirty_tracking_name(st.dirty_tracking),
+		    st.dirty_tracking_reason ? st.dirty_tracking_reason : "");
 
 	/* cycle 2: new contents, evict, prefetch races the faults */
 	vmm_cmd(&h, ans, "fill 2");

@@ -140,8 +140,9 @@ static int mode_race(const char *self, uint64_t mib, unsigned int cycles)
 	tap(!off_err, "every offload completed: %s", strerror(-off_err));
 	st = stats(&h, NULL);
 	tap(!st.pages[PAGE_IN_FLIGHT] && st.pages[PAGE_RESIDENT] + st.pages[PAGE_OFFLOADED] +
-	    st.pages[PAGE_ZERO] == npages, "no page left in flight (%llu resident, %llu "
-	    "offloaded, %llu zero)", (unsigned long long)st.pages[PAGE_RESIDENT],
+	    st.pages[PAGE_ZERO] + st.pages[PAGE_CLEAN] == npages, "no page left in flight "
+	    "(%llu resident, %llu clean, %llu offloaded, %llu zero)",
+	    (unsigned long long)st.pages[PAGE_RESIDENT], (unsigned long long)st.pages[PAGE_CLEAN],
 	    (unsigned long long)st.pages[PAGE_OFFLOADED], (unsigned long long)st.pages[PAGE_ZERO]);
 	tap(st.dropped_free_pages == freed, "every freed page made ZERO, none skipped: %llu of %llu",
 	    (unsigned long long)st.dropped_free_pages, (unsigned long long)freed);

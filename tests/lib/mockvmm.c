@@ -351,6 +351,126 @@ static const char *remap(struct vmm *v, bool squat)
 	return "ok";
 }
 
+/*
+ * Racing writers (dirty tracking): threads that keep rewriting their share
+ * of the data pages with new rounds, remembering each page's last round,
+ * so that "stormcheck" can check every page against what was written last.
+ */
+#define STORM_MAX_THREADS	8
+
+struct storm_thread {
+	struct vmm *v;
+	pthread_t t;
+	unsigned int slot, slots;	/* pages i with i % slots == slot */
+	uint64_t writes;
+};
+
+static struct {
+	uint32_t *last;		/* per page: round written last (0: zero page) */
+	bool *theirs;		/* the other mapper's writers own the page */
+	struct storm_thread th[STORM_MAX_THREADS];
+	unsigned int n;
+	volatile bool stop;
+} storm;
+
+static void *storm_thread(void *arg)
+{
+	struct storm_thread *t = arg;
+	uint64_t w[PAGE / 8];
+
+	while (!storm.stop) {
+		for (uint64_t i = t->slot; i < t->v->npages && !storm.stop; i += t->slots) {
+			uint32_t k;
+
+			if (page_kind(i) != PK_DATA)
+				continue;
+			k = storm.last[i] + 1000;
+			page_pattern(i, k, w);
+			memcpy(t->v->mem + i * PAGE, w, PAGE);
+			__atomic_store_n(&storm.last[i], k, __ATOMIC_RELEASE);
+			t->writes++;
+		}
+	}
+	return NULL;
+}
+
+static const char *storm_cmd(struct vmm *v, const char *line)
+{
+	static char ans[LINE_MAX_LEN];
+	unsigned int round, n, part, parts;
+
+	if (sscanf(line, "storm init %u", &round) == 1) {
+		free(storm.last);
+		free(storm.theirs);
+		storm.last = calloc(v->npages, sizeof(*storm.last));
+		storm.theirs = calloc(v->npages, sizeof(*storm.theirs));
+		if (!storm.last || !storm.theirs)
+			return "no memory";
+		for (uint64_t i = 0; i < v->npages; i++)
+			storm.last[i] = page_kind(i) == PK_DATA ? round : 0;
+		return "ok";
+	}
+	if (sscanf(line, "storm set %u %u %u", &n, &part, &round) == 3) {
+		/* pages [n, part) were written with @round by someone else */
+		if (!storm.last || n >= part || part > v->npages)
+			return "bad storm";
+		for (uint64_t i = n; i < part; i++)
+			storm.last[i] = round;
+		return "ok";
+	}
+	if (sscanf(line, "storm start %u %u %u", &n, &part, &parts) == 3) {
+		if (!storm.last || storm.n || !n || n > STORM_MAX_THREADS || part >= parts)
+			return "bad storm";
+		storm.stop = false;
+		for (uint64_t i = 0; i < v->npages; i++)	/* checked over there */
+			storm.theirs[i] |= i % (n * parts) / n != part;
+		for (unsigned int i = 0; i < n; i++) {
+			storm.th[i] = (struct storm_thread){ .v = v, .slot = part * n + i,
+							     .slots = n * parts };
+			pthread_create(&storm.th[i].t, NULL, storm_thread, &storm.th[i]);
+		}
+		storm.n = n;
+		return "ok";
+	}
+	if (!strcmp(line, "storm stop")) {
+		uint64_t writes = 0;
+
+		storm.stop = true;
+		for (unsigned int i = 0; i < storm.n; i++) {
+			pthread_join(storm.th[i].t, NULL);
+			writes += storm.th[i].writes;
+		}
+		storm.n = 0;
+		snprintf(ans, sizeof(ans), "ok %llu", (unsigned long long)writes);
+		return ans;
+	}
+	if (!strcmp(line, "stormcheck")) {
+		uint64_t w[PAGE / 8];
+
+		if (!storm.last)
+			return "no storm";
+		for (uint64_t i = 0; i < v->npages; i++) {
+			bool good;
+
+			if (storm.theirs[i])
+				continue;
+			if (storm.last[i]) {
+				page_pattern(i, storm.last[i], w);
+				good = !memcmp(v->mem + i * PAGE, w, PAGE);
+			} else {
+				memset(w, 0, sizeof(w));
+				good = !memcmp(v->mem + i * PAGE, w, PAGE);
+			}
+			if (!good) {
+				snprintf(ans, sizeof(ans), "bad page %llu", (unsigned long long)i);
+				return ans;
+			}
+		}
+		return "ok";
+	}
+	return "unknown";
+}
+
 static int vmm_serve(struct vmm *v, int in, int out)
 {
 	char line[LINE_MAX_LEN];
@@ -361,7 +481,16 @@ static int vmm_serve(struct vmm *v, int in, int out)
 		char how[16];
 		int rev = 0;
 
-		if (sscanf(line, "fill %u", &round) == 1) {
+		if (!strncmp(line, "storm", 5)) {
+			send_line(out, "%s", storm_cmd(v, line));
+		} else if (!strncmp(line, "peer ", 5) && v->peer >= 0) {
+			char pl[LINE_MAX_LEN];
+
+			send_line(v->peer, "%s", line + 5);
+			if (read_line(v->peer, pl, sizeof(pl)))
+				snprintf(pl, sizeof(pl), "peer gone");
+			send_line(out, "%s", pl);
+		} else if (sscanf(line, "fill %u", &round) == 1) {
 			fill(v, round);
 			send_line(out, "ok");
 		} else if (sscanf(line, "verify %u %u %llu %llu %d", &round, &threads,
@@ -416,6 +545,15 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				send_line(out, "bad page %lld", (long long)bad);
 			else
 				send_line(out, "ok");
+		} else if (sscanf(line, "writeloop %u", &round) == 1) {
+			/* a write-heavy loop: a word in every page, @round passes */
+			uint64_t t0 = mono_ns();
+
+			for (unsigned int k = 0; k < round; k++)
+				for (uint64_t i = 0; i < v->npages; i++)
+					((volatile uint64_t *)(void *)(v->mem + i * PAGE))[k % (PAGE / 8)] =
+						i ^ k;
+			send_line(out, "ok %llu", (unsigned long long)(mono_ns() - t0));
 		} else if (!strcmp(line, "touchall")) {
 			send_line(out, "ok %llu", (unsigned long long)touch_all(v));
 		} else if (sscanf(line, "discard %llu %llu %15s", &zlo, &zhi, how) == 3 &&

@@ -32,6 +32,7 @@ static const char *const page_state_names[PAGE_STATES] = {
 	[PAGE_OFFLOADED] = "offloaded",
 	[PAGE_ZERO] = "zero",
 	[PAGE_IN_FLIGHT] = "in_flight",
+	[PAGE_CLEAN] = "clean",
 };
 
 const char *pager_page_state_name(enum pager_page_state s)
@@ -373,9 +374,16 @@ void pager_free(struct pager *p)
 	/* The fault thread keeps serving while pages come back. */
 	if (live_mappers && out)
 		restore_all(p);
-	/* The store stays for the next vmnapd, its slots emptied if unused */
-	if (live_mappers && !p->count[PAGE_OFFLOADED])
+	/* The store stays for the next vmnapd, its slots emptied if unused
+	 * (the entries CLEAN pages kept go first: they would name them) */
+	if (live_mappers && !p->count[PAGE_OFFLOADED]) {
+		if (p->count[PAGE_CLEAN])
+			store_slots_forget(&p->store, 0, p->npages);
 		store_discard(&p->store, pg_store_off(0), p->npages * PAGER_PAGE_SIZE);
+	}
+	pthread_mutex_lock(&p->lock);
+	p->detaching = true;	/* nobody serves the ranges any more */
+	pthread_mutex_unlock(&p->lock);
 	pager_maybe_unregister(p);
 	pager_fault_thread_stop(p);
 	while (p->mappers) {
@@ -383,6 +391,8 @@ void pager_free(struct pager *p)
 
 		p->mappers = m->next;
 		close(m->uffd);
+		if (m->pagemap_fd >= 0)
+			close(m->pagemap_fd);
 		free(m);
 	}
 	for (unsigned int i = 0; i < p->nr_regions; i++) {
@@ -432,6 +442,7 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 	m->uffd = uffd;
 	m->pid = pid;
 	memcpy(m->host_addr, host_addr, nr * sizeof(*host_addr));
+	pager_dirty_mapper_init(p, m);
 	for (unsigned int i = 0; i < nr; i++)
 		m->map_hi[i] = host_addr[i] ? p->regions[i].size : 0;
 	(void)fcntl(uffd, F_SETFL, fcntl(uffd, F_GETFL) | O_NONBLOCK);
@@ -454,6 +465,8 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->reg_lock);
 	if (err) {
+		if (m->pagemap_fd >= 0)
+			close(m->pagemap_fd);
 		free(m);
 		return err;
 	}
@@ -564,8 +577,28 @@ static void gpa_refused_log(struct pager *p, const char *what, uint64_t gpa,
 		 (unsigned long long)len);
 }
 
+/*
+ * vmnapd is about to access [gpa, gpa+len) through its own mapping, which
+ * no mapper's write-protect sees: its CLEAN pages count as written.  Lock
+ * held; the range checked.
+ */
+static void mark_dirty_locked(struct pager *p, uint64_t gpa, uint64_t len)
+{
+	uint64_t pg, n;
+
+	if (!p->count[PAGE_CLEAN] && !p->count[PAGE_IN_FLIGHT])
+		return;
+	while (len && !gpa_chunk_locked(p, gpa, len, &pg, &n) && n) {
+		for (uint64_t i = pg; i < pg + n; i++)
+			p->dirty_own += pager_dirty_note_locked(p, i);
+		gpa += n * PAGER_PAGE_SIZE;
+		len -= n * PAGER_PAGE_SIZE;
+	}
+}
+
 int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 {
+	uint64_t gpa0, len0;
 	bool log_now = false;
 	void *buf;
 	int err;
@@ -574,9 +607,12 @@ int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 	len += gpa % PAGER_PAGE_SIZE;
 	gpa -= gpa % PAGER_PAGE_SIZE;
 	len = (len + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+	gpa0 = gpa;
+	len0 = len;
 	pthread_mutex_lock(&p->lock);
 	err = gpa_range_check_locked(p, gpa, len, &log_now);
 	if (!err && !p->count[PAGE_OFFLOADED] && !p->count[PAGE_IN_FLIGHT]) {
+		mark_dirty_locked(p, gpa, len);
 		pthread_mutex_unlock(&p->lock);
 		return 0;	/* fast path: nothing is out */
 	}
@@ -614,6 +650,9 @@ int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 		}
 	}
 	free(buf);
+	pthread_mutex_lock(&p->lock);
+	mark_dirty_locked(p, gpa0, len0);
+	pthread_mutex_unlock(&p->lock);
 	return err;
 }
 
@@ -900,6 +939,17 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->recovered_resident = p->rec_resident;
 	st->store_bad_slots = __atomic_load_n(&p->store.bad_slots, __ATOMIC_RELAXED);
 	st->store_id = p->store.id;
+	st->dirty_tracking = p->track;
+	st->dirty_tracking_reason = p->track == PAGER_DIRTY_UNKNOWN ?
+				    "not decided: no offload registered the mappers yet" :
+				    p->track_reason;
+	st->dirty_fallbacks = p->dirty_fallbacks;
+	st->clean_punched_pages = p->clean_punched;
+	st->dirty_scanned_pages = p->dirty_scanned;
+	st->dirty_own_pages = p->dirty_own;
+	st->dirty_kept_pages = p->dirty_kept;
+	st->dirty_wp_faults = p->dirty_wp_faults;
+	st->store_written_bytes = p->store_written;
 	pthread_mutex_unlock(&p->lock);
 	st->resident_bytes = memfd_allocated_bytes(p);
 	st->store_file_bytes = store_allocated_bytes(&p->store);

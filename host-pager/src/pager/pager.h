@@ -7,13 +7,18 @@
  * by its guest-physical address (gpa), its size, the memfd and the offset
  * in it.  Every process that maps a region is a "mapper" and hands vmnapd a
  * userfaultfd for its mapping (mem_handshake.c); the pager registers the
- * mappers' ranges MISSING only while pages are out.
+ * mappers' ranges MISSING only while pages are out - with dirty tracking
+ * (enum pager_dirty_tracking) MISSING|WP from the first offload until the
+ * pager is freed.
  *
  * Per 4 KiB page one state:
  *   RESIDENT   the memfd holds the page (or may: a hole reads as zero)
  *   OFFLOADED  the page is in the store at its slot, punched from the memfd
  *   ZERO       known zero or reported free: punched, nothing stored
  *   IN_FLIGHT  being written out or brought back by one thread
+ *   CLEAN      resident and its slot in the store still valid (restored
+ *              and not written since, as far as dirty tracking has seen):
+ *              the next offload punches it without I/O
  *
  * Threads: every function here is called from the event-loop thread unless
  * it says otherwise; the pager runs its own fault-service, prefetch and
@@ -78,8 +83,33 @@ enum pager_page_state {
 	PAGE_OFFLOADED,
 	PAGE_ZERO,
 	PAGE_IN_FLIGHT,
+	PAGE_CLEAN,
 	PAGE_STATES
 };
+
+/*
+ * How writes to restored pages are seen, chosen once per VM when its
+ * mappers are first registered (pager_stats.dirty_tracking):
+ *   wp_async  userfaultfd write-protect with UFFD_FEATURE_WP_ASYNC: the
+ *             kernel resolves write faults itself; PAGEMAP_SCAN on each
+ *             mapper's /proc/PID/pagemap reports (and re-protects) the
+ *             pages written since the last scan
+ *   wp_sync   userfaultfd write-protect without WP_ASYNC: each offload
+ *             protects every mapper's ranges (UFFDIO_WRITEPROTECT), the
+ *             first write to a protected page faults to vmnapd, which marks
+ *             it dirty (after waiting for a move of it to end) and lets the
+ *             write through; slower per write, but a write during an
+ *             offload waits for the page instead of racing its punch
+ *   none      no tracking: a restored page is RESIDENT (never CLEAN) and
+ *             every offload writes every resident page
+ */
+enum pager_dirty_tracking {
+	PAGER_DIRTY_UNKNOWN = 0,	/* not decided yet (nothing registered) */
+	PAGER_DIRTY_WP_ASYNC,
+	PAGER_DIRTY_NONE,
+	PAGER_DIRTY_WP_SYNC,
+};
+const char *pager_dirty_tracking_name(enum pager_dirty_tracking t);
 
 /*
  * Where the pager's guest-physical map comes from.  Only a map the pager
@@ -156,6 +186,16 @@ struct pager_stats {
 	uint64_t recovered_resident;	/* ... in the memfd: RESIDENT */
 	uint64_t store_bad_slots;	/* store reads whose checksum mismatched */
 	const char *store_id;		/* the pager's; valid while it lives */
+	/* dirty tracking */
+	enum pager_dirty_tracking dirty_tracking;
+	const char *dirty_tracking_reason;	/* why "none"; static or NULL */
+	uint64_t dirty_fallbacks;	/* tracking wanted but unavailable */
+	uint64_t clean_punched_pages;	/* CLEAN pages offloaded with no I/O */
+	uint64_t dirty_scanned_pages;	/* CLEAN pages a scan found written */
+	uint64_t dirty_own_pages;	/* CLEAN pages vmnapd itself accessed */
+	uint64_t dirty_kept_pages;	/* written during an offload: not punched */
+	uint64_t dirty_wp_faults;	/* wp_sync: write faults served */
+	uint64_t store_written_bytes;	/* slot bytes written by all offloads */
 };
 
 struct pager;
@@ -243,7 +283,10 @@ void pager_set_error_cb(struct pager *p,
 
 /*
  * Block until [gpa, gpa+len) is resident (OFFLOADED pages read back into
- * the memfd).  For vmnapd's own accesses to guest RAM.  Any thread. -errno.
+ * the memfd).  For vmnapd's own accesses to guest RAM, which may write it
+ * through vmnapd's own mapping (vsock RX, used rings), where no dirty
+ * tracking sees them: the range's CLEAN pages become RESIDENT (dirty), so
+ * the next offload writes them.  Any thread. -errno.
  */
 int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len);
 

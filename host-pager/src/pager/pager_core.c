@@ -225,28 +225,20 @@ static int mapper_check_maps(struct pager *p, struct pager_mapper *m)
 	return 0;
 }
 
-int pager_mapper_register(struct pager *p, struct pager_mapper *m)
+/* Register @m's ranges with @mode; -errno of the first failure. */
+static int mapper_register_mode(struct pager *p, struct pager_mapper *m,
+				const struct mapper_ranges *mr, uint64_t mode)
 {
-	struct mapper_ranges mr;
-	int err = mapper_check_maps(p, m);
-
-	if (err)
-		return err;
-	pthread_mutex_lock(&p->lock);
-	mapper_ranges_locked(p, m, &mr);
-	pthread_mutex_unlock(&p->lock);
-	for (unsigned int i = 0; i < mr.n; i++) {
-		struct uffdio_register reg = {
-			.range = mr.r[i],
-			.mode = UFFDIO_REGISTER_MODE_MISSING,
-		};
+	for (unsigned int i = 0; i < mr->n; i++) {
+		struct uffdio_register reg = { .range = mr->r[i], .mode = mode };
 
 		if (ioctl(m->uffd, UFFDIO_REGISTER, &reg) < 0) {
 			int err = -errno;
 
-			log_err(p->subject, "mapper pid %d: UFFDIO_REGISTER %#llx+%#llx: %s",
-				(int)m->pid, (unsigned long long)reg.range.start,
-				(unsigned long long)reg.range.len, strerror(-err));
+			if (err != -EINVAL || !(mode & UFFDIO_REGISTER_MODE_WP))
+				log_err(p->subject, "mapper pid %d: UFFDIO_REGISTER %#llx+%#llx: %s",
+					(int)m->pid, (unsigned long long)reg.range.start,
+					(unsigned long long)reg.range.len, strerror(-err));
 			return err;
 		}
 		if ((reg.ioctls & UFFD_NEEDED_IOCTLS) != UFFD_NEEDED_IOCTLS) {
@@ -256,6 +248,32 @@ int pager_mapper_register(struct pager *p, struct pager_mapper *m)
 		}
 	}
 	return 0;
+}
+
+int pager_mapper_register(struct pager *p, struct pager_mapper *m)
+{
+	struct mapper_ranges mr;
+	int err = mapper_check_maps(p, m);
+	uint64_t mode;
+
+	if (err)
+		return err;
+	mode = pager_dirty_reg_mode(p, m);
+	pthread_mutex_lock(&p->lock);
+	mapper_ranges_locked(p, m, &mr);
+	pthread_mutex_unlock(&p->lock);
+	err = mapper_register_mode(p, m, &mr, mode);
+	if (err == -EINVAL && (mode & UFFDIO_REGISTER_MODE_WP)) {
+		/* no write-protect for shmem on this userfaultfd: MISSING
+		 * alone (ranges already registered WP too are harmless:
+		 * nothing protects their pages) */
+		(void)pager_dirty_registered(p, m, mode, err);
+		mode = UFFDIO_REGISTER_MODE_MISSING;
+		err = mapper_register_mode(p, m, &mr, mode);
+	}
+	if (err)
+		return err;
+	return pager_dirty_registered(p, m, mode, 0);
 }
 
 /*
@@ -307,11 +325,13 @@ int pager_register_all(struct pager *p)
 	return 0;
 }
 
-/* Never unregister while a page is out: the next touch would read zeros. */
+/* Never unregister while a page is out: the next touch would read zeros.
+ * Nor while dirty tracking is on (unregistering drops every protection),
+ * unless the pager detaches. */
 bool pager_unregister_due_locked(struct pager *p)
 {
 	return p->registered && !p->offloading && !p->count[PAGE_OFFLOADED] &&
-	       !p->count[PAGE_IN_FLIGHT];
+	       !p->count[PAGE_IN_FLIGHT] && (!pager_tracking_locked(p) || p->detaching);
 }
 
 /*
@@ -444,10 +464,21 @@ uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
 
 void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
 {
-	if (ok)	/* the memfd holds the pages now: their slots are stale */
+	bool clean = ok && pager_tracking_locked(p);
+
+	/* Back in the memfd: with dirty tracking the slots stay valid until
+	 * the pages are written (CLEAN); without, they are stale at once. */
+	if (ok && !clean)
 		store_slots_forget(&p->store, pg, n);
 	for (uint64_t i = 0; i < n; i++) {
-		pg_set(p, pg + i, ok ? PAGE_RESIDENT : PAGE_OFFLOADED);
+		if (!ok) {
+			p->state[pg + i] &= (uint8_t)~PG_WRITTEN;
+			pg_set(p, pg + i, PAGE_OFFLOADED);
+		} else {
+			pg_set(p, pg + i, clean ? pager_clean_state_locked(p, pg + i) :
+			       PAGE_RESIDENT);
+			p->state[pg + i] &= (uint8_t)~PG_WRITTEN;
+		}
 		if (ok)
 			p->state[pg + i] |= PG_WS_CUR;
 	}

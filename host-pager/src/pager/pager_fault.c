@@ -113,7 +113,7 @@ static int uffd_zeropage(int uffd, uint64_t addr, uint64_t *eexist)
  * *@eexist.
  */
 static int uffd_copy(int uffd, uint64_t addr, const char *src, uint64_t len,
-		     uint64_t fault_addr, uint64_t *eexist)
+		     uint64_t fault_addr, uint64_t *eexist, bool wp)
 {
 	uint64_t done = 0;
 	bool skipped = false;
@@ -123,6 +123,9 @@ static int uffd_copy(int uffd, uint64_t addr, const char *src, uint64_t len,
 		struct uffdio_copy c = {
 			.dst = addr + done, .src = (uint64_t)(uintptr_t)(src + done),
 			.len = len - done,
+			/* tracked: the page comes back write-protected, so
+			 * its first write shows in the next scan */
+			.mode = wp ? UFFDIO_COPY_MODE_WP : 0,
 		};
 
 		if (ioctl(uffd, UFFDIO_COPY, &c) == 0) {
@@ -157,6 +160,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 {
 	struct pager *p = fc->p;
 	uint64_t around = p->cfg.fault_around_pages, start, n, host, eexist = 0;
+	bool wp = m->wp;
 	int err;
 
 	/* Sequential: the fault lands after the last run, at most a window
@@ -202,7 +206,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	err = store_read(&p->store, fc->buf, n * PAGER_PAGE_SIZE, pg_store_off(start));
 	if (!err)
 		err = uffd_copy(m->uffd, host, fc->buf, n * PAGER_PAGE_SIZE,
-				fault_addr, &eexist);
+				fault_addr, &eexist, wp);
 	pthread_mutex_lock(&p->lock);
 	p->eexist += eexist;
 	if (err) {
@@ -212,6 +216,46 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	pager_finish_run_locked(p, start, n, true);
 	p->fault_pages += n;
 	return 0;
+}
+
+/*
+ * A write to a write-protected page (dirty tracking wp_sync): the page is
+ * dirty.  A page in flight is waited for first - an offload writing it out
+ * must not punch it after this write: once it is punched, the retried
+ * write faults it back in.  Then the write goes through (unprotect, which
+ * wakes the writer).  Protected pages of an untracked VM (tracking fell
+ * back) are let through the same way.
+ */
+static void handle_wp_fault(struct fault_ctx *fc, struct pager_mapper *m, uint64_t addr)
+{
+	struct pager *p = fc->p;
+	uint64_t page_addr = addr & ~(uint64_t)(PAGER_PAGE_SIZE - 1), pg = 0;
+	struct uffdio_writeprotect wp = {
+		.range = { .start = page_addr, .len = PAGER_PAGE_SIZE },
+	};
+	bool found = false;
+
+	for (unsigned int ri = 0; ri < p->nr_regions && !found; ri++)
+		if (m->host_addr[ri] && addr >= m->host_addr[ri] + m->map_lo[ri] &&
+		    addr < m->host_addr[ri] + m->map_hi[ri]) {
+			pg = p->regions[ri].first_page + (addr - m->host_addr[ri]) / PAGER_PAGE_SIZE;
+			found = true;
+		}
+	pthread_mutex_lock(&p->lock);
+	if (found && p->track == PAGER_DIRTY_WP_SYNC) {
+		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
+			pthread_cond_wait(&p->state_cv, &p->lock);
+		p->dirty_scanned += pager_dirty_note_locked(p, pg);
+		p->dirty_wp_faults++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < UFFD_EAGAIN_RETRIES; i++) {
+		if (ioctl(m->uffd, UFFDIO_WRITEPROTECT, &wp) == 0)
+			return;
+		if (errno != EAGAIN)
+			break;
+	}
+	(void)uffd_wake(m->uffd, page_addr, PAGER_PAGE_SIZE);
 }
 
 /*
@@ -268,6 +312,7 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		break;
 	case PAGE_ZERO:
 	case PAGE_RESIDENT:
+	case PAGE_CLEAN:	/* another mapper's fault brought it: EEXIST */
 		/* a hole of the memfd: zero is its content (EEXIST: present);
 		 * claimed while the ioctl runs, so nothing punches or stores
 		 * the page meanwhile */
@@ -280,7 +325,9 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		if (!err) {
 			if (was == PAGE_ZERO)
 				p->zero_faults++;
-			pg_set(p, pg, PAGE_RESIDENT);
+			/* a CLEAN page found present stays CLEAN; one that
+			 * was a hole (punched behind the pager) is zero now */
+			pg_set(p, pg, was == PAGE_CLEAN && eexist ? PAGE_CLEAN : PAGE_RESIDENT);
 			p->state[pg] |= PG_WS_CUR;
 		} else {
 			pg_set(p, pg, was);
@@ -569,6 +616,10 @@ static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
 
 			switch (msg->event) {
 			case UFFD_EVENT_PAGEFAULT:
+				if (msg->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) {
+					handle_wp_fault(fc, m, msg->arg.pagefault.address);
+					break;
+				}
 				err = handle_fault(fc, m, msg->arg.pagefault.address, false);
 				if (err)
 					stuck_add(fc, m, msg->arg.pagefault.address, err);
@@ -633,6 +684,8 @@ static nfds_t poll_set(struct fault_ctx *fc)
 
 		gone = m->next;
 		close(m->uffd);
+		if (m->pagemap_fd >= 0)
+			close(m->pagemap_fd);
 		free(m);
 	}
 	return n;

@@ -46,11 +46,12 @@
 #include "store.h"
 
 /* Page-state byte: the state in the low bits, working-set flags above. */
-#define PG_STATE_MASK	0x03u
+#define PG_STATE_MASK	0x07u
 #define PG_WS_CUR	0x10u	/* faulted or prefetched in this cycle */
 #define PG_WS_PREV	0x20u	/* ... in the previous cycle: prefetch it */
 #define PG_CRIT		0x40u	/* noted in the resume-critical set since the
 				 * last pager_resume_prepare */
+#define PG_WRITTEN	0x80u	/* seen written while IN_FLIGHT: not CLEAN */
 
 struct pager_region {
 	uint64_t gpa;
@@ -85,6 +86,9 @@ struct pager_mapper {
 	uint64_t seq_start;	/* first page of the last fault's run */
 	uint64_t seq_next;	/* page after it (and its readahead) */
 	uint32_t seq_window;	/* its window; doubles while sequential */
+	/* dirty tracking */
+	int pagemap_fd;		/* /proc/PID/pagemap, or -1 */
+	bool wp;		/* its ranges registered with MODE_WP too */
 };
 
 struct pager {
@@ -182,6 +186,13 @@ struct pager {
 	uint64_t rec_offloaded;		/* ... of them out of the memfd: OFFLOADED */
 	uint64_t rec_resident;		/* ... of them in the memfd: RESIDENT
 					 * (an interrupted offload or restore) */
+
+	/* dirty tracking (pager_dirty.c; under lock, set with reg_lock too) */
+	enum pager_dirty_tracking track;
+	const char *track_reason;
+	bool detaching;			/* pager_free: unregister regardless */
+	uint64_t dirty_fallbacks, clean_punched, dirty_scanned, dirty_own;
+	uint64_t dirty_kept, store_written, dirty_wp_faults;
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -283,6 +294,55 @@ void pager_critical_release(struct pager *p);
 
 /* pager_offload.c */
 void *pager_offload_main(void *arg);
+
+/* pager_dirty.c */
+/* Is dirty tracking on (restored pages become CLEAN)?  Lock held. */
+static inline bool pager_tracking_locked(const struct pager *p)
+{
+	return p->track == PAGER_DIRTY_WP_ASYNC || p->track == PAGER_DIRTY_WP_SYNC;
+}
+/* The registration mode for @m, and after a successful registration with
+ * it, whether tracking works for @m (else tracking falls back to none for
+ * the VM, logged and counted).  p->reg_lock held, p->lock not. */
+uint64_t pager_dirty_reg_mode(struct pager *p, struct pager_mapper *m);
+int pager_dirty_registered(struct pager *p, struct pager_mapper *m,
+			   uint64_t mode, int reg_err);
+/* Tracking cannot continue (@why, static): every CLEAN page becomes
+ * RESIDENT.  Lock not held. */
+void pager_dirty_fallback(struct pager *p, const char *why);
+/* A scan (or vmnapd's own access) saw page @pg written: a CLEAN page
+ * becomes RESIDENT (true: counted), one in flight is marked so that it is
+ * not made CLEAN when its move ends.  Lock held. */
+static inline bool pager_dirty_note_locked(struct pager *p, uint64_t pg)
+{
+	if (pg_state(p, pg) == PAGE_CLEAN) {
+		pg_set(p, pg, PAGE_RESIDENT);
+		return true;
+	}
+	if (pg_state(p, pg) == PAGE_IN_FLIGHT)
+		p->state[pg] |= PG_WRITTEN;
+	return false;
+}
+/* The state of a resident page whose slot is valid, as a move ends:
+ * CLEAN if tracking and not seen written meanwhile.  Lock held. */
+static inline enum pager_page_state pager_clean_state_locked(struct pager *p, uint64_t pg)
+{
+	bool written = p->state[pg] & PG_WRITTEN;
+
+	p->state[pg] &= (uint8_t)~PG_WRITTEN;
+	return pager_tracking_locked(p) && !written ? PAGE_CLEAN : PAGE_RESIDENT;
+}
+/* Scan every tracked mapper for pages of [pg, pg+n) written since the last
+ * scan (re-protecting them); set written[i - pg] for each.  0 or -errno
+ * (then tracking has fallen back: treat every page as written).  Neither
+ * lock held. */
+int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written);
+/* wp_sync: write-protect pages [pg, pg+n) in every tracked mapper (all of
+ * them at an offload's start; a batch's again once claimed).  0 or -errno
+ * (then tracking has fallen back).  Neither lock held. */
+int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t n);
+/* Open the mapper's pagemap for scans (at add). */
+void pager_dirty_mapper_init(struct pager *p, struct pager_mapper *m);
 
 /* pager_recover.c */
 /* Page states from the adopted store's map and the memfds: a page the map

@@ -41,7 +41,9 @@
 
 #define OFFLOAD_RING_ENTRIES	256
 
-enum batch_page { BP_SKIP = 0, BP_ZERO, BP_WRITE };
+/* BP_CLEAN: its slot is valid, punched with no I/O; BP_KEEP: written
+ * during the offload (dirty tracking saw it before the punch): stays */
+enum batch_page { BP_SKIP = 0, BP_ZERO, BP_WRITE, BP_CLEAN, BP_KEEP };
 
 struct batch;
 
@@ -63,6 +65,7 @@ struct batch {
 	uint8_t *kind;		/* enum batch_page per page */
 	uint32_t *crc;		/* crc32c per BP_WRITE page */
 	struct write_req *req;	/* one per run: writes, then punches */
+	uint8_t *written;	/* dirty-tracking scan before the punch */
 	unsigned int pending;
 	int err;		/* a write failed: nothing is punched */
 	bool cancelled;		/* offload cancelled before the punch */
@@ -78,6 +81,9 @@ struct offload {
 	unsigned int busy;
 	uint64_t batch_pages;
 	uint64_t written;
+	uint64_t clean, kept;	/* pages punched with no I/O; kept (written) */
+	bool track;		/* dirty tracking on at the start */
+	bool sync;		/* ... by write faults (wp_sync) */
 	int err;
 	bool cancelled;		/* stopped early by pager_offload_cancel */
 };
@@ -111,13 +117,20 @@ static void batch_finish(struct offload *o, struct batch *b)
 	for (uint64_t i = 0; i < b->n; i++) {
 		if (b->kind[i] == BP_SKIP)
 			continue;
-		if (b->err || b->cancelled)
-			pg_set(p, b->pg + i, PAGE_RESIDENT);	/* not punched */
+		if (b->err || b->cancelled)	/* not punched */
+			pg_set(p, b->pg + i, b->kind[i] == BP_CLEAN ?
+			       pager_clean_state_locked(p, b->pg + i) : PAGE_RESIDENT);
+		else if (b->kind[i] == BP_KEEP)
+			pg_set(p, b->pg + i, PAGE_RESIDENT);
 		else
-			pg_set(p, b->pg + i, b->kind[i] == BP_WRITE ?
-			       PAGE_OFFLOADED : PAGE_ZERO);
+			pg_set(p, b->pg + i, b->kind[i] == BP_ZERO ? PAGE_ZERO :
+			       PAGE_OFFLOADED);
 		if (!b->err && !b->cancelled && b->kind[i] == BP_WRITE)
 			o->written += PAGER_PAGE_SIZE;
+		if (!b->err && !b->cancelled && b->kind[i] == BP_CLEAN)
+			o->clean++;
+		if (!b->err && !b->cancelled && b->kind[i] == BP_KEEP)
+			o->kept++;
 	}
 	pthread_cond_broadcast(&p->state_cv);
 	pthread_mutex_unlock(&p->lock);
@@ -147,16 +160,40 @@ static void batch_punch(struct offload *o, struct batch *b)
 		batch_finish(o, b);
 		return;
 	}
+	if (o->track) {
+		/* A page written since the offload's first scan (a mapper
+		 * still writing, the VM paused or not) is not punched: it
+		 * stays resident, its store copy older than the memfd's. */
+		struct pager *p = o->p;
+		uint64_t found = 0;
+
+		memset(b->written, 0, b->n);
+		if (pager_dirty_scan(p, b->pg, b->n, b->written))
+			o->track = false;	/* fell back: this batch stays, the
+						 * next ones are punched unscanned */
+		pthread_mutex_lock(&p->lock);
+		for (uint64_t i = 0; i < b->n; i++) {
+			if (!b->written[i])
+				continue;
+			if (b->kind[i] != BP_SKIP)
+				b->kind[i] = BP_KEEP;
+			else	/* restored by a fault meanwhile, then written */
+				found += pager_dirty_note_locked(p, b->pg + i);
+		}
+		p->dirty_scanned += found;
+		pthread_mutex_unlock(&p->lock);
+	}
 	for (uint64_t i = 0; i < b->n;) {
 		struct io_uring_sqe *sqe;
 		struct write_req *w;
 		uint64_t run = 0;
 
-		if (b->kind[i] == BP_SKIP) {
+		if (b->kind[i] == BP_SKIP || b->kind[i] == BP_KEEP) {
 			i++;
 			continue;
 		}
-		while (i + run < b->n && b->kind[i + run] != BP_SKIP)
+		while (i + run < b->n && b->kind[i + run] != BP_SKIP &&
+		       b->kind[i + run] != BP_KEEP)
 			run++;
 		w = &b->req[nreq++];
 		*w = (struct write_req){ .b = b, .op = REQ_PUNCH };
@@ -330,7 +367,8 @@ static void batch_unclaim(struct pager *p, struct batch *b, uint64_t from)
 	for (uint64_t i = from; i < b->n; i++) {
 		if (b->kind[i] == BP_SKIP)
 			continue;
-		pg_set(p, b->pg + i, PAGE_RESIDENT);
+		pg_set(p, b->pg + i, b->kind[i] == BP_CLEAN ?
+		       pager_clean_state_locked(p, b->pg + i) : PAGE_RESIDENT);
 		b->kind[i] = BP_SKIP;
 	}
 	pthread_cond_broadcast(&p->state_cv);
@@ -363,17 +401,23 @@ static int batch_submit(struct offload *o, struct batch *b,
 		enum pager_page_state st = pg_state(p, b->pg + i);
 
 		/* IN_FLIGHT belongs to someone else; OFFLOADED is stored */
-		if (st != PAGE_RESIDENT && st != PAGE_ZERO) {
+		if (st != PAGE_RESIDENT && st != PAGE_ZERO && st != PAGE_CLEAN) {
 			b->kind[i] = BP_SKIP;
 			continue;
 		}
-		b->kind[i] = BP_WRITE;
+		b->kind[i] = st == PAGE_CLEAN ? BP_CLEAN : BP_WRITE;
 		pg_set(p, b->pg + i, PAGE_IN_FLIGHT);
 		claimed++;
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (!claimed)
 		return 0;
+	/* wp_sync: a page written (and so unprotected) since the offload
+	 * began is protected again now that it is claimed, so a write from
+	 * here on waits in the fault thread until the page is out, and is
+	 * then made to the page faulted back in: never lost by the punch */
+	if (o->sync && pager_dirty_protect(p, b->pg, b->n))
+		o->sync = false;	/* fell back: no longer tracked */
 	got = pread(r->memfd, b->buf, len, (off_t)off);
 	if (got < 0) {
 		int err = -errno;
@@ -387,7 +431,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 		return -EIO;
 	b->n = len / PAGER_PAGE_SIZE;
 	for (uint64_t i = 0; i < b->n; i++)
-		if (b->kind[i] != BP_SKIP)
+		if (b->kind[i] == BP_WRITE)
 			b->kind[i] = page_is_zero(b->buf + i * PAGER_PAGE_SIZE) ?
 				     BP_ZERO : BP_WRITE;
 	for (uint64_t i = 0; i < b->n; i++)
@@ -517,7 +561,8 @@ static int offload_init(struct offload *o, struct pager *p)
 		b->kind = calloc(o->batch_pages, 1);
 		b->crc = calloc(o->batch_pages, sizeof(*b->crc));
 		b->req = calloc((o->batch_pages + 1) / 2 + 1, sizeof(*b->req));
-		if (!b->buf || !b->kind || !b->crc || !b->req)
+		b->written = calloc(o->batch_pages, 1);
+		if (!b->buf || !b->kind || !b->crc || !b->req || !b->written)
 			return -ENOMEM;
 	}
 	return 0;
@@ -531,6 +576,7 @@ static void offload_fini(struct offload *o)
 			free(o->b[i].kind);
 			free(o->b[i].crc);
 			free(o->b[i].req);
+			free(o->b[i].written);
 		}
 		free(o->b);
 	}
@@ -539,8 +585,8 @@ static void offload_fini(struct offload *o)
 }
 
 /*
- * Slots of RESIDENT and ZERO pages hold stale copies (the page came back,
- * or was dropped): give their blocks back so store_file_bytes tracks what
+ * Slots of RESIDENT and ZERO pages hold stale copies (the page came back
+ * and was written, or was dropped; a CLEAN page's slot is valid): give their blocks back so store_file_bytes tracks what
  * is stored.  Runs after the offload reported done (it is bookkeeping, not
  * on the VM's path), so the VM may run meanwhile: the lock is held only to
  * find a run, never over the fallocate.  A RESIDENT or ZERO page cannot
@@ -561,10 +607,63 @@ static void discard_stale_slots(struct pager *p)
 						pg_state(p, pg + run) == PAGE_ZERO))
 			run++;
 		pthread_mutex_unlock(&p->lock);
-		if (run)
+		if (run) {
+			bool named = false;
+
+			/* entries a written CLEAN page kept go first */
+			for (uint64_t i = pg; i < pg + run && !named; i++)
+				named = store_slot_stored(&p->store, i);
+			if (named)
+				store_slots_forget(&p->store, pg, run);
 			store_discard(&p->store, pg_store_off(pg), run * PAGER_PAGE_SIZE);
+		}
 		pg += run;
 	}
+}
+
+/*
+ * Dirty tracking: the pages written since the last scan (every mapper)
+ * lose their CLEAN state before anything is claimed; the scan protects
+ * them again, so what is written from now on shows in batch_punch's scan.
+ */
+static int offload_scan(struct offload *o)
+{
+	struct pager *p = o->p;
+	uint8_t *written;
+	uint64_t found = 0;
+
+	bool sync;
+
+	pthread_mutex_lock(&p->lock);
+	o->track = pager_tracking_locked(p);
+	sync = p->track == PAGER_DIRTY_WP_SYNC;
+	pthread_mutex_unlock(&p->lock);
+	if (!o->track)
+		return 0;
+	if (sync) {
+		/* a new epoch: every page protected, each first write faults;
+		 * what was written since the last one is RESIDENT already */
+		if (pager_dirty_protect(p, 0, p->npages))
+			o->track = false;
+		else
+			o->sync = true;
+		return 0;
+	}
+	written = calloc(p->npages, 1);
+	if (!written)
+		return -ENOMEM;
+	if (pager_dirty_scan(p, 0, p->npages, written))
+		o->track = false;	/* fell back: every CLEAN page is RESIDENT */
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t pg = 0; pg < p->npages; pg++)
+		if (written[pg])
+			found += pager_dirty_note_locked(p, pg);
+	p->dirty_scanned += found;
+	pthread_mutex_unlock(&p->lock);
+	free(written);
+	log_debug(p->subject, "offload: %llu clean page(s) written since their restore",
+		  (unsigned long long)found);
+	return 0;
 }
 
 void *pager_offload_main(void *arg)
@@ -576,6 +675,8 @@ void *pager_offload_main(void *arg)
 
 	o.ring.ring_fd = -1;
 	err = offload_init(&o, p);
+	if (!err)
+		err = offload_scan(&o);
 	for (unsigned int i = 0; i < p->nr_regions && !err && !o.err && !o.cancelled; i++)
 		if (p->regions[i].memfd >= 0)
 			err = offload_region(&o, &p->regions[i]);
@@ -591,6 +692,9 @@ void *pager_offload_main(void *arg)
 	p->offload_err = err;
 	p->last_offload_ns = ns;
 	p->last_offload_written = o.written;
+	p->store_written += o.written;
+	p->clean_punched += o.clean;
+	p->dirty_kept += o.kept;
 	if (err == -ECANCELED)
 		p->offload_cancels++;
 	else if (err)
@@ -610,10 +714,12 @@ void *pager_offload_main(void *arg)
 			(unsigned long long)(o.written >> 20), strerror(-err));
 		pager_report_error(p, err, "offload");
 	} else {
-		log_info(p->subject, "offload: %llu MiB written in %llu ms, %llu page(s) out, %llu zero",
+		log_info(p->subject, "offload: %llu MiB written in %llu ms, %llu page(s) out "
+			 "(%llu clean: no I/O), %llu zero, %llu written meanwhile: kept",
 			 (unsigned long long)(o.written >> 20),
 			 (unsigned long long)(ns / 1000000),
-			 (unsigned long long)out, (unsigned long long)zero);
+			 (unsigned long long)out, (unsigned long long)o.clean,
+			 (unsigned long long)zero, (unsigned long long)o.kept);
 	}
 	if (write(p->offload_done_fd, &one, sizeof(one)) < 0)
 		log_err(p->subject, "offload: cannot signal completion: %s",

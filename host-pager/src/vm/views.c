@@ -68,6 +68,19 @@ json_t *pager_stats_json(struct pager *p)
 				"offloaded", (json_int_t)st.recovered_offloaded,
 				"resident", (json_int_t)st.recovered_resident));
 		json_object_set_new(o, "store_id", json_string(st.store_id ? st.store_id : ""));
+		json_object_set_new(o, "dirty_tracking",
+				    json_string(pager_dirty_tracking_name(st.dirty_tracking)));
+		if (st.dirty_tracking_reason)
+			json_object_set_new(o, "dirty_tracking_reason",
+					    json_string(st.dirty_tracking_reason));
+		json_object_set_new(o, "dirty", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+			"wp_faults", (json_int_t)st.dirty_wp_faults,
+			"fallbacks", (json_int_t)st.dirty_fallbacks,
+			"clean_punched_pages", (json_int_t)st.clean_punched_pages,
+			"scanned_written_pages", (json_int_t)st.dirty_scanned_pages,
+			"own_write_pages", (json_int_t)st.dirty_own_pages,
+			"kept_pages", (json_int_t)st.dirty_kept_pages,
+			"store_written_bytes", (json_int_t)st.store_written_bytes));
 		json_object_set_new(o, "store_bad_slots",
 				    json_integer((json_int_t)st.store_bad_slots));
 		if (st.not_evictable_reason)

@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_dirty.c - which restored pages were written since they came back
+ * from the store (a CLEAN page's slot is still valid: the next offload
+ * punches it with no I/O).
+ *
+ * Mechanism: userfaultfd write-protect in asynchronous mode
+ * (UFFD_FEATURE_WP_ASYNC, with UFFD_FEATURE_WP_HUGETLBFS_SHMEM for the
+ * shmem memfd; the shim asks for both).  Each mapper's ranges are
+ * registered MISSING|WP; the kernel resolves a write to a protected page
+ * itself by clearing the page table entry's uffd-wp bit, and PAGEMAP_SCAN
+ * with PM_SCAN_WP_MATCHING on /proc/PID/pagemap reports the entries
+ * without it (PAGE_IS_WRITTEN) and protects them again, atomically per
+ * entry.  A page is never reported clean after a write: a write needs a
+ * writable entry, which has no uffd-wp bit.  Reports are conservative
+ * (an entry made by a read through an unprotected path also counts as
+ * written), which costs a write, never a page.  Restored pages come back
+ * protected: UFFDIO_COPY with UFFDIO_COPY_MODE_WP, or a pwrite into the
+ * memfd behind the punched entry's uffd-wp marker.
+ *
+ * Because UFFDIO_REGISTER only adds modes and UNREGISTER drops every
+ * protection, a tracked VM's ranges stay registered once its first offload
+ * registered them (a never-touched page is then served by
+ * UFFDIO_ZEROPAGE, as while pages are out).
+ *
+ * vmnapd's own writes to guest RAM go through its own mapping (vhost-user
+ * SET_MEM_TABLE), which no mapper's page table shows: pager_make_resident
+ * marks the pages it is asked for dirty.
+ *
+ * Tracking is chosen when the mappers are first registered: the WP
+ * registration must succeed and PAGEMAP_SCAN must accept the range
+ * (PM_SCAN_CHECK_WPASYNC).  Otherwise, or when a later mapper or a scan
+ * fails, the VM falls back to "none" (logged once, counted): every CLEAN
+ * page becomes RESIDENT and offloads write every resident page.  Whatever
+ * the VMM states about its userfaultfd is not trusted: only the kernel's
+ * answers count.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "pager_internal.h"
+
+/* Not in every libc's kernel headers yet (Linux 6.7 uapi). */
+#ifndef PAGEMAP_SCAN
+#define PAGE_IS_WRITTEN		(1 << 1)
+struct page_region {
+	__u64 start, end, categories;
+};
+#define PM_SCAN_WP_MATCHING	(1 << 0)
+#define PM_SCAN_CHECK_WPASYNC	(1 << 1)
+struct pm_scan_arg {
+	__u64 size, flags, start, end, walk_end, vec, vec_len, max_pages;
+	__u64 category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#define PAGEMAP_SCAN	_IOWR('f', 16, struct pm_scan_arg)
+#endif
+
+#define SCAN_VEC	512	/* regions per PAGEMAP_SCAN call */
+
+static const char *const track_names[] = {
+	[PAGER_DIRTY_UNKNOWN] = "undecided",	/* nothing registered yet */
+	[PAGER_DIRTY_WP_ASYNC] = "wp_async",
+	[PAGER_DIRTY_NONE] = "none",
+	[PAGER_DIRTY_WP_SYNC] = "wp_sync",
+};
+
+const char *pager_dirty_tracking_name(enum pager_dirty_tracking t)
+{
+	return (unsigned int)t < sizeof(track_names) / sizeof(track_names[0]) ?
+	       track_names[t] : "?";
+}
+
+void pager_dirty_mapper_init(struct pager *p, struct pager_mapper *m)
+{
+	char path[64];
+
+	(void)p;
+	m->pagemap_fd = -1;
+	if (m->pid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)m->pid);
+	m->pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (m->pagemap_fd < 0)
+		log_debug(p->subject, "mapper pid %d: %s: %s", (int)m->pid, path,
+			  strerror(errno));
+}
+
+void pager_dirty_fallback(struct pager *p, const char *why)
+{
+	uint64_t was_clean;
+	bool first;
+
+	pthread_mutex_lock(&p->lock);
+	first = p->track != PAGER_DIRTY_NONE;
+	if (first) {
+		p->track = PAGER_DIRTY_NONE;
+		p->track_reason = why;
+		p->dirty_fallbacks++;
+	}
+	was_clean = p->count[PAGE_CLEAN];
+	for (uint64_t pg = 0; pg < p->npages && p->count[PAGE_CLEAN]; pg++)
+		if (pg_state(p, pg) == PAGE_CLEAN)
+			pg_set(p, pg, PAGE_RESIDENT);
+	pthread_mutex_unlock(&p->lock);
+	if (first)
+		log_warn(p->subject, "dirty tracking: none (%s): every offload writes every "
+			 "resident page; %llu clean page(s) now count as written", why,
+			 (unsigned long long)was_clean);
+}
+
+uint64_t pager_dirty_reg_mode(struct pager *p, struct pager_mapper *m)
+{
+	bool want;
+
+	if (getenv("VMNAPD_DIRTY_TRACKING") && !strcmp(getenv("VMNAPD_DIRTY_TRACKING"), "none")) {
+		pthread_mutex_lock(&p->lock);
+		want = p->track == PAGER_DIRTY_UNKNOWN;
+		pthread_mutex_unlock(&p->lock);
+		if (want)
+			pager_dirty_fallback(p, "VMNAPD_DIRTY_TRACKING=none");
+		return UFFDIO_REGISTER_MODE_MISSING;
+	}
+	pthread_mutex_lock(&p->lock);
+	want = p->track != PAGER_DIRTY_NONE;
+	pthread_mutex_unlock(&p->lock);
+	if (want && m->pagemap_fd < 0) {
+		pager_dirty_fallback(p, "a mapper's /proc/PID/pagemap cannot be opened");
+		want = false;
+	}
+	return UFFDIO_REGISTER_MODE_MISSING | (want ? UFFDIO_REGISTER_MODE_WP : 0);
+}
+
+/* Does PAGEMAP_SCAN accept write-protect scans (WP_ASYNC) at @addr? */
+static int scan_probe(struct pager_mapper *m, uint64_t addr)
+{
+	struct page_region v[1];
+	struct pm_scan_arg a = {
+		.size = sizeof(a), .flags = PM_SCAN_CHECK_WPASYNC,
+		.start = addr, .end = addr + PAGER_PAGE_SIZE,
+		.vec = (uint64_t)(uintptr_t)v, .vec_len = 1,
+		.category_mask = PAGE_IS_WRITTEN, .return_mask = PAGE_IS_WRITTEN,
+	};
+
+	return ioctl(m->pagemap_fd, PAGEMAP_SCAN, &a) < 0 ? -errno : 0;
+}
+
+int pager_dirty_registered(struct pager *p, struct pager_mapper *m,
+			   uint64_t mode, int reg_err)
+{
+	enum pager_dirty_tracking want;
+	bool decided, mixed;
+	uint64_t addr = 0;
+	int err;
+
+	if (!(mode & UFFDIO_REGISTER_MODE_WP))
+		return reg_err;
+	if (reg_err) {
+		/* EINVAL: the userfaultfd lacks WP for shmem; the caller
+		 * registers MISSING alone */
+		pager_dirty_fallback(p, "the userfaultfd offers no write-protect for shmem "
+				     "(UFFD_FEATURE_WP_HUGETLBFS_SHMEM)");
+		return reg_err;
+	}
+	pthread_mutex_lock(&p->lock);
+	for (unsigned int i = 0; i < p->nr_regions && !addr; i++)
+		if (m->host_addr[i] && m->map_hi[i] > m->map_lo[i])
+			addr = m->host_addr[i] + m->map_lo[i];
+	pthread_mutex_unlock(&p->lock);
+	err = addr ? scan_probe(m, addr) : 0;
+	if (err && err != -EPERM) {
+		pager_dirty_fallback(p, "PAGEMAP_SCAN refused the mapper's range");
+		return 0;
+	}
+	/* -EPERM: registered WP, but without WP_ASYNC: synchronous */
+	want = err ? PAGER_DIRTY_WP_SYNC : PAGER_DIRTY_WP_ASYNC;
+	pthread_mutex_lock(&p->lock);
+	decided = p->track == PAGER_DIRTY_UNKNOWN;
+	if (decided)
+		p->track = want;
+	mixed = p->track != want && p->track != PAGER_DIRTY_NONE;
+	m->wp = p->track == want;
+	pthread_mutex_unlock(&p->lock);
+	if (mixed)
+		pager_dirty_fallback(p, "the mappers' userfaultfds differ in WP_ASYNC");
+	else if (decided && want == PAGER_DIRTY_WP_ASYNC)
+		log_info(p->subject, "dirty tracking: wp_async (userfaultfd WP_ASYNC + "
+			 "PAGEMAP_SCAN): a re-offload writes only pages written since "
+			 "their restore");
+	else if (decided)
+		log_info(p->subject, "dirty tracking: wp_sync (no UFFD_FEATURE_WP_ASYNC: "
+			 "the first write to a restored page faults to vmnapd)");
+	return 0;
+}
+
+/* The @n-th live range of the tracked mappers within pages [pg, pg+np):
+ * its uffd and range.  Lock held.  false: no such range. */
+static bool nth_range_locked(struct pager *p, unsigned int n, uint64_t pg, uint64_t np,
+			     int *fd, struct uffdio_range *rg)
+{
+	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
+		if (m->dead || !m->wp || !m->registered)
+			continue;
+		for (unsigned int i = 0; i < p->nr_regions; i++) {
+			const struct pager_region *r = &p->regions[i];
+			uint64_t lo = r->first_page + m->map_lo[i] / PAGER_PAGE_SIZE;
+			uint64_t hi = r->first_page + m->map_hi[i] / PAGER_PAGE_SIZE;
+
+			if (lo < pg)
+				lo = pg;
+			if (hi > pg + np)
+				hi = pg + np;
+			if (!m->host_addr[i] || hi <= lo || n--)
+				continue;
+			*fd = m->uffd;
+			*rg = (struct uffdio_range){
+				.start = m->host_addr[i] + (lo - r->first_page) * PAGER_PAGE_SIZE,
+				.len = (hi - lo) * PAGER_PAGE_SIZE,
+			};
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * UFFDIO_WRITEPROTECT says EAGAIN while the VMM changes its mappings and
+ * the fault thread has not read the event yet; reading UNMAP and REMAP
+ * events takes p->reg_lock, so it is dropped between tries (and the range
+ * looked up again: the mapper may have changed or gone).
+ */
+#define PROTECT_TRIES		1000
+#define PROTECT_RETRY_US	1000
+
+int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t np)
+{
+	unsigned int n = 0, tries = 0;
+	int err = 0;
+
+	for (;;) {
+		struct uffdio_writeprotect wp = { .mode = UFFDIO_WRITEPROTECT_MODE_WP };
+		int fd = -1, r, e = 0;
+		bool have;
+
+		pthread_mutex_lock(&p->reg_lock);	/* no uffd closed meanwhile */
+		pthread_mutex_lock(&p->lock);
+		have = nth_range_locked(p, n, pg, np, &fd, &wp.range);
+		pthread_mutex_unlock(&p->lock);
+		r = have ? ioctl(fd, UFFDIO_WRITEPROTECT, &wp) : 0;
+		if (r < 0)
+			e = errno;
+		pthread_mutex_unlock(&p->reg_lock);
+		if (!have)
+			break;
+		if (!r || e == ENOENT) {	/* ENOENT: the mapping went */
+			n++;
+			tries = 0;
+			continue;
+		}
+		if ((e == EAGAIN || e == EINTR) && ++tries < PROTECT_TRIES) {
+			usleep(PROTECT_RETRY_US);
+			continue;
+		}
+		err = -e;
+		break;
+	}
+	if (err) {
+		log_err(p->subject, "dirty tracking: UFFDIO_WRITEPROTECT: %s", strerror(-err));
+		pager_dirty_fallback(p, "UFFDIO_WRITEPROTECT failed");
+	}
+	return err;
+}
+
+/* One mapper's live range of region @ri, clipped to pages [pg, pg+n). */
+struct scan_range {
+	int fd;
+	uint64_t start, end;	/* addresses */
+	uint64_t first_pg;	/* page at start */
+};
+
+static int scan_one(struct pager *p, const struct scan_range *sr, uint64_t pg,
+		    uint8_t *written, struct page_region *vec)
+{
+	uint64_t at = sr->start;
+
+	while (at < sr->end) {
+		struct pm_scan_arg a = {
+			.size = sizeof(a), .flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+			.start = at, .end = sr->end,
+			.vec = (uint64_t)(uintptr_t)vec, .vec_len = SCAN_VEC,
+			.category_mask = PAGE_IS_WRITTEN, .return_mask = PAGE_IS_WRITTEN,
+		};
+		long n = ioctl(sr->fd, PAGEMAP_SCAN, &a);
+
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		for (long i = 0; i < n; i++)
+			for (uint64_t ad = vec[i].start; ad < vec[i].end; ad += PAGER_PAGE_SIZE)
+				written[sr->first_pg + (ad - sr->start) / PAGER_PAGE_SIZE - pg] = 1;
+		if (a.walk_end <= at)
+			break;
+		at = a.walk_end;
+	}
+	(void)p;
+	return 0;
+}
+
+int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
+{
+	struct scan_range *sr;
+	struct page_region *vec;
+	unsigned int nr = 0, max = PAGER_MAX_MAPPERS * PAGER_MAX_REGIONS;
+	int err = 0;
+
+	sr = malloc(max * sizeof(*sr));
+	vec = malloc(SCAN_VEC * sizeof(*vec));
+	if (!sr || !vec) {
+		free(sr);
+		free(vec);
+		return -ENOMEM;
+	}
+	/* reg_lock: no mapper is freed (its pagemap fd closed) meanwhile */
+	pthread_mutex_lock(&p->reg_lock);
+	pthread_mutex_lock(&p->lock);
+	for (struct pager_mapper *m = p->mappers; m && nr < max; m = m->next) {
+		if (m->dead || !m->wp || !m->registered)
+			continue;
+		for (unsigned int i = 0; i < p->nr_regions; i++) {
+			const struct pager_region *r = &p->regions[i];
+			uint64_t lo = r->first_page + m->map_lo[i] / PAGER_PAGE_SIZE;
+			uint64_t hi = r->first_page + m->map_hi[i] / PAGER_PAGE_SIZE;
+
+			if (!m->host_addr[i] || hi <= lo)
+				continue;
+			if (lo < pg)
+				lo = pg;
+			if (hi > pg + n)
+				hi = pg + n;
+			if (hi <= lo)
+				continue;
+			sr[nr++] = (struct scan_range){
+				.fd = m->pagemap_fd,
+				.start = m->host_addr[i] + (lo - r->first_page) * PAGER_PAGE_SIZE,
+				.end = m->host_addr[i] + (hi - r->first_page) * PAGER_PAGE_SIZE,
+				.first_pg = lo,
+			};
+		}
+	}
+	if (p->track == PAGER_DIRTY_WP_SYNC)
+		nr = 0;		/* write faults told us already: nothing to scan */
+	else if (p->track != PAGER_DIRTY_WP_ASYNC)
+		err = -EOPNOTSUPP;
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < nr && !err; i++)
+		err = scan_one(p, &sr[i], pg, written, vec);
+	pthread_mutex_unlock(&p->reg_lock);
+	free(sr);
+	free(vec);
+	if (err == -ESRCH)	/* a mapper exited: its writes no longer matter */
+		err = 0;
+	if (err && err != -EOPNOTSUPP) {
+		log_err(p->subject, "dirty tracking: PAGEMAP_SCAN: %s", strerror(-err));
+		pager_dirty_fallback(p, "PAGEMAP_SCAN failed");
+	}
+	if (err)
+		memset(written, 1, n);
+	return err;
+}

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_dirty.c - the CLEAN page state and dirty tracking, with the mock
+ * VMM (mockvmm.h) and two mappers: a re-offload of restored, unwritten
+ * pages writes nothing; 8 writer threads in two mappers (and vmnapd's own
+ * writes through make_resident) make pages dirty, and every page then
+ * holds what was written last (a digest per page), also when the writers
+ * run during the offload.  track: WP_ASYNC; sync: the shim leaves WP_ASYNC
+ * out (VMNAP_UFFD_WP=sync), so the pager tracks by write faults; none: the
+ * shim leaves every WP feature out, and where the kernel then refuses
+ * write-protect the pager says so and falls back to writing every page,
+ * losing none.  TAP.
+ *
+ *   pager_dirty track|sync|none [MiB]	(default 16)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mockvmm.h"
+#include "pager.h"
+
+static uint64_t data_pages(uint64_t npages)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = 0; i < npages; i++)
+		n += page_kind(i) == PK_DATA;
+	return n;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Every page in both mappers holds what was written to it last. */
+static bool storm_check(struct harness *h, const char *what)
+{
+	char a1[LINE_MAX_LEN], a2[LINE_MAX_LEN];
+
+	vmm_cmd(h, a1, "stormcheck");
+	vmm_cmd(h, a2, "peer stormcheck");
+	tap(!strcmp(a1, "ok") && !strcmp(a2, "ok"), "%s: every page as last written "
+	    "(mapper 1: %s, mapper 2: %s)", what, a1, a2);
+	return !strcmp(a1, "ok") && !strcmp(a2, "ok");
+}
+
+static void storm(struct harness *h, bool on)
+{
+	char a1[LINE_MAX_LEN], a2[LINE_MAX_LEN];
+
+	if (on) {
+		vmm_cmd(h, a1, "storm start 4 0 2");
+		vmm_cmd(h, a2, "peer storm start 4 1 2");
+		tap(!strcmp(a1, "ok") && !strcmp(a2, "ok"), "8 writer threads in 2 mappers "
+		    "started (%s, %s)", a1, a2);
+	} else {
+		vmm_cmd(h, a1, "storm stop");
+		vmm_cmd(h, a2, "peer storm stop");
+		tap(!strncmp(a1, "ok ", 3) && !strncmp(a2, "ok ", 3) &&
+		    strtoull(a1 + 3, NULL, 10) + strtoull(a2 + 3, NULL, 10) > 0,
+		    "writers stopped (%s / %s writes)", a1 + 3, a2 + 3);
+	}
+}
+
+struct own_write {
+	uint64_t pg, n;
+	unsigned int round;
+	int err;
+};
+
+/* vmnapd's own write: make_resident, then a write through the memfd (as
+ * the vsock device writes through its own mapping). */
+static void own_write_cb(struct harness *h, void *arg)
+{
+	struct own_write *ow = arg;
+	struct pager *p = the_pager(h);
+	uint64_t w[PAGE / 8], off;
+	int fd;
+
+	ow->err = pager_make_resident(p, ow->pg * PAGE, ow->n * PAGE);
+	if (!ow->err)
+		ow->err = pager_gpa_to_memfd(p, ow->pg * PAGE, &fd, &off);
+	for (uint64_t i = 0; !ow->err && i < ow->n; i++) {
+		page_pattern(ow->pg + i, ow->round, w);
+		if (pwrite(fd, w, PAGE, (off_t)(off + i * PAGE)) != PAGE)
+			ow->err = -EIO;
+	}
+}
+
+static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking want)
+{
+	struct harness h = { 0 };
+	struct pager_stats st, st1;
+	uint64_t npages = (mib << 20) / PAGE, ndata = data_pages(npages);
+	char ans[LINE_MAX_LEN];
+	struct own_write ow = { .pg = 8, .n = 2, .round = 77 };	/* data pages */
+	int err;
+
+	if (want == PAGER_DIRTY_WP_SYNC)
+		setenv("VMNAP_UFFD_WP", "sync", 1);	/* the shim leaves WP_ASYNC out */
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 2)) {
+		tap_bail("harness setup failed");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ready"), "mock VMM with 2 mappers (%s)", ans);
+	vmm_cmd(&h, ans, "storm init 1");
+	vmm_cmd(&h, ans, "peer storm init 1");
+	st = stats(&h, NULL);
+	tap(st.dirty_tracking == PAGER_DIRTY_UNKNOWN, "dirty tracking %s before the first "
+	    "offload", pager_dirty_tracking_name(st.dirty_tracking));
+
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.last_offload_written == ndata * PAGE, "offload 1 writes the %llu data "
+	    "pages (%llu bytes)", (unsigned long long)ndata,
+	    (unsigned long long)st.last_offload_written);
+	if (st.dirty_tracking != want) {
+		tap_skip("clean and dirty checks", "no %s dirty tracking here: %s (%s)",
+			 pager_dirty_tracking_name(want),
+			 pager_dirty_tracking_name(st.dirty_tracking),
+			 st.dirty_tracking_reason ? st.dirty_tracking_reason : "?");
+		vmm_quit(&h);
+		return harness_finish(&h);
+	}
+	tap(1, "dirty tracking: %s", pager_dirty_tracking_name(st.dirty_tracking));
+	storm_check(&h, "restored by faults in both mappers");
+	st = stats(&h, NULL);
+	tap(st.pages[PAGE_CLEAN] == ndata && st.registered, "restored pages are CLEAN "
+	    "(%llu of %llu), ranges stay registered", (unsigned long long)st.pages[PAGE_CLEAN],
+	    (unsigned long long)ndata);
+
+	/* re-offload of restored, unwritten pages: no store write */
+	st1 = st;
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.last_offload_written == 0 &&
+	    st.store_written_bytes == st1.store_written_bytes &&
+	    st.clean_punched_pages - st1.clean_punched_pages == ndata &&
+	    st.pages[PAGE_OFFLOADED] == ndata,
+	    "re-offload of unwritten pages: %llu bytes written, %llu clean pages punched "
+	    "with no I/O", (unsigned long long)st.last_offload_written,
+	    (unsigned long long)(st.clean_punched_pages - st1.clean_punched_pages));
+	storm_check(&h, "restored again");
+
+	/* vmnapd's own write, and writers between offloads */
+	st1 = stats(&h, NULL);
+	on_loop(&h, own_write_cb, &ow);
+	snprintf(ans, sizeof(ans), "storm set %llu %llu %u", (unsigned long long)ow.pg,
+		 (unsigned long long)(ow.pg + ow.n), ow.round);
+	vmm_cmd(&h, ans, "%s", ans);
+	tap(!ow.err && !strcmp(ans, "ok"), "vmnapd's own write to %llu pages: %s",
+	    (unsigned long long)ow.n, strerror(-ow.err));
+	st = stats(&h, NULL);
+	tap(st.dirty_own_pages >= ow.n, "its pages marked dirty explicitly (%llu)",
+	    (unsigned long long)st.dirty_own_pages);
+	storm(&h, true);
+	nap_ms(200);
+	storm(&h, false);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.last_offload_written > 0 && st.last_offload_written <= ndata * PAGE &&
+	    st.dirty_scanned_pages > st1.dirty_scanned_pages,
+	    "offload after writes: %llu bytes written, %llu pages found written (scan or "
+	    "write faults: %llu)",
+	    (unsigned long long)st.last_offload_written,
+	    (unsigned long long)(st.dirty_scanned_pages - st1.dirty_scanned_pages),
+	    (unsigned long long)(st.dirty_wp_faults - st1.dirty_wp_faults));
+	storm_check(&h, "after writes, offload, restore");
+
+	/* writers racing restores and the offload itself */
+	storm(&h, true);
+	err = offload(&h);
+	tap(!err, "offload while 8 writers run: %s", strerror(-err));
+	nap_ms(50);
+	storm(&h, false);
+	st = stats(&h, NULL);
+	tap(1, "%llu page(s) written during offloads were kept resident, not punched",
+	    (unsigned long long)st.dirty_kept_pages);
+	storm_check(&h, "writers during the offload and the restores");
+	err = offload(&h);
+	tap(!err, "offload after the race: %s", strerror(-err));
+	storm_check(&h, "and after one more cycle");
+	st = stats(&h, NULL);
+	tap(!st.pages[PAGE_IN_FLIGHT] && st.dirty_fallbacks == 0, "no page in flight, no "
+	    "fallback (%llu)", (unsigned long long)st.dirty_fallbacks);
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+/* No tracking: the shim leaves every write-protect feature out, and (as
+ * 6.18 registers shmem MODE_WP and tracks synchronously even so) vmnapd is
+ * told not to track.  The fallback is said, counted and loses nothing. */
+static int mode_fallback(const char *self, uint64_t mib, const char *how)
+{
+	struct harness h = { 0 };
+	struct pager_stats st;
+	uint64_t npages = (mib << 20) / PAGE, ndata = data_pages(npages);
+	const char *want = "VMNAPD_DIRTY_TRACKING";
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	setenv("VMNAP_UFFD_WP", how, 1);	/* the mock VMM inherits it */
+	setenv("VMNAPD_DIRTY_TRACKING", "none", 1);
+	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 2)) {
+		tap_bail("harness setup failed");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ready"), "mock VMM with 2 mappers, VMNAP_UFFD_WP=%s (%s)", how, ans);
+	vmm_cmd(&h, ans, "storm init 1");
+	vmm_cmd(&h, ans, "peer storm init 1");
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.dirty_tracking == PAGER_DIRTY_NONE && st.dirty_fallbacks == 1 &&
+	    st.dirty_tracking_reason && strstr(st.dirty_tracking_reason, want),
+	    "offload: %s; dirty tracking %s (%s), %llu fallback", strerror(-err),
+	    pager_dirty_tracking_name(st.dirty_tracking),
+	    st.dirty_tracking_reason ? st.dirty_tracking_reason : "-",
+	    (unsigned long long)st.dirty_fallbacks);
+	storm_check(&h, "restored");
+	st = stats(&h, NULL);
+	tap(!st.pages[PAGE_CLEAN] && !st.registered, "no CLEAN page without tracking (%llu), "
+	    "ranges unregistered once every page is back", (unsigned long long)st.pages[PAGE_CLEAN]);
+	storm(&h, true);
+	nap_ms(100);
+	storm(&h, false);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.last_offload_written == ndata * PAGE, "re-offload writes every data "
+	    "page again (%llu bytes)", (unsigned long long)st.last_offload_written);
+	storm_check(&h, "after the writers and a re-offload");
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t mib;
+
+	if (mockvmm_init(argc, argv))
+		return 0;
+	mib = mockvmm_arg(argc, argv, 2, 16);
+	if (argc > 1 && !strcmp(argv[1], "track"))
+		return mode_track(argv[0], mib, PAGER_DIRTY_WP_ASYNC);
+	if (argc > 1 && !strcmp(argv[1], "sync"))
+		return mode_track(argv[0], mib, PAGER_DIRTY_WP_SYNC);
+	if (argc > 1 && !strcmp(argv[1], "none"))
+		return mode_fallback(argv[0], mib, argv[1]);
+	fprintf(stderr, "usage: pager_dirty track|sync|none [MiB]\n");
+	return 2;
+}
