@@ -29,10 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-nok() { n=$((n + 1)); echo "not ok $n - $*"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
+. tests/lib/tap.sh
 # curl: print "STATUS BODY"
 req() { local m=$1 u=$2; shift 2; curl -s -m 10 --unix-socket "$SOCK" -X "$m" -w ' %{http_code}' "$@" "http://localhost$u"; }
 status_of() { local m=$1 u=$2; shift 2; curl -s -m 10 -o /dev/null --unix-socket "$SOCK" -X "$m" -w '%{http_code}' "$@" "http://localhost$u"; }
@@ -192,7 +189,7 @@ sys.exit(1 if bad else 0)'"
 "$CTL" -s "$SOCK" wait-start vm1 c1 --confirm >/dev/null
 "$CTL" -s "$SOCK" wait-ready vm1 c1 >/dev/null
 delivered_c1() { python3 -c 'import json,sys; sys.exit(0 if any(e["type"] == "delivered" and e.get("wait") == "c1" for e in map(json.loads, open(sys.argv[1]))) else 1)' "$EV"; }
-if delivered_c1; then nok "confirm wait: not delivered before POST .../delivered"; else ok "confirm wait: not delivered before POST .../delivered"; fi
+if delivered_c1; then not_ok "confirm wait: not delivered before POST .../delivered"; else ok "confirm wait: not delivered before POST .../delivered"; fi
 check "vmnapctl delivered" sh -c "'$CTL' -s '$SOCK' delivered vm1 c1 >/dev/null"
 check "confirm wait: delivered event" delivered_c1
 
@@ -313,4 +310,4 @@ check "vmnapd still alive" kill -0 "$VMNAPD_PID"
 kill "$VMNAPD_PID"; wait "$VMNAPD_PID"
 check "vmnapd exits 0 on SIGTERM" test $? -eq 0
 check "api socket removed on exit" test ! -e "$SOCK"
-echo "1..$n"
+tap_done

@@ -28,10 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-nok() { n=$((n + 1)); echo "not ok $n - $*"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
+. tests/lib/tap.sh
 get() { curl -s -m 10 --unix-socket "$SOCK" "http://localhost$1"; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
 metric() { get /metrics | awk -v k="$1" '$1 == k { print $2 }'; }
@@ -44,7 +41,7 @@ wait_for() { # TIMEOUT_S COMMAND...: poll until it succeeds
 "$VMNAPD" -r "$RUN" -s "$T/store" -e "$EV" -l info >"$LOG" 2>&1 &
 PIDS+=($!)
 VMNAPD_PID=$!
-wait_for 10 test -S "$SOCK" || { echo "1..0 # SKIP vmnapd did not start: $(tail -n 3 "$LOG")"; exit 0; }
+wait_for 10 test -S "$SOCK" || { not_ok "vmnapd starts: $(tail -n 3 "$LOG" | tr '\n' ' ')"; tap_done; exit 1; }
 
 check "register vm1 with a unix guest link" \
 	test "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$SOCK" -X PUT \
@@ -144,4 +141,4 @@ PY
 check "vmnapd still alive" kill -0 "$VMNAPD_PID"
 kill "$VMNAPD_PID"; wait "$VMNAPD_PID"
 check "vmnapd exits 0 on SIGTERM" test $? -eq 0
-echo "1..$n"
+tap_done
