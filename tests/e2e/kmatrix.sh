@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# kmatrix.sh SERIES FLAVOUR TEST [ARGS...] - run an e2e test against another
+# Debian guest kernel: SERIES (6.12) of FLAVOUR (amd64) resolves to the
+# newest installed linux-headers-<SERIES>*-<FLAVOUR> (scripts/guest-kver.sh),
+# vmnap.ko is built for it in build/kmod-<release>/ (scripts/kmod-build.sh,
+# incremental), the guest kernel is fetched into the cache once, then TEST
+# runs with VMNAP_KVER set to that release.  Skips when the headers are not
+# installed ('make deps' installs them).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+[ $# -ge 3 ] || { echo "usage: kmatrix.sh SERIES FLAVOUR TEST [ARGS...]" >&2; exit 2; }
+series=$1 flavour=$2
+shift 2
+
+if ! ver=$(VMNAP_KVER=$series VMNAP_KFLAVOUR=$flavour scripts/guest-kver.sh 2>&1); then
+	echo "1..0 # SKIP $ver"
+	exit 77
+fi
+export VMNAP_KVER=$ver
+unset VMNAP_KFLAVOUR
+echo "# guest kernel $ver"
+if ! out=$(scripts/kmod-build.sh 2>&1); then
+	echo "Bail out! vmnap.ko does not build for $ver"
+	printf '%s\n' "$out" | sed 's/^/# /'
+	exit 1
+fi
+if ! out=$(scripts/guest-kernel.sh 2>&1); then
+	echo "Bail out! guest kernel $ver unavailable"
+	printf '%s\n' "$out" | sed 's/^/# /'
+	exit 1
+fi
+exec "$@"
