@@ -14,6 +14,11 @@
  *    defines VMNAP_TIMER_START_BUCKET for the new shape.  The probe reads
  *    expiry and flags from the timer itself either way; only the
  *    prototype differs.
+ *  - the tick's hrtimer callback, found by name: tick_sched_timer() up
+ *    to 6.7; the 6.8/6.9 tick/sched cleanups renamed it
+ *    tick_nohz_highres_handler() and then, with the low resolution mode
+ *    on the same hrtimer, tick_nohz_handler() (6.12's /proc/kallsyms).
+ *    Every name is accepted: a kernel has one of them as the callback.
  *  - hrtimer_init() gave way to hrtimer_setup() (6.13), which sets the
  *    callback too.
  *  - blk_mq_unfreeze_queue() takes the memalloc flags returned by
@@ -25,6 +30,7 @@
 
 #include <linux/blk-mq.h>
 #include <linux/hrtimer.h>
+#include <linux/string.h>
 #include <linux/timer.h>
 #include <linux/version.h>
 
@@ -44,6 +50,13 @@
 	void *data, struct timer_list *timer, unsigned long expires, \
 	unsigned int flags
 #endif
+
+static inline bool vmnap_is_tick_fn_name(const char *name)
+{
+	return !strcmp(name, "tick_nohz_handler") ||
+	       !strcmp(name, "tick_nohz_highres_handler") ||
+	       !strcmp(name, "tick_sched_timer");
+}
 
 static inline void vmnap_hrtimer_setup(struct hrtimer *t,
 				       enum hrtimer_restart (*fn)(struct hrtimer *),

@@ -81,8 +81,6 @@
 #include "evidence.h"
 #include "quiesce.h"
 
-#define VMNAP_TICK_FN_NAME	"tick_sched_timer"
-
 /**
  * struct vmnap_cpu_timers - hrtimer view of one CPU
  * @lock: serialises @tb (nests inside the CPU's hrtimer base lock)
@@ -284,7 +282,7 @@ static u32 vmnap_classify(const struct vmnap_timer_entry *e, void *arg)
 		return 0;
 	if (!vmnap_tick_fn && e->fn) {
 		sprint_symbol_no_offset(name, (unsigned long)e->fn);
-		if (!strcmp(name, VMNAP_TICK_FN_NAME))
+		if (vmnap_is_tick_fn_name(name))
 			WRITE_ONCE(vmnap_tick_fn, e->fn);
 	}
 	return e->fn && e->fn == vmnap_tick_fn ? VMNAP_TB_TICK : 0;
