@@ -19,6 +19,11 @@
  *    tick_nohz_highres_handler() and then, with the low resolution mode
  *    on the same hrtimer, tick_nohz_handler() (6.12's /proc/kallsyms).
  *    Every name is accepted: a kernel has one of them as the callback.
+ *  - timer migration pull model ("timers: Implement the hierarchical
+ *    pull model", 6.9): the tmigr_cpu_idle / tmigr_cpu_new_timer_idle /
+ *    tmigr_cpu_active tracepoints, found by name at load (absent before:
+ *    nothing to follow there).  struct tmigr_cpu is private to the
+ *    kernel; the probes only take its pointer.
  *  - hrtimer_init() gave way to hrtimer_setup() (6.13), which sets the
  *    callback too.
  *  - blk_mq_unfreeze_queue() takes the memalloc flags returned by
@@ -50,6 +55,12 @@
 	void *data, struct timer_list *timer, unsigned long expires, \
 	unsigned int flags
 #endif
+
+struct tmigr_cpu;
+#define VMNAP_TMIGR_IDLE_PROBE_ARGS \
+	void *data, struct tmigr_cpu *tmc, u64 nextevt
+#define VMNAP_TMIGR_CPU_PROBE_ARGS \
+	void *data, struct tmigr_cpu *tmc
 
 static inline bool vmnap_is_tick_fn_name(const char *name)
 {
