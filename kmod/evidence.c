@@ -57,10 +57,12 @@
  * tmigr_cpu_new_timer_idle) is counted: for the sampling CPU always, for
  * another CPU while it stays idle (tmigr_cpu_active ends that; an active
  * CPU's tick runs and is counted).  A handed-over expiry already past
- * (expired remotely since) counts as due now.  A CPU not seen going idle
- * since the module loaded leaves the budget unknown.  The kernel has
- * the pull model when these tracepoints exist and more than one CPU is
- * possible.
+ * (expired remotely since) counts as due now.  A sampling CPU not seen
+ * going idle since the module loaded leaves the budget unknown.  Known
+ * limit: a global timer queued before the module loaded on another CPU
+ * that has stayed idle since is not seen until that CPU idles again.
+ * The kernel has the pull model when these tracepoints exist and more
+ * than one CPU is possible.
  *
  * The tracepoints are found by name (for_each_kernel_tracepoint()): they
  * are not exported to modules.  hrtimer_start gained a was_armed argument
