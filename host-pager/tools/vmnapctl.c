@@ -18,6 +18,7 @@
 #include <string.h>
 
 #define DEFAULT_SOCKET		"/run/vmnap/api.sock"
+#define VMNAPCTL_VERSION	"0.1.0"	/* vmnapd's (tests/api/api.sh checks) */
 #define CTL_TIMEOUT_MS		30000L
 #define EXIT_API		1
 #define EXIT_USAGE		2
@@ -81,7 +82,8 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -s, --socket PATH   API socket (env VMNAP_API_SOCKET)\n"
 		"  -j, --json          print the API's JSON reply\n"
-		"  -h, --help          this text\n\n"
+		"  -h, --help          this text\n"
+		"  -V, --version       print the version\n\n"
 		"Exit status: 0 ok, 1 API error, 2 usage, 3 vmnapd unreachable,\n"
 		"4 conflict (state, exists), 5 not found.\n");
 }
@@ -315,12 +317,29 @@ static bool vm_arg_ok(const char *vm)
 	return *vm != '\0';
 }
 
+/* Commands taking a VM name (status, list, metrics and help take none). */
+static bool known_command(const char *cmd)
+{
+	static const char *const cmds[] = {
+		"register", "show", "delete", "enable", "disable", "policy",
+		"set-pause", "wait-start", "wait-ready", "delivered", "event",
+		"pause", "offload", "resume",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(cmd, cmds[i]))
+			return true;
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
 	struct ctl c = { .socket = getenv("VMNAP_API_SOCKET") };
@@ -332,11 +351,12 @@ int main(int argc, char **argv)
 	if (!c.socket)
 		c.socket = DEFAULT_SOCKET;
 	/* options before the command only: the command's own follow it */
-	while ((o = getopt_long(argc, argv, "+s:jh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
 		switch (o) {
 		case 's': c.socket = optarg; break;
 		case 'j': c.json = true; break;
 		case 'h': usage(stdout); return 0;
+		case 'V': printf("vmnapctl %s\n", VMNAPCTL_VERSION); return 0;
 		default: usage(stderr); return EXIT_USAGE;
 		}
 	}
@@ -367,6 +387,11 @@ int main(int argc, char **argv)
 			return ret;
 		}
 		return call(&c, "GET", !strcmp(cmd, "status") ? "/" : "/vms", NULL, cmd);
+	}
+	if (!known_command(cmd)) {
+		fprintf(stderr, "vmnapctl: unknown command '%s' (vmnapctl --help lists them)\n",
+			cmd);
+		return EXIT_USAGE;
 	}
 	if (nargs < 1 || !vm_arg_ok(args[0])) {
 		fprintf(stderr, "vmnapctl: %s: missing or bad VM name\n", cmd);

@@ -25,7 +25,8 @@
 
 #define API_BACKLOG		16
 #define API_CONN_MEMORY		(32 * 1024)	/* headers + buffers per connection */
-#define API_MAX_SEGMENTS	6
+#define API_MAX_SEGMENTS	7	/* /v1/vms/NAME/waits/ID/ready + 1 */
+#define API_VERSION_PREFIX	"v1"
 #define API_WAIT_ID_MAX		COORD_WAIT_ID_MAX
 #define API_SOURCE_MAX		128
 #define NS_PER_MS		1000000ull
@@ -659,6 +660,14 @@ static void route(struct api *a, const char *method, const char *url, struct api
 	if (n < 0) {
 		reply_error(r, HTTP_NOT_FOUND, "no such resource");
 		return;
+	}
+	/*
+	 * Versioned paths: /v1/X is X.  The unprefixed paths stay as
+	 * aliases of /v1 (README.md, "Control API").
+	 */
+	if (n > 0 && !strcmp(seg[0], API_VERSION_PREFIX)) {
+		memmove(seg, seg + 1, (size_t)(n - 1) * sizeof(*seg));
+		n--;
 	}
 	if (n == 0 || (n == 1 && !strcmp(seg[0], "metrics"))) {
 		if (!get)
