@@ -172,6 +172,9 @@ import re, sys
 pat = re.compile(r\"^[a-zA-Z_:][a-zA-Z0-9_:]*(\\{([a-zA-Z_][a-zA-Z0-9_]*=\\\"[^\\\"]*\\\",?)*\\})? [-+0-9.eE]+(Inf)?\$\")
 bad = [l for l in sys.stdin.read().splitlines() if l and not l.startswith(\"# \") and not pat.match(l)]
 sys.exit(1 if bad else 0)'"
+curl -s --unix-socket "$SOCK" http://localhost/metrics >"$T/metrics.txt"
+check "/metrics passes the strict text-format 0.0.4 parser (base units, build_info, errors apart)" \
+	sh -c "python3 tests/api/prom_check.py <'$T/metrics.txt' >'$T/prom_check.out' || { sed 's/^/# /' '$T/prom_check.out'; false; }"
 
 # a wait whose delivery the caller confirms (e.g. the in-guest agent took it)
 "$CTL" -s "$SOCK" wait-start vm1 c1 --confirm >/dev/null

@@ -26,8 +26,8 @@
 #include "pager_debug.h"	/* pager: debug endpoint */
 #include "vmnapd.h"
 #include "vhost_vsock.h"
+#include "version.h"
 
-#define VMNAPD_VERSION		"0.1.0"
 #define DEFAULT_RUN_DIR		"/run/vmnap"
 #define DEFAULT_STORE_DIR	"/var/lib/vmnap"
 

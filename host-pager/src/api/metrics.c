@@ -11,11 +11,13 @@
 #include "metrics.h"
 #include "pager.h"
 #include "pause.h"
+#include "version.h"
 #include "vm_control.h"
 #include "vmm_mem.h"
 
 #define NS_PER_SEC	1e9
 #define US_PER_SEC	1e6
+#define BYTES_PER_GIB	1073741824.0
 
 static void help(FILE *f, const char *name, const char *type, const char *text)
 {
@@ -189,12 +191,12 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	      "1 when the guest-physical map is known (stated, linear or vhost-user memory table)",
 	      st.gpa_source != PAGER_GPA_GUESSED);
 #undef GAUGE
-	help(f, "vmnap_guest_ram_resident_gib_seconds_total", "counter",
-	     "guest RAM resident bytes integrated over time (memory x time), GiB*s");
+	help(f, "vmnap_guest_ram_resident_byte_seconds_total", "counter",
+	     "guest RAM resident bytes integrated over time (memory x time), byte-seconds");
 	FOREACH_VM(d, vm)
 		if (vm->pager && vm->control)
-			fprintf(f, "vmnap_guest_ram_resident_gib_seconds_total{vm=\"%s\"} %.6f\n",
-				vm->name, vm_control_memxtime_gib_s(vm));
+			fprintf(f, "vmnap_guest_ram_resident_byte_seconds_total{vm=\"%s\"} %.0f\n",
+				vm->name, vm_control_memxtime_gib_s(vm) * BYTES_PER_GIB);
 	help(f, "vmnap_pages", "gauge", "guest pages by state");
 	FOREACH_VM(d, vm) {
 		if (!vm->pager)
@@ -220,16 +222,11 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	}
 	help(f, "vmnap_fault_latency_seconds", "histogram", "userfaultfd fault service latency");
 	FOREACH_VM(d, vm) {
-		double sum = 0;
-
 		if (!vm->pager)
 			continue;
 		pager_get_stats(vm->pager, &st);
-		/* the pager keeps no sum: estimate with bucket midpoints */
-		for (int i = 0; i < PAGER_LAT_BUCKETS; i++)
-			sum += (double)st.fault_lat_us[i] * 1.5 * (double)(1ull << i) / US_PER_SEC;
 		histogram(f, "vmnap_fault_latency_seconds", vm->name, st.fault_lat_us,
-			  PAGER_LAT_BUCKETS, 1, sum);
+			  PAGER_LAT_BUCKETS, 1, (double)st.fault_lat_ns_sum / NS_PER_SEC);
 	}
 }
 
@@ -259,9 +256,12 @@ static void pause_metrics(FILE *f, struct vmnapd *d)
 			vm->name, (unsigned long long)vm->pause->st.pauses);
 		fprintf(f, "vmnap_pause_backend_calls_total{vm=\"%s\",op=\"resume\"} %llu\n",
 			vm->name, (unsigned long long)vm->pause->st.resumes);
-		fprintf(f, "vmnap_pause_backend_calls_total{vm=\"%s\",op=\"error\"} %llu\n",
-			vm->name, (unsigned long long)vm->pause->st.errors);
 	}
+	help(f, "vmnap_pause_backend_errors_total", "counter", "pause backend calls that failed");
+	FOREACH_VM(d, vm)
+		if (vm->pause)
+			fprintf(f, "vmnap_pause_backend_errors_total{vm=\"%s\"} %llu\n",
+				vm->name, (unsigned long long)vm->pause->st.errors);
 }
 
 struct rejection_line {
@@ -364,6 +364,8 @@ char *metrics_render(struct vmnapd *d, size_t *len)
 		return NULL;
 	FOREACH_VM(d, vm)
 		nvms++;
+	help(f, "vmnap_build_info", "gauge", "always 1; the version is the label");
+	fprintf(f, "vmnap_build_info{version=\"%s\"} 1\n", VMNAPD_VERSION);
 	help(f, "vmnap_vms", "gauge", "registered VMs");
 	fprintf(f, "vmnap_vms %u\n", nvms);
 	events_get_counts(d, &written, &failed);

@@ -283,10 +283,13 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		err = 0;	/* the process exited: not an error */
 	}
 	if (!retry) {
+		uint64_t lat = now_ns() - t0;
+
 		p->faults++;
 		if (p->crit_recording)
 			p->crit_window_faults++;
-		p->fault_lat_us[lat_bucket(now_ns() - t0)]++;
+		p->fault_lat_us[lat_bucket(lat)]++;
+		p->fault_lat_ns_sum += lat;
 	} else {
 		p->fault_retries++;
 	}
