@@ -181,6 +181,11 @@ check "/metrics passes the strict text-format 0.0.4 parser (base units, build_in
 "$CTL" -s "$SOCK" wait-ready vm1 c1 >/dev/null
 delivered_c1() { python3 -c 'import json,sys; sys.exit(0 if any(e["type"] == "delivered" and e.get("wait") == "c1" for e in map(json.loads, open(sys.argv[1]))) else 1)' "$EV"; }
 if delivered_c1; then nok "confirm wait: not delivered before POST .../delivered"; else ok "confirm wait: not delivered before POST .../delivered"; fi
+check "GET /vms/vm1/waits lists c1 (ready, confirm, model)" sh -c "curl -s --unix-socket '$SOCK' http://localhost/v1/vms/vm1/waits | python3 -c '
+import json, sys
+w = [x for x in json.load(sys.stdin)[\"waits\"] if x[\"id\"] == \"c1\"]
+sys.exit(0 if len(w) == 1 and w[0][\"state\"] == \"ready\" and w[0][\"confirm\"] is True and w[0][\"kind\"] == \"model\" and w[0][\"age_s\"] >= 0 else 1)'"
+check "GET /vms/nope/waits -> 404, DELETE .../waits -> 405" sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --unix-socket '$SOCK' http://localhost/vms/nope/waits)\" = 404 ] && [ \"\$(curl -s -o /dev/null -w '%{http_code}' -X DELETE --unix-socket '$SOCK' http://localhost/vms/vm1/waits)\" = 405 ]"
 check "vmnapctl delivered" sh -c "'$CTL' -s '$SOCK' delivered vm1 c1 >/dev/null"
 check "confirm wait: delivered event" delivered_c1
 

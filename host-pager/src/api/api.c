@@ -512,6 +512,25 @@ out:
 	json_decref(body);
 }
 
+static void wait_list_one(const struct coord_wait_info *w, void *arg)
+{
+	json_array_append_new(arg, json_pack("{s:s,s:s,s:s,s:b,s:f}", "id", w->id,
+					     "kind", coord_wait_kind_name(w->kind),
+					     "state", w->ready ? "ready" : "outstanding",
+					     "confirm", w->confirm,
+					     "age_s", (double)w->age_ns / 1e9));
+}
+
+/* GET /vms/NAME/waits: the waits the coordinator holds. */
+static void h_wait_list(struct vm *vm, struct api_reply *r)
+{
+	json_t *a = json_array();
+
+	if (a)
+		coord_waits_foreach(vm->coord, wait_list_one, a);
+	reply_json(r, HTTP_OK, json_pack("{s:o}", "waits", a ? a : json_null()));
+}
+
 static void h_wait_start(struct vm *vm, struct api_req *rq, struct api_reply *r)
 {
 	static const char *const keys[] = { "id", "kind", "confirm", NULL };
@@ -722,6 +741,10 @@ static void route(struct api *a, const char *method, const char *url, struct api
 	}
 	if (!vm->coord) {
 		reply_error(r, HTTP_CONFLICT, "VM %s has no coordinator: PUT it first", vm->name);
+		return;
+	}
+	if (n == 3 && get && !strcmp(seg[2], "waits")) {
+		h_wait_list(vm, r);
 		return;
 	}
 	if (!post)
