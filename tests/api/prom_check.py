@@ -11,7 +11,8 @@ match the grammar, label values are escaped, values are floats (or +Inf,
 -Inf, NaN); no series appears twice; families are contiguous.
 Histograms: _bucket series with le, ascending le ending in +Inf,
 cumulative (non-decreasing) counts, +Inf bucket == _count, a _sum.
-Counters end in _total.  vmnap's rules: base units (no _ms, _us,
+Counters end in _total.  vmnap's rules: at most MAX_BUCKETS buckets per
+histogram (bounds chosen from measured ranges, not every power of 2), base units (no _ms, _us,
 _milliseconds, _microseconds, _gib, _mib, _kib in a name), errors are
 counted by their own metric (no label value "error" on a *_calls_total),
 vmnap_build_info{version} is 1.
@@ -25,6 +26,7 @@ LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)\Z")
 LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
 TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
+MAX_BUCKETS = 16  # + the +Inf bucket
 NON_BASE = re.compile(r"_(ms|us|milliseconds|microseconds|gib|mib|kib)(_|\Z)")
 
 problems = []
@@ -184,6 +186,8 @@ def check_histogram(fam, rows):
         if not b or b[-1][0] != math.inf:
             bad(0, "%s: buckets do not end in le=+Inf" % where)
             continue
+        if len(b) - 1 > MAX_BUCKETS:
+            bad(0, "%s: %d buckets (at most %d)" % (where, len(b) - 1, MAX_BUCKETS))
         les = [x[0] for x in b]
         if any(x is None for x in les) or les != sorted(set(les)):
             bad(0, "%s: le not strictly ascending" % where)
