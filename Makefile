@@ -56,9 +56,15 @@ $(BUILD)/%.o: %.c
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
+# VMNAP_KVER=<release or series> builds for that guest kernel into
+# $(BUILD)/kmod-<release>/ instead (scripts/kmod-build.sh), never in place.
 module:
+ifneq ($(VMNAP_KVER),)
+	@scripts/kmod-build.sh
+else
 	@test -n "$(KDIR)" || { echo "no kernel headers: run 'make deps' or set KDIR=" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+endif
 
 asan:
 	$(MAKE) BUILD=build-asan EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -O1" \
