@@ -12,8 +12,6 @@ PACKAGES=(
 	# toolchain and kernel module build
 	build-essential clang libclang-rt-dev llvm lld pkg-config bc bison flex kmod
 	linux-headers-amd64 libelf-dev
-	# the second guest kernel of the module tests (tests/e2e/kmatrix.list)
-	linux-headers-6.12-amd64
 	# KUnit on UML, built from Debian's kernel source
 	linux-source-6.1 python3
 	# userspace libraries (maintained libraries, not hand-written code)

@@ -19,11 +19,17 @@ case ${VMNAP_KVER:-} in
 *.*)
 	# Debian spells a release <version>-<abi>-<flavour> (6.1.0-57-amd64)
 	# or <version>+deb<N>-<flavour> (6.12.117+deb12-amd64).
+	# installed headers or ones unpacked into the cache (guest-headers.sh)
 	series=$(printf '%s' "$VMNAP_KVER" | sed 's/\./\\./g')
-	rel=$(ls /usr/src 2>/dev/null | sed -n 's/^linux-headers-//p' |
+	rel=$( { ls /usr/src; ls "${VMNAP_CACHE:-/var/cache/vmnap}/headers"; } 2>/dev/null |
+		sed 's/^linux-headers-//' |
 		grep -E "^$series\.[0-9.]*(-[0-9]+|\+deb[0-9]+)-$flavour\$" | sort -V | tail -n1)
+	# else the release apt's metapackage for the series depends on
+	[ -n "$rel" ] || rel=$(apt-cache show "linux-headers-$VMNAP_KVER-$flavour" 2>/dev/null |
+		sed -n 's/^Depends: //p' | head -n1 | tr ',' '\n' |
+		sed -n "s/^ *linux-headers-\([^ ]*-$flavour\)\( .*\)\{0,1\}\$/\1/p" | head -n1)
 	[ -n "$rel" ] || {
-		echo "guest-kver: no linux-headers-$VMNAP_KVER*-$flavour installed (apt-get install linux-headers-$VMNAP_KVER-$flavour, or 'make deps')" >&2
+		echo "guest-kver: no linux-headers-$VMNAP_KVER*-$flavour installed, cached or known to apt" >&2
 		exit 1
 	}
 	echo "$rel"

@@ -31,8 +31,8 @@ if [ "${1:-}" = --path ]; then
 fi
 [ $# -eq 0 ] || die "usage: kmod-build.sh [--path]"
 
-kdir=/usr/src/linux-headers-$ver
-[ -d "$kdir" ] || die "$kdir missing: apt-get install linux-headers-$ver (or 'make deps')"
+# installed headers, else unpacked into the cache (guest-headers.sh)
+kdir=$("$here/guest-headers.sh" "$ver") || die "no headers for $ver (see above)"
 if [ "$dir" != "$root" ]; then
 	mkdir -p "$dir"
 	# Sources only: the in-place build's objects stay out.

@@ -3,11 +3,13 @@
 #
 # kmatrix.sh SERIES FLAVOUR TEST [ARGS...] - run an e2e test against another
 # Debian guest kernel: SERIES (6.12) of FLAVOUR (amd64) resolves to the
-# newest installed linux-headers-<SERIES>*-<FLAVOUR> (scripts/guest-kver.sh),
-# vmnap.ko is built for it in build/kmod-<release>/ (scripts/kmod-build.sh,
-# incremental), the guest kernel is fetched into the cache once, then TEST
-# runs with VMNAP_KVER set to that release.  Skips when the headers are not
-# installed ('make deps' installs them).
+# newest linux-headers-<SERIES>*-<FLAVOUR> installed or cached, else the
+# release apt's linux-headers-<SERIES>-<FLAVOUR> names (guest-kver.sh);
+# vmnap.ko is built for it in build/kmod-<release>/ (kmod-build.sh,
+# incremental; headers not installed are unpacked into the cache by
+# guest-headers.sh), the guest kernel is fetched into the cache once, then
+# TEST runs with VMNAP_KVER set to that release.  Skips when apt knows no
+# such kernel.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 [ $# -ge 3 ] || { echo "usage: kmatrix.sh SERIES FLAVOUR TEST [ARGS...]" >&2; exit 2; }
