@@ -70,9 +70,15 @@ $(BUILD)/%.o: %.c
 # are directories)
 -include $(shell find $(BUILD) -path $(BUILD)/deb -prune -o -name '*.d' -type f -print 2>/dev/null)
 
+# VMNAP_KVER=<release or series> builds for that guest kernel into
+# $(BUILD)/kmod-<release>/ instead (scripts/kmod-build.sh), never in place.
 module:
+ifneq ($(VMNAP_KVER),)
+	@scripts/kmod-build.sh
+else
 	@test -n "$(KDIR)" || { echo "no kernel headers: run 'make deps' or set KDIR=" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+endif
 
 asan:
 	$(MAKE) BUILD=build-asan \

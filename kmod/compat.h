@@ -1,16 +1,29 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * compat.h - every kernel-version difference vmnap.ko cares about, in one
- * place.  The module is built and tested against Debian bookworm's 6.1
- * headers; the branches for newer kernels follow their changelogs and are
- * compile-untested here (no newer headers on the build machine).
+ * place.  The module is built and tested (make check, QEMU) against
+ * Debian bookworm's 6.1 and 6.12 kernels (tests/e2e/kmatrix.list); the
+ * 6.13+ branches follow the kernel changelogs and are compile-untested.
  *
- *  - hrtimer_start tracepoint: gained "bool was_armed" within 6.1.x.
- *    Kbuild test-compiles a probe against the headers and defines
- *    VMNAP_HRTIMER_START_WAS_ARMED when the new shape fits.
- *  - timer_start tracepoint: (timer, expires, flags) on 6.1; the probe
- *    reads expiry and flags from the timer itself, so a kernel that
- *    drops the last two arguments only needs the prototype below.
+ *  - hrtimer_start tracepoint: gained "bool was_armed" (Debian's 6.1.x
+ *    has it too).  Kbuild test-compiles a probe against the headers and
+ *    defines VMNAP_HRTIMER_START_WAS_ARMED when the new shape fits.
+ *  - timer_start tracepoint: (timer, expires, flags) up to 6.5, (timer,
+ *    bucket_expiry) since the timer wheel rework ("tracing/timers:
+ *    Enhance timer_start tracepoint", by 6.8; 6.12 has it).  Kbuild
+ *    defines VMNAP_TIMER_START_BUCKET for the new shape.  The probe reads
+ *    expiry and flags from the timer itself either way; only the
+ *    prototype differs.
+ *  - the tick's hrtimer callback, found by name: tick_sched_timer() up
+ *    to 6.7; the 6.8/6.9 tick/sched cleanups renamed it
+ *    tick_nohz_highres_handler() and then, with the low resolution mode
+ *    on the same hrtimer, tick_nohz_handler() (6.12's /proc/kallsyms).
+ *    Every name is accepted: a kernel has one of them as the callback.
+ *  - timer migration pull model ("timers: Implement the hierarchical
+ *    pull model", 6.9): the tmigr_cpu_idle / tmigr_cpu_new_timer_idle /
+ *    tmigr_cpu_active tracepoints, found by name at load (absent before:
+ *    nothing to follow there).  struct tmigr_cpu is private to the
+ *    kernel; the probes only take its pointer.
  *  - hrtimer_init() gave way to hrtimer_setup() (6.13), which sets the
  *    callback too.
  *  - blk_mq_unfreeze_queue() takes the memalloc flags returned by
@@ -22,6 +35,7 @@
 
 #include <linux/blk-mq.h>
 #include <linux/hrtimer.h>
+#include <linux/string.h>
 #include <linux/timer.h>
 #include <linux/version.h>
 
@@ -33,9 +47,27 @@
 	void *data, struct hrtimer *t, enum hrtimer_mode mode
 #endif
 
+#ifdef VMNAP_TIMER_START_BUCKET
+#define VMNAP_TIMER_START_PROBE_ARGS \
+	void *data, struct timer_list *timer, unsigned long bucket_expiry
+#else
 #define VMNAP_TIMER_START_PROBE_ARGS \
 	void *data, struct timer_list *timer, unsigned long expires, \
 	unsigned int flags
+#endif
+
+struct tmigr_cpu;
+#define VMNAP_TMIGR_IDLE_PROBE_ARGS \
+	void *data, struct tmigr_cpu *tmc, u64 nextevt
+#define VMNAP_TMIGR_CPU_PROBE_ARGS \
+	void *data, struct tmigr_cpu *tmc
+
+static inline bool vmnap_is_tick_fn_name(const char *name)
+{
+	return !strcmp(name, "tick_nohz_handler") ||
+	       !strcmp(name, "tick_nohz_highres_handler") ||
+	       !strcmp(name, "tick_sched_timer");
+}
 
 static inline void vmnap_hrtimer_setup(struct hrtimer *t,
 				       enum hrtimer_restart (*fn)(struct hrtimer *),

@@ -48,6 +48,22 @@
  *            (NOHZ re-stops the tick on the wakeup IPI, but a stop due
  *            within a tick is not recorded).
  *
+ * Kernels with the timer migration pull model (6.9+: SMP with NOHZ) no
+ * longer stop an idle CPU's tick at its own global (non-pinned) wheel
+ * timers unless it is the last CPU to go idle: it hands its first global
+ * expiry to the hierarchy (tmigr_cpu_idle) and the active CPU, maybe the
+ * sampling one whose tick is left out, expires it remotely.  There the
+ * expiry each CPU handed over when it last went idle (tmigr_cpu_idle,
+ * tmigr_cpu_new_timer_idle) is counted: for the sampling CPU always, for
+ * another CPU while it stays idle (tmigr_cpu_active ends that; an active
+ * CPU's tick runs and is counted).  A handed-over expiry already past
+ * (expired remotely since) counts as due now.  A sampling CPU not seen
+ * going idle since the module loaded leaves the budget unknown.  Known
+ * limit: a global timer queued before the module loaded on another CPU
+ * that has stayed idle since is not seen until that CPU idles again.
+ * The kernel has the pull model when these tracepoints exist and more
+ * than one CPU is possible.
+ *
  * The tracepoints are found by name (for_each_kernel_tracepoint()): they
  * are not exported to modules.  hrtimer_start gained a was_armed argument
  * within 6.1.x; Kbuild test-compiles a probe against the headers and sets
@@ -81,20 +97,25 @@
 #include "evidence.h"
 #include "quiesce.h"
 
-#define VMNAP_TICK_FN_NAME	"tick_sched_timer"
-
 /**
  * struct vmnap_cpu_timers - hrtimer view of one CPU
  * @lock: serialises @tb (nests inside the CPU's hrtimer base lock)
  * @tb: armed timers as told by the tracepoints
  * @base: the CPU's hrtimer_cpu_base (from hrtimer_init() run on it)
  * @tv: the CPU's timer wheel as its tick told it during the window
+ * @gnext: pull model: first global wheel expiry the CPU handed to the
+ *	timer migration hierarchy when it last went idle (ns, KTIME_MAX: none)
+ * @gseen: pull model: @gnext was recorded since the module loaded
+ * @gidle: pull model: the CPU is idle as far as the hierarchy knows
  */
 struct vmnap_cpu_timers {
 	raw_spinlock_t lock;
 	struct vmnap_timerbook tb;
 	struct hrtimer_cpu_base *base;
 	struct vmnap_tickview tv;
+	s64 gnext;
+	bool gseen;
+	bool gidle;
 };
 
 static struct vmnap_cpu_timers *vmnap_timers;	/* [nr_cpu_ids] */
@@ -109,6 +130,7 @@ static DEFINE_PER_CPU(long, vmnap_io_inflight);
 static DEFINE_PER_CPU(unsigned long, vmnap_io_issued);
 static const void *vmnap_tick_fn;		/* resolved lazily */
 static bool vmnap_timers_attached;
+static bool vmnap_pull_model;	/* the tmigr tracepoints are attached */
 
 /* ---- tracepoint probes ------------------------------------------------ */
 
@@ -203,6 +225,44 @@ static void vmnap_tp_timer_start(VMNAP_TIMER_START_PROBE_ARGS)
 	raw_spin_unlock_irqrestore(&ct->lock, irqflags);
 }
 
+/*
+ * Pull model: this CPU goes idle (or, idle, gets a new first global timer)
+ * and hands @nextevt, its first global wheel expiry (CLOCK_MONOTONIC ns,
+ * KTIME_MAX for none), to the hierarchy.  Runs on that CPU.
+ */
+static void vmnap_tmigr_idle(u64 nextevt)
+{
+	struct vmnap_cpu_timers *ct = &vmnap_timers[raw_smp_processor_id()];
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&ct->lock, flags);
+	ct->gnext = nextevt > (u64)KTIME_MAX ? KTIME_MAX : (s64)nextevt;
+	ct->gseen = true;
+	ct->gidle = true;
+	raw_spin_unlock_irqrestore(&ct->lock, flags);
+}
+
+static void vmnap_tp_tmigr_cpu_idle(VMNAP_TMIGR_IDLE_PROBE_ARGS)
+{
+	vmnap_tmigr_idle(nextevt);
+}
+
+static void vmnap_tp_tmigr_cpu_new_timer_idle(VMNAP_TMIGR_IDLE_PROBE_ARGS)
+{
+	vmnap_tmigr_idle(nextevt);
+}
+
+/* Pull model: this CPU is active again and expires its own timers. */
+static void vmnap_tp_tmigr_cpu_active(VMNAP_TMIGR_CPU_PROBE_ARGS)
+{
+	struct vmnap_cpu_timers *ct = &vmnap_timers[raw_smp_processor_id()];
+	unsigned long flags;
+
+	raw_spin_lock_irqsave(&ct->lock, flags);
+	ct->gidle = false;
+	raw_spin_unlock_irqrestore(&ct->lock, flags);
+}
+
 static void vmnap_tp_rq_issue(void *data, struct request *rq)
 {
 	this_cpu_inc(vmnap_io_inflight);
@@ -226,6 +286,7 @@ struct vmnap_tp {
 	const char *name;
 	void *probe;
 	bool timer;		/* part of the timer evidence */
+	bool pull;		/* pull model only: absent before 6.9 */
 	struct tracepoint *tp;
 };
 
@@ -234,6 +295,9 @@ static struct vmnap_tp vmnap_tps[] = {
 	{ "hrtimer_cancel", vmnap_tp_hrtimer_cancel, true },
 	{ "hrtimer_expire_entry", vmnap_tp_hrtimer_expire_entry, true },
 	{ "timer_start", vmnap_tp_timer_start, true },
+	{ "tmigr_cpu_idle", vmnap_tp_tmigr_cpu_idle, true, true },
+	{ "tmigr_cpu_new_timer_idle", vmnap_tp_tmigr_cpu_new_timer_idle, true, true },
+	{ "tmigr_cpu_active", vmnap_tp_tmigr_cpu_active, true, true },
 	{ "block_rq_issue", vmnap_tp_rq_issue, false },
 	{ "block_rq_complete", vmnap_tp_rq_complete, false },
 	{ "block_rq_requeue", vmnap_tp_rq_requeue, false },
@@ -284,7 +348,7 @@ static u32 vmnap_classify(const struct vmnap_timer_entry *e, void *arg)
 		return 0;
 	if (!vmnap_tick_fn && e->fn) {
 		sprint_symbol_no_offset(name, (unsigned long)e->fn);
-		if (!strcmp(name, VMNAP_TICK_FN_NAME))
+		if (vmnap_is_tick_fn_name(name))
 			WRITE_ONCE(vmnap_tick_fn, e->fn);
 	}
 	return e->fn && e->fn == vmnap_tick_fn ? VMNAP_TB_TICK : 0;
@@ -384,6 +448,17 @@ static bool vmnap_cpu_next_timer(unsigned int cpu, bool this_cpu, s64 *next)
 	if (cb->hres_active && !cb->in_hrtirq && hard != KTIME_MAX &&
 	    cb->expires_next > hard + (s64)TICK_NSEC)
 		ok = false;
+	/*
+	 * Pull model: global wheel timers handed to the hierarchy, which
+	 * this CPU's (left out) tick may expire.  Past: expired remotely
+	 * since, or due now; either way no budget.
+	 */
+	if (vmnap_pull_model && (this_cpu || ct->gidle)) {
+		if (!ct->gseen)
+			ok = false;
+		else if (ct->gnext != KTIME_MAX)
+			live = min(live, max(ct->gnext, ktime_get()));
+	}
 	/* our CPU: its timer wheel as NOHZ saw it when it last idled */
 	if (this_cpu && vmnap_tv_next(&ct->tv, &v)) {
 		live = min(live, v);
@@ -701,14 +776,25 @@ int vmnap_evidence_init(void)
 		raw_spin_lock_init(&vmnap_timers[cpu].lock);
 		vmnap_tb_reset(&vmnap_timers[cpu].tb);
 		vmnap_tv_reset(&vmnap_timers[cpu].tv);
+		vmnap_timers[cpu].gnext = KTIME_MAX;
 	}
 	for_each_kernel_tracepoint(vmnap_find_tp, NULL);
 	vmnap_timers_attached = true;
 	for (i = 0; i < ARRAY_SIZE(vmnap_tps); i++) {
 		struct vmnap_tp *t = &vmnap_tps[i];
 
+		/*
+		 * No timer migration: nothing to follow (the kernel sets
+		 * it up only with more than one possible CPU).
+		 */
+		if (t->pull && (!t->tp || num_possible_cpus() == 1)) {
+			t->tp = NULL;
+			continue;
+		}
 		ret = t->tp ? tracepoint_probe_register(t->tp, t->probe, NULL) :
 			      -ENOENT;
+		if (!ret && t->pull)
+			vmnap_pull_model = true;
 		if (ret) {
 			pr_warn("tracepoint %s: %d; %s evidence incomplete\n",
 				t->name, ret, t->timer ? "timer" : "block I/O");

@@ -41,6 +41,9 @@ hdr_pkg=linux-headers-$ver
 img_pkg=linux-image-$ver
 hdr_version=$(dpkg-query -W -f='${db:Status-Status} ${Version}' "$hdr_pkg" 2>/dev/null |
 	sed -n 's/^installed //p' || true)
+# or unpacked into the cache by guest-headers.sh (not installed)
+hdr_stamp=${VMNAP_CACHE:-/var/cache/vmnap}/headers/$ver/.complete
+[ -n "$hdr_version" ] || [ ! -f "$hdr_stamp" ] || hdr_version=$(cat "$hdr_stamp")
 if [ -z "$hdr_version" ]; then
 	if [ -n "${VMNAP_KVER:-}" ]; then
 		die "$hdr_pkg is not installed (VMNAP_KVER=$VMNAP_KVER); install it: apt-get install $hdr_pkg"

@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # mkinitramfs.sh - build the guest initramfs $BUILD/guest/initramfs.cpio.gz
-# (BUILD defaults to build) from:
+# (BUILD defaults to build; for a kernel other than the default one chosen
+# with VMNAP_KVER, $BUILD/guest-<release>/initramfs.cpio.gz) from:
 #   busybox-static            /bin/busybox + applet links
 #   scripts/guest-init        /init
 #   guest kernel modules      /lib/modules/<ver>/... (guest-modules.order,
 #                             modules.dep from depmod: modprobe works)
 #   optional kernel modules   OPTIONAL_MODULES below with their dependencies,
 #                             present for modprobe but not loaded at boot
-#   vmnap.ko                  /lib/modules/vmnap.ko (not loaded at boot)
+#   vmnap.ko                  /lib/modules/vmnap.ko (not loaded at boot), the
+#                             build for this kernel (scripts/kmod-build.sh)
 #   $(GUEST_PROGRAMS)         /usr/bin/<name>, with their shared libraries
 # Skips the work when none of these inputs changed (content hash).
 # Needs the guest kernel (scripts/guest-kernel.sh, called here; cached) and
@@ -22,25 +24,23 @@ cd "$root"
 die() { echo "mkinitramfs: $*" >&2; exit 1; }
 
 BUILD=${BUILD:-build}
-out_dir=$BUILD/guest
-out=$out_dir/initramfs.cpio.gz
-stamp=$out_dir/initramfs.inputs
 busybox=/bin/busybox
-module=$root/vmnap.ko
 init=$here/guest-init
 
 kdir=$("$here/guest-kernel.sh") || die "guest kernel unavailable (see above)"
 ver=$("$here/guest-kver.sh")
 moddir=$kdir/lib/modules/$ver
+module=$("$here/kmod-build.sh" --path)
+out_dir=$BUILD/guest
+[ "$(dirname "$module")" = "$root" ] || out_dir=$BUILD/guest-$ver
+out=$out_dir/initramfs.cpio.gz
+stamp=$out_dir/initramfs.inputs
 
 [ -x "$busybox" ] || die "$busybox missing; run 'make deps' (busybox-static)"
 if ldd "$busybox" >/dev/null 2>&1; then
 	die "$busybox is dynamically linked; install busybox-static ('make deps')"
 fi
-[ -f "$module" ] || die "vmnap.ko not built; run 'make module' (or 'make all')"
-vermagic=$(modinfo -F vermagic "$module")
-[ "${vermagic%% *}" = "$ver" ] ||
-	die "vmnap.ko was built for ${vermagic%% *}, the guest kernel is $ver; run 'make clean module'"
+
 
 program_list=$(make -s --no-print-directory print-guest-programs) ||
 	die "cannot list GUEST_PROGRAMS ('make print-guest-programs' failed)"

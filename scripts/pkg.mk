@@ -25,7 +25,8 @@ UNITDIR		?= $(PREFIX)/lib/systemd/system
 DKMSDIR		?= /usr/src
 INSTALL		?= install
 
-VERSIONED_OBJS	:= $(BUILD)/host-pager/src/api/main.o $(BUILD)/host-pager/tools/vmnapctl.o \
+VERSIONED_OBJS	:= $(BUILD)/host-pager/src/api/main.o $(BUILD)/host-pager/src/api/metrics.o \
+		   $(BUILD)/host-pager/tools/vmnapctl.o \
 		   $(BUILD)/host-pager/gateway/main.o $(BUILD)/kmod/tools/vmnap-guest.o
 $(VERSIONED_OBJS): VERSION
 $(VERSIONED_OBJS): EXTRA_CFLAGS += -DVMNAP_VERSION='"$(VERSION)"'

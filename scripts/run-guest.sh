@@ -57,6 +57,11 @@ options:
                       and runs the command there (writes go to a throw-away
                       snapshot; busybox, vmnap.ko in /run/vmnap)
   --append ARGS       extra kernel command line
+  --kernel VER        guest kernel: a release (6.12.117+deb12-amd64) or a
+                      series (6.12: newest installed headers of --flavour);
+                      same as VMNAP_KVER (default: linux-headers-amd64's)
+  --flavour F         Debian kernel flavour for a series (default amd64;
+                      cloud-amd64); same as VMNAP_KFLAVOUR
   --noisy-timers      keep the stock guest's periodic timers (default: boot
                       with tsc=reliable and vm.compaction_proactiveness=0
                       so an idle guest has a timer budget worth offloading)
@@ -95,6 +100,8 @@ while [ $# -gt 0 ]; do
 	--net) net=1; shift ;;
 	--rootfs) need_arg "$@"; rootfs=$2; shift 2 ;;
 	--append) need_arg "$@"; append=$2; shift 2 ;;
+	--kernel) need_arg "$@"; export VMNAP_KVER=$2; shift 2 ;;
+	--flavour) need_arg "$@"; export VMNAP_KFLAVOUR=$2; shift 2 ;;
 	--noisy-timers) quiet=0; shift ;;
 	--verbose) verbose=1; shift ;;
 	-h|--help) usage; exit 0 ;;

@@ -321,6 +321,22 @@ static bool vm_arg_ok(const char *vm)
 	return *vm != '\0';
 }
 
+/* Commands taking a VM name (status, list, metrics and help take none). */
+static bool known_command(const char *cmd)
+{
+	static const char *const cmds[] = {
+		"register", "show", "delete", "enable", "disable", "policy",
+		"set-pause", "wait-start", "wait-ready", "delivered", "event",
+		"pause", "offload", "resume",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(cmd, cmds[i]))
+			return true;
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -376,6 +392,11 @@ int main(int argc, char **argv)
 			return ret;
 		}
 		return call(&c, "GET", !strcmp(cmd, "status") ? "/" : "/vms", NULL, cmd);
+	}
+	if (!known_command(cmd)) {
+		fprintf(stderr, "vmnapctl: unknown command '%s' (vmnapctl --help lists them)\n",
+			cmd);
+		return EXIT_USAGE;
 	}
 	if (nargs < 1 || !vm_arg_ok(args[0])) {
 		fprintf(stderr, "vmnapctl: %s: missing or bad VM name\n", cmd);

@@ -184,12 +184,20 @@ import re, sys
 pat = re.compile(r\"^[a-zA-Z_:][a-zA-Z0-9_:]*(\\{([a-zA-Z_][a-zA-Z0-9_]*=\\\"[^\\\"]*\\\",?)*\\})? [-+0-9.eE]+(Inf)?\$\")
 bad = [l for l in sys.stdin.read().splitlines() if l and not l.startswith(\"# \") and not pat.match(l)]
 sys.exit(1 if bad else 0)'"
+curl -s --unix-socket "$SOCK" http://localhost/metrics >"$T/metrics.txt"
+check "/metrics passes the strict text-format 0.0.4 parser (base units, build_info, errors apart)" \
+	sh -c "python3 tests/api/prom_check.py <'$T/metrics.txt' >'$T/prom_check.out' || { sed 's/^/# /' '$T/prom_check.out'; false; }"
 
 # a wait whose delivery the caller confirms (e.g. the in-guest agent took it)
 "$CTL" -s "$SOCK" wait-start vm1 c1 --confirm >/dev/null
 "$CTL" -s "$SOCK" wait-ready vm1 c1 >/dev/null
 delivered_c1() { python3 -c 'import json,sys; sys.exit(0 if any(e["type"] == "delivered" and e.get("wait") == "c1" for e in map(json.loads, open(sys.argv[1]))) else 1)' "$EV"; }
 if delivered_c1; then not_ok "confirm wait: not delivered before POST .../delivered"; else ok "confirm wait: not delivered before POST .../delivered"; fi
+check "GET /vms/vm1/waits lists c1 (ready, confirm, model)" sh -c "curl -s --unix-socket '$SOCK' http://localhost/v1/vms/vm1/waits | python3 -c '
+import json, sys
+w = [x for x in json.load(sys.stdin)[\"waits\"] if x[\"id\"] == \"c1\"]
+sys.exit(0 if len(w) == 1 and w[0][\"state\"] == \"ready\" and w[0][\"confirm\"] is True and w[0][\"kind\"] == \"model\" and w[0][\"age_s\"] >= 0 else 1)'"
+check "GET /vms/nope/waits -> 404, DELETE .../waits -> 405" sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --unix-socket '$SOCK' http://localhost/vms/nope/waits)\" = 404 ] && [ \"\$(curl -s -o /dev/null -w '%{http_code}' -X DELETE --unix-socket '$SOCK' http://localhost/vms/vm1/waits)\" = 405 ]"
 check "vmnapctl delivered" sh -c "'$CTL' -s '$SOCK' delivered vm1 c1 >/dev/null"
 check "confirm wait: delivered event" delivered_c1
 
@@ -236,6 +244,15 @@ check "vmnapctl list" sh -c "'$CTL' -s '$SOCK' list | grep -q '^vm1 '"
 check "vmnapctl --json show is JSON" sh -c "'$CTL' -s '$SOCK' --json show vm1 | python3 -c 'import json,sys; json.load(sys.stdin)'"
 check "vmnapctl --help exit 0" sh -c "'$CTL' --help >/dev/null"
 check "vmnapctl usage error -> exit 2" sh -c "'$CTL' bogus-cmd 2>/dev/null; [ \$? -eq 2 ]"
+check "vmnapctl unknown command says so (not 'bad VM name'), exit 2" sh -c "'$CTL' bogus-cmd 2>'$T/ctl.err'; [ \$? -eq 2 ] && grep -q \"unknown command 'bogus-cmd'\" '$T/ctl.err'"
+check "vmnapctl --version matches vmnapd --version" sh -c "[ \"\$('$CTL' --version | cut -d' ' -f2)\" = \"\$('$BUILD/vmnapd' --version | cut -d' ' -f2)\" ] && '$CTL' --version | grep -Eq '^vmnapctl [0-9]+\.[0-9]+\.[0-9]+\$'"
+v1_aliases() {
+	[ "$(status_of GET /v1/vms/vm1)" = 200 ] && [ "$(status_of GET /v1)" = 200 ] &&
+		[ "$(status_of GET /v1/metrics)" = 200 ] && [ "$(status_of GET /v1/vms/nope)" = 404 ] &&
+		[ "$(status_of POST /v1/vms/vm1/events -d '{"source": "v1"}')" = "$(status_of POST /vms/vm1/events -d '{"source": "v1"}')" ] &&
+		[ "$(status_of GET /v2/vms)" = 404 ] && [ "$(status_of GET /v1/v1/vms)" = 404 ]
+}
+check "/v1/ paths alias the unprefixed ones (one prefix, v1 only)" v1_aliases
 check "vmnapctl show unknown VM -> exit 5" sh -c "'$CTL' -s '$SOCK' show nope 2>/dev/null; [ \$? -eq 5 ]"
 check "vmnapctl no daemon -> exit 3" sh -c "'$CTL' -s '$T/none.sock' status 2>/dev/null; [ \$? -eq 3 ]"
 

@@ -27,7 +27,10 @@ EXIT_KERNEL_COMPLAINT=123 EXIT_TIMEOUT=124	# scripts/run-guest.sh
 
 skip_all() { echo "1..0 # SKIP $*"; echo "$*"; exit 77; }
 command -v qemu-system-x86_64 >/dev/null || skip_all "qemu-system-x86_64 missing: run 'make deps'"
-[ -f vmnap.ko ] || { echo "Bail out! vmnap.ko not built: run 'make all'"; exit 1; }
+# The module built for the selected guest kernel (VMNAP_KVER, default: the
+# headers of linux-headers-amd64).
+module=$(scripts/kmod-build.sh --path) || { echo "Bail out! no guest kernel release"; exit 1; }
+[ -f "$module" ] || { echo "Bail out! $module not built: run 'make all'"; exit 1; }
 
 n=0 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -53,7 +56,7 @@ if ! image=$(scripts/mkinitramfs.sh 2>"$WORK/mkinitramfs.err"); then
 	exit 1
 fi
 
-version=$(modinfo -F version vmnap.ko)
+version=$(modinfo -F version "$module")
 
 # run_guest NAME [options] -- CMD: sets rc, out (stdout), err (stderr).
 run_guest() {

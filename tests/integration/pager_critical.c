@@ -12,6 +12,7 @@
  *
  *   pager_critical [MiB [deliver]]	(default 16)
  */
+#include <math.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,27 @@
 struct prepare_call {
 	int ret;
 };
+
+/*
+ * The pager's true latency sum (what /metrics exports as _sum) against its
+ * histogram: bucket i holds [2^i, 2^(i+1)) µs (bucket 0 also below 1 µs),
+ * so the sum lies between the lower and the upper bounds.  Nonzero for
+ * any fault: a fault takes at least some nanoseconds.
+ */
+static bool lat_sum_fits(const struct pager_stats *st)
+{
+	double lo = 0, hi = 0;
+	uint64_t n = 0;
+
+	for (int i = 0; i < PAGER_LAT_BUCKETS; i++) {
+		n += st->fault_lat_us[i];
+		lo += (double)st->fault_lat_us[i] * (i ? (double)(1ull << i) * 1000 : 0);
+		hi += i == PAGER_LAT_BUCKETS - 1 && st->fault_lat_us[i] ? INFINITY :
+		      (double)st->fault_lat_us[i] * (double)(1ull << (i + 1)) * 1000;
+	}
+	return n == st->faults && n > 0 && st->fault_lat_ns_sum > 0 &&
+	       (double)st->fault_lat_ns_sum >= lo && (double)st->fault_lat_ns_sum < hi;
+}
 
 static void prepare_cb(struct harness *h, void *arg)
 {
@@ -204,6 +226,8 @@ static int mode_critical(const char *self, uint64_t mib)
 	tap(st.critical_set_pages >= sc.n && st.critical_set_pages <= PAGER_CRITICAL_MAX_PAGES,
 	    "critical set: %llu page(s) (S and its fault-around)",
 	    (unsigned long long)st.critical_set_pages);
+	tap(lat_sum_fits(&st), "fault latency sum: %llu ns over %llu fault(s), inside the buckets' bounds",
+	    (unsigned long long)st.fault_lat_ns_sum, (unsigned long long)st.faults);
 	on_loop(&h, delivered_cb, NULL);
 	vmm_cmd(&h, ans, "verify 1 2");
 	st1 = stats(&h, NULL);

@@ -28,7 +28,8 @@
 #define API_ACCEPT_BATCH	64	/* connections taken per listen-socket event */
 #define API_SWEEP_NS		(1000 * NS_PER_MS)	/* request deadline check */
 #define API_CONN_MEMORY		(32 * 1024)	/* headers + buffers per connection */
-#define API_MAX_SEGMENTS	6
+#define API_MAX_SEGMENTS	7	/* /v1/vms/NAME/waits/ID/ready + 1 */
+#define API_VERSION_PREFIX	"v1"
 #define API_WAIT_ID_MAX		COORD_WAIT_ID_MAX
 #define API_SOURCE_MAX		128
 #define NS_PER_MS		1000000ull
@@ -563,6 +564,25 @@ out:
 	json_decref(body);
 }
 
+static void wait_list_one(const struct coord_wait_info *w, void *arg)
+{
+	json_array_append_new(arg, json_pack("{s:s,s:s,s:s,s:b,s:f}", "id", w->id,
+					     "kind", coord_wait_kind_name(w->kind),
+					     "state", w->ready ? "ready" : "outstanding",
+					     "confirm", w->confirm,
+					     "age_s", (double)w->age_ns / 1e9));
+}
+
+/* GET /vms/NAME/waits: the waits the coordinator holds. */
+static void h_wait_list(struct vm *vm, struct api_reply *r)
+{
+	json_t *a = json_array();
+
+	if (a)
+		coord_waits_foreach(vm->coord, wait_list_one, a);
+	reply_json(r, HTTP_OK, json_pack("{s:o}", "waits", a ? a : json_null()));
+}
+
 static void h_wait_start(struct vm *vm, struct api_req *rq, struct api_reply *r)
 {
 	static const char *const keys[] = { "id", "kind", "confirm", NULL };
@@ -712,6 +732,14 @@ static void route(struct api *a, const char *method, const char *url, struct api
 		reply_error(r, HTTP_NOT_FOUND, "no such resource");
 		return;
 	}
+	/*
+	 * Versioned paths: /v1/X is X.  The unprefixed paths stay as
+	 * aliases of /v1 (README.md, "Control API").
+	 */
+	if (n > 0 && !strcmp(seg[0], API_VERSION_PREFIX)) {
+		memmove(seg, seg + 1, (size_t)(n - 1) * sizeof(*seg));
+		n--;
+	}
 	if (n == 0 || (n == 1 && !strcmp(seg[0], "metrics"))) {
 		if (!get)
 			goto not_allowed;
@@ -771,6 +799,10 @@ static void route(struct api *a, const char *method, const char *url, struct api
 	}
 	if (!vm->coord) {
 		reply_error(r, HTTP_CONFLICT, "VM %s has no coordinator: PUT it first", vm->name);
+		return;
+	}
+	if (n == 3 && get && !strcmp(seg[2], "waits")) {
+		h_wait_list(vm, r);
 		return;
 	}
 	if (!post)

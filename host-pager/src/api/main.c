@@ -28,11 +28,8 @@
 #include "pause.h"		/* coordinator: backend calls left at exit */
 #include "vmnapd.h"
 #include "vhost_vsock.h"
+#include "version.h"
 
-#ifndef VMNAP_VERSION
-#define VMNAP_VERSION		"unknown"	/* the build passes VERSION's */
-#endif
-#define VMNAPD_VERSION		VMNAP_VERSION
 #define DEFAULT_RUN_DIR		"/run/vmnap"
 #define DEFAULT_STORE_DIR	"/var/lib/vmnap"
 

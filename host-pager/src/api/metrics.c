@@ -12,11 +12,13 @@
 #include "pager.h"
 #include "pause.h"
 #include "pressure_watch.h"
+#include "version.h"
 #include "vm_control.h"
 #include "vmm_mem.h"
 
 #define NS_PER_SEC	1e9
 #define US_PER_SEC	1e6
+#define BYTES_PER_GIB	1073741824.0
 
 static void help(FILE *f, const char *name, const char *type, const char *text)
 {
@@ -24,19 +26,35 @@ static void help(FILE *f, const char *name, const char *type, const char *text)
 }
 
 /*
+ * Exported bucket bounds, as bits k of 2^k µs, from measured ranges (README
+ * "Benchmarks"; TCG runs in make check): faults take 50..120 µs at p50..p99
+ * on the host, ms under load, so 16 µs..1 s; deliveries take 3..70 ms at
+ * p50 and up to ~200 ms at p99, seconds when a resume is slow, so 1 ms..17
+ * s.  The internal power-of-2 buckets between two bounds are summed.
+ */
+#define BIT(k)		(1ull << (k))
+#define FAULT_LE_MASK	(BIT(4) | BIT(5) | BIT(6) | BIT(7) | BIT(8) | BIT(9) | BIT(10) | \
+			 BIT(12) | BIT(14) | BIT(16) | BIT(18) | BIT(20))
+#define DELIVERY_LE_MASK (BIT(10) | BIT(11) | BIT(12) | BIT(13) | BIT(14) | BIT(15) | \
+			  BIT(16) | BIT(17) | BIT(18) | BIT(19) | BIT(20) | BIT(22) | BIT(24))
+
+/*
  * A histogram from power-of-2 µs buckets: counts[i] holds latencies below
- * 2^(i + @shift) µs (and at or above the previous bound).
+ * 2^(i + @shift) µs (and at or above the previous bound); a bucket line is
+ * written for the bounds in @le_mask only (cumulative counts stay exact).
  */
 static void histogram(FILE *f, const char *name, const char *vm, const uint64_t *counts,
-		      unsigned int n, int shift, double sum_s)
+		      unsigned int n, int shift, uint64_t le_mask, double sum_s)
 {
 	uint64_t cum = 0;
 
 	for (unsigned int i = 0; i < n; i++) {
+		unsigned int k = i + (unsigned int)shift;
+
 		cum += counts[i];
-		fprintf(f, "%s_bucket{vm=\"%s\",le=\"%g\"} %llu\n", name, vm,
-			(double)(1ull << (i + (unsigned int)shift)) / US_PER_SEC,
-			(unsigned long long)cum);
+		if (k < 64 && (le_mask & BIT(k)))
+			fprintf(f, "%s_bucket{vm=\"%s\",le=\"%g\"} %llu\n", name, vm,
+				(double)(1ull << k) / US_PER_SEC, (unsigned long long)cum);
 	}
 	fprintf(f, "%s_bucket{vm=\"%s\",le=\"+Inf\"} %llu\n", name, vm, (unsigned long long)cum);
 	fprintf(f, "%s_sum{vm=\"%s\"} %.9f\n", name, vm, sum_s);
@@ -144,7 +162,8 @@ static void coord_metrics(FILE *f, struct vmnapd *d)
 			continue;
 		coord_get_stats(vm->coord, &st);
 		histogram(f, "vmnap_delivery_latency_seconds", vm->name, st.delivery_hist,
-			  COORD_HIST_BUCKETS, 0, (double)st.delivery_ns_sum / NS_PER_SEC);
+			  COORD_HIST_BUCKETS, 0, DELIVERY_LE_MASK,
+			  (double)st.delivery_ns_sum / NS_PER_SEC);
 	}
 }
 
@@ -190,12 +209,12 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	      "1 when the guest-physical map is known (stated, linear or vhost-user memory table)",
 	      st.gpa_source != PAGER_GPA_GUESSED);
 #undef GAUGE
-	help(f, "vmnap_guest_ram_resident_gib_seconds_total", "counter",
-	     "guest RAM resident bytes integrated over time (memory x time), GiB*s");
+	help(f, "vmnap_guest_ram_resident_byte_seconds_total", "counter",
+	     "guest RAM resident bytes integrated over time (memory x time), byte-seconds");
 	FOREACH_VM(d, vm)
 		if (vm->pager && vm->control)
-			fprintf(f, "vmnap_guest_ram_resident_gib_seconds_total{vm=\"%s\"} %.6f\n",
-				vm->name, vm_control_memxtime_gib_s(vm));
+			fprintf(f, "vmnap_guest_ram_resident_byte_seconds_total{vm=\"%s\"} %.0f\n",
+				vm->name, vm_control_memxtime_gib_s(vm) * BYTES_PER_GIB);
 	help(f, "vmnap_pages", "gauge", "guest pages by state");
 	FOREACH_VM(d, vm) {
 		if (!vm->pager)
@@ -221,16 +240,12 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	}
 	help(f, "vmnap_fault_latency_seconds", "histogram", "userfaultfd fault service latency");
 	FOREACH_VM(d, vm) {
-		double sum = 0;
-
 		if (!vm->pager)
 			continue;
 		pager_get_stats(vm->pager, &st);
-		/* the pager keeps no sum: estimate with bucket midpoints */
-		for (int i = 0; i < PAGER_LAT_BUCKETS; i++)
-			sum += (double)st.fault_lat_us[i] * 1.5 * (double)(1ull << i) / US_PER_SEC;
 		histogram(f, "vmnap_fault_latency_seconds", vm->name, st.fault_lat_us,
-			  PAGER_LAT_BUCKETS, 1, sum);
+			  PAGER_LAT_BUCKETS, 1, FAULT_LE_MASK,
+			  (double)st.fault_lat_ns_sum / NS_PER_SEC);
 	}
 }
 
@@ -261,9 +276,12 @@ static void pause_metrics(FILE *f, struct vmnapd *d)
 			vm->name, (unsigned long long)vm->pause->st.pauses);
 		fprintf(f, "vmnap_pause_backend_calls_total{vm=\"%s\",op=\"resume\"} %llu\n",
 			vm->name, (unsigned long long)vm->pause->st.resumes);
-		fprintf(f, "vmnap_pause_backend_calls_total{vm=\"%s\",op=\"error\"} %llu\n",
-			vm->name, (unsigned long long)vm->pause->st.errors);
 	}
+	help(f, "vmnap_pause_backend_errors_total", "counter", "pause backend calls that failed");
+	FOREACH_VM(d, vm)
+		if (vm->pause)
+			fprintf(f, "vmnap_pause_backend_errors_total{vm=\"%s\"} %llu\n",
+				vm->name, (unsigned long long)vm->pause->st.errors);
 }
 
 struct rejection_line {
@@ -399,6 +417,8 @@ char *metrics_render(struct vmnapd *d, size_t *len)
 		return NULL;
 	FOREACH_VM(d, vm)
 		nvms++;
+	help(f, "vmnap_build_info", "gauge", "always 1; the version is the label");
+	fprintf(f, "vmnap_build_info{version=\"%s\"} 1\n", VMNAPD_VERSION);
 	help(f, "vmnap_vms", "gauge", "registered VMs");
 	fprintf(f, "vmnap_vms %u\n", nvms);
 	events_get_counts(d, &written, &failed);

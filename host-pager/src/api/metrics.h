@@ -5,10 +5,11 @@
  * Per VM (label vm="<name>"): coordinator state, waits by kind, handoffs,
  * BUSY verdicts by reason, pauses, offloads, resumes by reason, paused and
  * offloaded seconds, response delivery latency (histogram), pause backend
- * calls; from the pager: guest RAM, resident bytes (memfd allocation),
+ * calls and their errors; from the pager: guest RAM, resident bytes (memfd allocation),
  * store bytes, page counts by state, faults and fault latency (histogram,
- * power-of-2 µs buckets); refused guest input by reason, guest link
- * sessions, log lines and events over their budgets.  Daemon: VMs, events
+ * power-of-2 µs buckets, true sum), resident byte-seconds; refused guest input by reason, guest link
+ * sessions, log lines and events over their budgets.  Daemon: build info
+ * (version label), VMs, events
  * emitted and lost, memory handshakes accepted and refused by reason,
  * AF_VSOCK listener refusals.
  */

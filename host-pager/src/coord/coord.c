@@ -189,6 +189,26 @@ static struct coord_wait *wait_find(struct coord *c, const char *id)
 	return NULL;
 }
 
+void coord_waits_foreach(const struct coord *c,
+			 void (*fn)(const struct coord_wait_info *w, void *arg), void *arg)
+{
+	uint64_t now = c->ops->now(c->arg);
+
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
+		const struct coord_wait *w = &c->waits[i];
+		struct coord_wait_info info;
+
+		if (!w->used)
+			continue;
+		info.id = w->id;
+		info.kind = w->kind;
+		info.ready = w->ready;
+		info.confirm = w->flags & COORD_WAIT_CONFIRM;
+		info.age_ns = now > w->start_ns ? now - w->start_ns : 0;
+		fn(&info, arg);
+	}
+}
+
 unsigned int coord_nr_waits(const struct coord *c)
 {
 	unsigned int n = 0;

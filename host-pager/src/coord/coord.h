@@ -226,6 +226,18 @@ int coord_wait_start(struct coord *c, const char *id, enum coord_wait_kind kind,
 		     uint32_t flags);
 int coord_wait_ready(struct coord *c, const char *id);
 int coord_wait_delivered(struct coord *c, const char *id);
+
+/* One wait as the API lists it (valid during the callback only). */
+struct coord_wait_info {
+	const char *id;
+	enum coord_wait_kind kind;
+	bool ready;		/* data ready; delivery pending (confirm waits) */
+	bool confirm;		/* COORD_WAIT_CONFIRM */
+	uint64_t age_ns;	/* since coord_wait_start() */
+};
+/* Every wait still held (outstanding, or ready and not yet delivered). */
+void coord_waits_foreach(const struct coord *c,
+			 void (*fn)(const struct coord_wait_info *w, void *arg), void *arg);
 /* An external event: resume a paused VM; waits stay outstanding. */
 int coord_external_event(struct coord *c);
 /* Manual actions; -EBUSY/-EALREADY when the state does not allow it. */

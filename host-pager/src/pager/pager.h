@@ -172,6 +172,7 @@ struct pager_stats {
 	const char *not_evictable_reason;	/* static string or NULL */
 	/* bucket i: latency in [2^i, 2^(i+1)) µs; bucket 0 also < 1 µs */
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
+	uint64_t fault_lat_ns_sum;	/* true sum of the latencies above, ns */
 	/* resume-critical set (pager_resume_prepare) */
 	uint64_t critical_set_pages;		/* pages in the set now */
 	uint64_t critical_restored_pages;	/* restored before a resume */

@@ -345,8 +345,12 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	} else if (err == -ESRCH) {
 		err = 0;	/* the process exited: not an error */
 	}
-	if (!retry)
-		p->fault_lat_us[lat_bucket(now_ns() - t0)]++;
+	if (!retry) {
+		uint64_t lat = now_ns() - t0;
+
+		p->fault_lat_us[lat_bucket(lat)]++;
+		p->fault_lat_ns_sum += lat;
+	}
 	unregister = pager_unregister_due_locked(p);
 	pthread_mutex_unlock(&p->lock);
 	if (unregister)
