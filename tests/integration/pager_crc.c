@@ -65,7 +65,7 @@ static int mode_crc(const char *self, uint64_t mib)
 	struct store_slot slot;
 	struct timespec ts;
 	uint64_t npages = (mib << 20) / PAGE;
-	int fd, polls, err = 0;
+	int fd, err = 0;
 	uint32_t crc;
 
 	sem_init(&h.pager_error, 0, 0);
@@ -129,12 +129,7 @@ static int mode_crc(const char *self, uint64_t mib)
 		return 1;
 	}
 	close(fd);
-	for (polls = 0; polls < RETRY_WAIT_POLLS; polls++) {
-		st = stats(&h, NULL);
-		if (!st.faults_stuck)
-			break;
-		usleep(20000);
-	}
+	st = stats_until_unstuck(&h, RETRY_WAIT_POLLS);
 	tap(!st.faults_stuck, "slot repaired: the waiting fault was served on retry");
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "every byte right (%s)", ans);

@@ -48,7 +48,7 @@ static int mode_storeerr(const char *self, uint64_t mib)
 	struct timespec ts;
 	struct stat sb;
 	char *saved = NULL;
-	int fd, polls;
+	int fd;
 
 	sem_init(&h.pager_error, 0, 0);
 	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1)) {
@@ -94,12 +94,7 @@ static int mode_storeerr(const char *self, uint64_t mib)
 	}
 	close(fd);
 	free(saved);
-	for (polls = 0; polls < RETRY_WAIT_POLLS; polls++) {
-		st = stats(&h, NULL);
-		if (!st.faults_stuck)
-			break;
-		usleep(20000);
-	}
+	st = stats_until_unstuck(&h, RETRY_WAIT_POLLS);
 	tap(!st.faults_stuck, "store back: the waiting fault was served on retry");
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "every byte right, the blocked page included (%s)", ans);

@@ -844,6 +844,17 @@ struct pager_stats stats(struct harness *h, bool *have)
 	return sc.st;
 }
 
+struct pager_stats stats_until_unstuck(struct harness *h, int max_polls)
+{
+	struct pager_stats st = stats(h, NULL);
+
+	for (int polls = 1; st.faults_stuck && polls < max_polls; polls++) {
+		usleep(20000);
+		st = stats(h, NULL);
+	}
+	return st;
+}
+
 static void offload_done(struct pager *p, int err, void *arg)
 {
 	struct harness *h = arg;

@@ -147,6 +147,12 @@ void offload_cb(struct harness *h, void *arg);	/* arg: struct offload_call */
 
 /* From the test thread: */
 struct pager_stats stats(struct harness *h, bool *have);
+/*
+ * The pager's stats once no fault waits any more (a fault retried against
+ * a store that came back is served), polled every 20 ms for at most
+ * @max_polls; the last stats read either way.
+ */
+struct pager_stats stats_until_unstuck(struct harness *h, int max_polls);
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h);
 
