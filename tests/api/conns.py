@@ -34,19 +34,9 @@ SLOW_S = 8.0		# how long the slowloris runs
 TRICKLE_S = 0.5		# one header byte per connection this often
 LEGIT_TRIES = 10	# legitimate requests during the slowloris
 
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-    print(("ok" if cond else "not ok") + f" {n} - {what}", flush=True)
-    if diag:
-        for line in str(diag).splitlines():
-            print(f"# {line}", flush=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tap  # noqa: E402
+from tap import ok  # noqa: E402
 
 
 def get(sock_path, path="/", deadline_s=ANSWER_S):
@@ -243,13 +233,12 @@ def main():
                 d.kill()
                 d.wait()
         log.close()
-        if failed:
+        if tap.failed:
             with open(os.path.join(tmp, "vmnapd.log")) as f:
                 for line in f.read().splitlines()[-30:]:
                     print(f"# vmnapd: {line}")
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"1..{n}")
-    return 1 if failed else 0
+    return tap.done()
 
 
 if __name__ == "__main__":

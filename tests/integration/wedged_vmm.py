@@ -33,18 +33,9 @@ ANSWER_S = 2.0		# DELETE / GET counted as answered within this
 STATE_S = 10.0		# a state change must show within this
 WEDGE_TIMEOUT_MS = 30000
 
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-    print(("ok" if cond else "not ok") + f" {n} - {what}", flush=True)
-    if diag:
-        print(f"# {diag}", flush=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tap  # noqa: E402
+from tap import ok  # noqa: E402
 
 
 class Api:
@@ -301,13 +292,12 @@ def main():
             p.kill()
             p.wait()
         log.close()
-        if failed:
+        if tap.failed:
             with open(logp) as f:
                 for line in f.read().splitlines()[-40:]:
                     print(f"# vmnapd: {line}")
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"1..{n}")
-    return 1 if failed else 0
+    return tap.done()
 
 
 if __name__ == "__main__":

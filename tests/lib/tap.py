@@ -1,0 +1,27 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""tap.py - TAP output for the Python tests (the counterpart of tap.sh and
+tap.h), as scripts/check.py reads it.
+
+    import tap
+    tap.ok(cond, "what", diag)   # "ok N - what" / "not ok N - what", then
+                                 # each line of diag as "# ..."
+    return tap.done()            # the plan "1..N" last; 1 on failures
+"""
+n = 0
+failed = 0
+
+
+def ok(cond, what, diag=None):
+    global n, failed
+    n += 1
+    if not cond:
+        failed += 1
+    print(("ok" if cond else "not ok") + f" {n} - {what}", flush=True)
+    if diag:
+        for line in str(diag).splitlines():
+            print(f"# {line}", flush=True)
+
+
+def done():
+    print(f"1..{n}", flush=True)
+    return 1 if failed else 0
