@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "gw.h"
+#include "log.h"
 
 enum gw_log_level gw_log_level = GW_INFO;
 
@@ -29,33 +31,18 @@ uint64_t gw_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/*
- * stderr is journald's stream when $JOURNAL_STREAM names its device and
- * inode (StandardError=journal): lines then start with "<N>", their syslog
- * priority (sd-daemon(3)).  Decided once.
- */
+/* The same priorities as vmnapd's lines, when stderr is the journal. */
 static const char *journal_prefix(enum gw_log_level lvl)
 {
 	static const char *const prio[] = { "<3>", "<4>", "<6>", "<7>" };
-	static int journal = -1;
-	unsigned long long dev, ino;
-	const char *e;
-	struct stat st;
 
-	if (journal < 0) {
-		e = getenv("JOURNAL_STREAM");
-		journal = e && sscanf(e, "%llu:%llu", &dev, &ino) == 2 &&
-			  !fstat(STDERR_FILENO, &st) &&
-			  (unsigned long long)st.st_dev == dev &&
-			  (unsigned long long)st.st_ino == ino;
-	}
-	return journal ? prio[lvl] : "";
+	return log_to_journal() ? prio[lvl] : "";
 }
 
 void gw_log(enum gw_log_level lvl, const char *subject, const char *fmt, ...)
 {
 	static const char *const names[] = { "err", "warn", "info", "debug" };
-	char line[1024];
+	char line[1024], msg[1024];
 	uint64_t t = gw_now_ns();
 	va_list ap;
 	int n;
@@ -69,8 +56,11 @@ void gw_log(enum gw_log_level lvl, const char *subject, const char *fmt, ...)
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
 	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* a method or path is the client's: one line of valid UTF-8 whatever
+	 * it holds, as vmnapd's log lines */
+	log_sanitize(line + n, sizeof(line) - (size_t)n, msg, SIZE_MAX);
 	fprintf(stderr, "%s\n", line);
 }
 

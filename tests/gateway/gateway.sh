@@ -375,6 +375,19 @@ check "a non-HTTP upstream: refused" test $? = 2
 "$GW" --listen 'a b=unix:/x' --upstream http://u >/dev/null 2>&1
 check "a bad VM name: refused" test $? = 2
 
+# ---- a hostile path reaches the log as one escaped line ----
+python3 - "$G1" <<'PY' >/dev/null 2>&1
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(b"POST /v1/a\x1b[31mX\xff HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+          b"Connection: close\r\n\r\n{}")
+s.recv(4096)
+PY
+check "a path with control bytes and invalid UTF-8 is logged escaped, on one line" \
+	sh -c "LC_ALL=C grep -qa 'a\\\\x1b\[31mX' '$T/gw.log' && ! LC_ALL=C grep -qaP '\x1b|\xff' '$T/gw.log'"
+
 # ---- no secrets in the log; the gateway survived everything ----
 check "the gateway logs neither header values nor query strings" \
 	sh -c "! grep -q -e SECRET -e QSECRET '$T/gw.log' '$T/gw-down.log'"

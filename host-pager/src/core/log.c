@@ -34,7 +34,7 @@ static char *sanitize(char *dst, size_t dst_len, const void *src, size_t src_len
  * with "<N>", its syslog priority (sd-daemon(3)), so journalctl -p works.
  * Decided once, at the first line.
  */
-static bool log_to_journal(void)
+bool log_to_journal(void)
 {
 	static int journal = -1;
 	unsigned long long dev, ino;

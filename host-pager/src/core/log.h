@@ -49,6 +49,12 @@ void log_vmsg(enum log_level lvl, const char *subject, const char *fmt,
  */
 #define LOG_STR_MAX	256	/* bytes of LOG_STR()'s buffer, with the NUL */
 char *log_sanitize(char *dst, size_t dst_len, const void *src, size_t src_len);
+/*
+ * Whether stderr is journald's stream ($JOURNAL_STREAM names its device
+ * and inode): lines then start with "<N>", their syslog priority.
+ * Decided once.
+ */
+bool log_to_journal(void);
 /* A sanitised copy of NUL-terminated @s for one printf argument; the buffer
  * lives until the end of the enclosing block. */
 #define LOG_STR(s)	log_sanitize((char[LOG_STR_MAX]){ 0 }, LOG_STR_MAX, (s), SIZE_MAX)
