@@ -34,15 +34,11 @@ FILL_MIB=64
 TAP_NAME="coord e2e"
 . tests/lib/tap.sh
 
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
-for f in "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" vmnap.ko; do
-	[ -e "$f" ] || skip "$f not built (make all)"
-done
-scripts/guest-kernel.sh >/dev/null 2>&1 || skip "guest kernel unavailable (scripts/guest-kernel.sh)"
+. tests/lib/guest.sh
+guest_require "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" vmnap.ko
 
 W=$(mktemp -d /tmp/vmnap-coord-e2e.XXXXXX)
 RUN=$W/run
-. tests/lib/guest.sh
 . tests/lib/vmnapd.sh
 cleanup() {
 	guest_cleanup

@@ -37,16 +37,12 @@ PERIOD_MS=300
 TAP_NAME="guest time e2e"
 . tests/lib/tap.sh
 
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
-for f in "$BUILD/vmnapd" "$BUILD/tests/selftests/guest_time" vmnap.ko; do
-	[ -e "$f" ] || skip "$f not built (make all)"
-done
-scripts/guest-kernel.sh >/dev/null 2>&1 || skip "guest kernel unavailable (scripts/guest-kernel.sh)"
+. tests/lib/guest.sh
+guest_require "$BUILD/vmnapd" "$BUILD/tests/selftests/guest_time" vmnap.ko
 
 W=$(mktemp -d /tmp/vmnap-time-e2e.XXXXXX)
 RUN=$W/run
 CG=
-. tests/lib/guest.sh
 . tests/lib/vmnapd.sh
 cleanup() {
 	if [ -n "$CG" ] && [ -d "$CG" ]; then

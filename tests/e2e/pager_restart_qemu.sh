@@ -36,21 +36,15 @@ DOWN_SEC=3		# how long the guest is watched while no vmnapd runs
 
 TAP_NAME="test"
 . tests/lib/tap.sh
-skip_all() { echo "1..0 # SKIP $*"; exit 0; }
-
-[ -e /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip_all "no userfaultfd access"
-command -v qemu-system-x86_64 >/dev/null || skip_all "qemu-system-x86_64 not installed"
-for f in "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" "$BUILD/tests/selftests/memfill"; do
-	[ -x "$f" ] || [ -f "$f" ] || skip_all "$f not built (make all)"
-done
-scripts/guest-kernel.sh >/dev/null 2>&1 || skip_all "guest kernel unavailable (scripts/guest-kernel.sh)"
+# shellcheck source=tests/lib/guest.sh
+. tests/lib/guest.sh
+[ -e /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no userfaultfd access"
+guest_require "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" "$BUILD/tests/selftests/memfill"
 
 tmp=$(mktemp -d /tmp/vmnap-restart-e2e.XXXXXX)
 RUN=$tmp/run store=$tmp/store
 daemons=0
 
-# shellcheck source=tests/lib/guest.sh
-. tests/lib/guest.sh
 # shellcheck source=tests/lib/vmnapd.sh
 . tests/lib/vmnapd.sh
 finish() {

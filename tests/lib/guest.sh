@@ -204,3 +204,17 @@ guest_cleanup() {
 trap guest_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# What every QEMU test needs before it boots: QEMU, each built artefact
+# named (a file), and the guest kernel.  Skips the whole test (tap.sh's
+# skip, sourced first) with the reason when one is missing.
+guest_require() {
+	local f
+
+	command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
+	for f; do
+		[ -e "$f" ] || skip "$f not built (make all)"
+	done
+	"$GUEST_LIB_ROOT/scripts/guest-kernel.sh" >/dev/null 2>&1 ||
+		skip "guest kernel unavailable (scripts/guest-kernel.sh)"
+}
