@@ -1127,10 +1127,25 @@ static void on_listen(struct loop *l, int fd, uint32_t events, void *arg)
 	api_rearm(a);
 }
 
+/*
+ * libmicrohttpd's own messages.  Every API connection is AF_UNIX, where
+ * the TCP options it tries on each response (TCP_NODELAY, TCP_CORK) do not
+ * exist; it reports each failed attempt, three lines per request, although
+ * nothing is wrong.  Those go to debug, everything else is a warning.
+ */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+	static const char *const tcp_only[] = {
+		"Setting %s option to %s state failed",
+		"Failed to push the data from buffers",
+	};
+	int level = LOG_WARN;
+
 	(void)cls;
-	log_vmsg(LOG_WARN, "api", fmt, ap);
+	for (size_t i = 0; i < sizeof(tcp_only) / sizeof(tcp_only[0]); i++)
+		if (!strncmp(fmt, tcp_only[i], strlen(tcp_only[i])))
+			level = LOG_DEBUG;
+	log_vmsg(level, "api", fmt, ap);
 }
 
 int api_start(struct vmnapd *d, const char *path)
