@@ -70,13 +70,33 @@ settle_running() {
 	return 1
 }
 counter() { vm_json | jget "[\"counters\"]$1"; }
-# wait_answer BEFORE_READY BEFORE_BUSY: the guest answered a handoff
+# wait_answer BEFORE_READY BEFORE_BUSY [BEFORE_TIMEOUTS]: the guest
+# answered a handoff READY (0), BUSY (1), or too late for vmnapd's ack
+# timeout, which a loaded TCG host can cause (2)
 wait_answer() {
 	local deadline=$((SECONDS + STEP_WAIT))
 	while [ "$SECONDS" -lt "$deadline" ]; do
 		[ "$(counter '["handoff_ready"]')" -gt "$1" ] && return 0
 		[ "$(counter '["handoff_busy"]')" -gt "$2" ] && return 1
+		[ "$(counter '["handoff_timeouts"]')" -gt "${3:-1000000}" ] && return 2
 		sleep 0.1
+	done
+	return 1
+}
+# pause_busy: a manual pause of a busy guest is answered BUSY, retried
+# while the answer came too late for vmnapd (counted as a timeout)
+pause_busy() {
+	local i r b t
+	for i in $(seq $READY_ATTEMPTS); do
+		r=$(counter '["handoff_ready"]') b=$(counter '["handoff_busy"]')
+		t=$(counter '["handoff_timeouts"]')
+		api -X POST "http://vmnapd/vms/$VM/actions/pause" >/dev/null
+		wait_answer "$r" "$b" "$t"
+		case $? in
+		1) return 0 ;;
+		2) echo "# answer after vmnapd's ack timeout, retrying"; sleep 1 ;;
+		*) return 1 ;;
+		esac
 	done
 	return 1
 }
@@ -86,12 +106,12 @@ paused_events() { grep -c '"to":"PAUSED"' "$W/events.jsonl"; }
 # (a known budget makes the coordinator resume the VM in time for the
 # guest's timer: PAUSED may last less than a poll, so events tell)
 pause_idle() {
-	local i r b p deadline
+	local i r b t p deadline
 	for i in $(seq $READY_ATTEMPTS); do
 		r=$(counter '["handoff_ready"]') b=$(counter '["handoff_busy"]')
-		p=$(paused_events)
+		t=$(counter '["handoff_timeouts"]') p=$(paused_events)
 		api -X POST "http://vmnapd/vms/$VM/actions/pause" >/dev/null
-		if wait_answer "$r" "$b"; then
+		if wait_answer "$r" "$b" "$t"; then
 			deadline=$((SECONDS + STEP_WAIT))
 			while [ "$SECONDS" -lt "$deadline" ]; do
 				[ "$(paused_events)" -gt "$p" ] && return 0
@@ -212,9 +232,7 @@ check "disk data written before the pause intact after resume" sh -c "[ -n '$sum
 # ---- busy guest: a CPU hog -> BUSY (cpu, runnable) ----
 gdo HOG "(while :; do :; done) >/dev/null 2>&1 & echo \$! >/tmp/hog"
 sleep 1
-busy0=$(counter '["handoff_busy"]')
-api -X POST "http://vmnapd/vms/$VM/actions/pause" >/dev/null
-check "CPU hog: BUSY" sh -c "for i in \$(seq 100); do [ \"\$(curl -s --unix-socket '$RUN/api.sock' http://x/vms/$VM | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"counters\"][\"handoff_busy\"])')\" -gt $busy0 ] && exit 0; sleep 0.2; done; exit 1"
+check "CPU hog: BUSY" pause_busy
 bev=$(vm_json | jget '["evidence"]["busy_reasons"]')
 bycpu=$(counter '["busy_by_reason"]["cpu"]')
 byrun=$(counter '["busy_by_reason"]["runnable"]')
@@ -244,13 +262,25 @@ gdo RESET "echo 10000 >/sys/module/vmnap/parameters/window_us; echo 500 >/sys/mo
 check "guest free page counters agree (reports sent)" sh -c "[ '$(gval "$last" counter.free_reports)' -gt 0 ]"
 
 # ---- unload while connected ----
-gdo RMMOD "rmmod vmnap && echo gone=1"
+# rmmod in the background: if it does not finish, say where it is blocked
+# (its kernel stack and every blocked task's, from the guest's console).
+gdo RMMOD "rmmod vmnap & p=\$!; i=0; \
+while kill -0 \$p 2>/dev/null && [ \$i -lt $((STEP_WAIT / 2)) ]; do sleep 1; i=\$((i + 1)); done; \
+if kill -0 \$p 2>/dev/null; then echo stuck=1; cat /proc/\$p/stack; echo w >/proc/sysrq-trigger; dmesg | tail -n 150; \
+else wait \$p && echo gone=1; fi"
 check "unload while connected: rmmod" sh -c "[ '$(gval RMMOD gone)' = 1 ]"
-check "unload while connected: vmnapd sees the link closed" wait_link closed 30
-
-guest_send "$VM" "exit 0"
 rc=0
-guest_wait "$VM" || rc=$?
+if [ "$(gval RMMOD stuck)" = 1 ]; then
+	tr -d '\r' <"$GUEST_DIR/$VM.log" | sed -n '/^RMMOD:/s/^/# /p' | tail -n 200
+	vm_json | sed 's/^/# vmnapd: /'
+	tail -n 30 "$W/vmnapd.log" | sed 's/^/# /'
+	guest_kill "$VM"
+	rc=1
+else
+	check "unload while connected: vmnapd sees the link closed" wait_link closed 30
+	guest_send "$VM" "exit 0"
+	guest_wait "$VM" || rc=$?
+fi
 check "guest exits cleanly (launcher: no BUG/WARNING/Oops on the console)" test "$rc" -eq 0
 check "vmnapd logged no error for the VM" sh -c "! grep -E ' E ' '$W/vmnapd.log'"
 grep -E ' E ' "$W/vmnapd.log" | head -n 5 | sed 's/^/# /'
