@@ -230,7 +230,9 @@ def check_answer(doc, op, url, status, ctype, body):
     return validate(doc, content[want]["schema"], data)
 
 
-def live_checks(doc, sock, vm):
+def live_checks(doc, sock, vm, strict=True):
+    """Every documented GET; @strict: each must be 200 (else any documented
+    status, e.g. 409 for the waits of a VM no PUT registered)."""
     params = {"vm": vm}
     for method, path in sorted(doc_routes(doc)):
         if method != "GET":
@@ -241,9 +243,9 @@ def live_checks(doc, sock, vm):
             full = prefix + url if url != "/" or not prefix else prefix + "/"
             status, ctype, body = request(sock, "GET", full)
             problems = check_answer(doc, op, full, status, ctype, body)
-            if status != 200:
+            if strict and status != 200:
                 problems.append(f"status {status}: {body[:200]!r}")
-            tap.ok(not problems, f"GET {full} answers its documented schema",
+            tap.ok(not problems, f"GET {full} ({status}) answers its documented schema",
                    "\n".join(problems[:20]))
     err = doc["components"]["schemas"]["Error"]
     for method, url, status, op in (
@@ -323,7 +325,7 @@ def main():
     with open(DOC) as f:
         doc = yaml.safe_load(f)
     if len(sys.argv) == 4 and sys.argv[1] == "--live":
-        live_checks(doc, sys.argv[2], sys.argv[3])
+        live_checks(doc, sys.argv[2], sys.argv[3], strict=False)
         return tap.done()
     static_checks(doc)
     route_checks(doc)
