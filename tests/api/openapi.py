@@ -22,22 +22,21 @@ an unknown version (404) answer the Error schema.
     openapi.py --live SOCK VM       only the live GETs against a running
                                     vmnapd whose VM is VM (QEMU tests)
 """
-import copy
-import http.client
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-import tap  # noqa: E402
-
 ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import proc  # noqa: E402
+import tap  # noqa: E402
+from replay.vmnapd import UnixHTTPConnection  # noqa: E402
+
 DOC = os.path.join(ROOT, "api", "openapi.yaml")
 API_C = os.path.join(ROOT, "host-pager", "src", "api", "api.c")
 BUILD = os.environ.get("BUILD", "build")
@@ -181,19 +180,8 @@ def route_checks(doc):
 
 # ---- live ------------------------------------------------------------------
 
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost", timeout=10)
-        self.sock_path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
-        self.sock.connect(self.sock_path)
-
-
 def request(sock, method, url, body=None):
-    c = UnixHTTP(sock)
+    c = UnixHTTPConnection(sock, 10)
     try:
         c.request(method, url, body=json.dumps(body) if body is not None else None)
         r = c.getresponse()
@@ -308,17 +296,10 @@ def run_own_vmnapd(doc):
             live_checks(doc, sock, "vm1")
         finally:
             for p in reversed(procs):
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+                proc.stop(p)
             log.close()
             if tap.failed:
-                with open(os.path.join(t, "vmnapd.log")) as f:
-                    for line in f.read().splitlines()[-30:]:
-                        print(f"# vmnapd: {line}")
+                proc.print_tail(os.path.join(t, "vmnapd.log"), "vmnapd")
 
 
 def main():
