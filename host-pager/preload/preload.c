@@ -6,7 +6,9 @@
  *
  * memfd_create() is interposed to remember guest-RAM memfds (by name); a
  * later shared mmap()/mmap64() of such a memfd of at least the size
- * threshold is guest RAM.  So is a shared mapping of that size of a file
+ * threshold is guest RAM, as is one of a memfd of that name made with the
+ * raw syscall (told by its /proc/self/fd link).  So is a shared mapping of
+ * that size of a file
  * under VMNAP_MEM_PATH (QEMU's mem-path: a directory, where QEMU creates
  * and unlinks its file, or the file itself).  Guest RAM must be shmem (a
  * memfd or a tmpfs file): on hugetlbfs (memory-backend-memfd hugetlb=on,
@@ -66,6 +68,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
@@ -101,12 +104,6 @@
 #define RECONNECT_MIN_MS	100
 #define RECONNECT_MAX_MS	5000
 #define STORE_ID_LEN		32	/* hex digits */
-#ifndef HUGETLBFS_MAGIC
-#define HUGETLBFS_MAGIC		0x958458f6
-#endif
-#ifndef TMPFS_MAGIC
-#define TMPFS_MAGIC		0x01021994
-#endif
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW	_IO(0xAA, 0x00)
 #endif
@@ -687,23 +684,30 @@ static void mapping_add(int uffd, int memfd, int sock, uint64_t addr, size_t len
 		(void)!write(maps.wake[1], "x", 1);
 }
 
-/* Is @fd a file under VMNAP_MEM_PATH (QEMU's mem-path)? */
-static bool under_mem_path(int fd)
+/*
+ * Is @fd guest RAM by what /proc/self/fd says: a memfd of a managed name
+ * (a VMM that creates it with the raw syscall, as Cloud Hypervisor does,
+ * bypasses memfd_create() above), or a file under VMNAP_MEM_PATH (QEMU's
+ * mem-path)?
+ */
+static bool guest_ram_link(int fd)
 {
-	const char *want = getenv("VMNAP_MEM_PATH"), *del = " (deleted)";
+	const char *want = getenv("VMNAP_MEM_PATH"), *del = " (deleted)", *pfx = "/memfd:";
 	char link[32], path[PATH_MAX];
 	size_t wl, dl = strlen(del);
 	ssize_t n;
 
-	if (!want || !*want)
-		return false;
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	n = readlink(link, path, sizeof(path) - 1);
 	if (n <= 0)
 		return false;
 	path[n] = 0;
-	if ((size_t)n > dl && !strcmp(path + n - dl, del))	/* QEMU unlinks it */
+	if ((size_t)n > dl && !strcmp(path + n - dl, del))	/* unlinked: memfds, QEMU's */
 		path[n - dl] = 0;
+	if (!strncmp(path, pfx, strlen(pfx)))
+		return name_managed(path + strlen(pfx));
+	if (!want || !*want)
+		return false;
 	wl = strlen(want);
 	while (wl > 1 && want[wl - 1] == '/')
 		wl--;
@@ -746,7 +750,7 @@ static void *managed_mmap(mmap_fn real, void *addr, size_t len, int prot,
 
 	if (fd < 0 || !(flags & MAP_SHARED) ||
 	    len < env_u64("VMNAP_MIN_BYTES", DEFAULT_MIN_BYTES) ||
-	    (!is_known_memfd(fd) && !under_mem_path(fd)))
+	    (!is_known_memfd(fd) && !guest_ram_link(fd)))
 		return real(addr, len, prot, flags, fd, off);
 	/* before mapping: a huge-page mapping may not even be possible */
 	s = ram_fs_check(fd, why, sizeof(why));

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +38,6 @@
 #define HS_MAX_RAM_BYTES	(1ull << 40)	/* per VM */
 #define HS_MAX_ADDR		(1ull << 57)	/* user address space bound */
 #define HS_UFFD_LINK		"anon_inode:[userfaultfd]"
-#ifndef HUGETLBFS_MAGIC
-#define HUGETLBFS_MAGIC		0x958458f6
-#endif
-#ifndef TMPFS_MAGIC
-#define TMPFS_MAGIC		0x01021994
-#endif
 #define HS_CMSG_SPACE		CMSG_SPACE(sizeof(int) * MEM_HANDSHAKE_MAX_FDS)
 
 struct hs_conn {
