@@ -22,6 +22,8 @@ PACKAGES=(
 	debootstrap
 	# tests, demo and benchmarks
 	curl jq socat fio gnuplot-nox util-linux procps iproute2
+	# api/openapi.yaml and examples/ checks (tests/api/openapi.py, tests/examples)
+	python3-yaml python3-jsonschema
 	# packaging: make install / make deb (man pages, .debs, DKMS, lintian)
 	help2man debhelper dh-dkms dkms lintian
 	nginx		# bench-gateway's peer: nginx as a reverse proxy

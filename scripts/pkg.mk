@@ -32,6 +32,8 @@ $(VERSIONED_OBJS): VERSION
 $(VERSIONED_OBJS): EXTRA_CFLAGS += -DVMNAP_VERSION='"$(VERSION)"'
 
 HOST_PROGS	:= vmnapd vmnapctl vmnap-gateway
+# example set-ups (README "Operate"), installed under DOCDIR/vmnapd/examples/
+EXAMPLES	:= $(sort $(wildcard examples/*/*))
 MAN8		:= $(HOST_PROGS) vmnap-guest
 MAN_PAGES	:= $(MAN8:%=$(BUILD)/man/%.8) $(BUILD)/man/vmnap.4
 
@@ -64,7 +66,9 @@ install-host: $(HOST_PROGS:%=$(BUILD)/%) $(BUILD)/libvmnap-preload.so $(MAN_PAGE
 		chmod 0644 $(DESTDIR)$(UNITDIR)/$${u##*/} || exit 1; done
 	$(INSTALL) -m 0644 $(HOST_PROGS:%=$(BUILD)/man/%.8) $(DESTDIR)$(MANDIR)/man8/
 	$(INSTALL) -m 0644 host-pager/vmnapd.conf.example host-pager/gateway.env.example \
-		README.md $(DESTDIR)$(DOCDIR)/vmnapd/
+		README.md api/openapi.yaml $(DESTDIR)$(DOCDIR)/vmnapd/
+	for f in $(EXAMPLES); do \
+		$(INSTALL) -D -m 0644 $$f $(DESTDIR)$(DOCDIR)/vmnapd/$$f || exit 1; done
 	@# the settings file the unit names: the defaults, never overwritten
 	test -e $(DESTDIR)$(SYSCONFDIR)/vmnap/vmnapd.conf || \
 		$(INSTALL) -m 0644 host-pager/vmnapd.conf.example $(DESTDIR)$(SYSCONFDIR)/vmnap/vmnapd.conf

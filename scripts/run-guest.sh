@@ -37,6 +37,9 @@ console is in the log file.
 
 options:
   --mem MIB           guest RAM (default 512)
+  --mem-path DIR      guest RAM from memory-backend-file,mem-path=DIR,share=on
+                      (QEMU creates and unlinks a file in DIR; what Kata
+                      Containers uses with DIR=/dev/shm) instead of a memfd
   --cpus N            vCPUs (default 1)
   --timeout SEC       hard limit; QEMU is killed, exit 124 (default 120)
   --name NAME         guest name, used for default paths (default guest);
@@ -80,12 +83,14 @@ die() { echo "run-guest: $*" >&2; exit "$EXIT_NO_STATUS"; }
 usage_error() { echo "run-guest: $*" >&2; echo "try --help" >&2; exit "$EXIT_USAGE"; }
 
 mem=512 cpus=1 timeout=120 name=guest log='' qmp='' ctl='' disk='' vsock_user='' initrd=''
+mem_path=''
 net=0 rootfs='' append='' verbose=0 quiet=1
 envs=() qemu_extra=()
 need_arg() { [ $# -ge 2 ] || usage_error "$1 needs an argument"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mem) need_arg "$@"; mem=$2; shift 2 ;;
+	--mem-path) need_arg "$@"; mem_path=$2; shift 2 ;;
 	--cpus) need_arg "$@"; cpus=$2; shift 2 ;;
 	--timeout) need_arg "$@"; timeout=$2; shift 2 ;;
 	--name) need_arg "$@"; name=$2; shift 2 ;;
@@ -122,6 +127,8 @@ done
 [ -z "$disk" ] || [ -f "$disk" ] || [ -b "$disk" ] || usage_error "--disk $disk: no such file"
 [ -z "$rootfs" ] || [ -f "$rootfs" ] || usage_error "--rootfs $rootfs: no such file"
 [ -z "$initrd" ] || [ -f "$initrd" ] || usage_error "--initrd $initrd: no such file"
+[ -z "$mem_path" ] || [ -d "$mem_path" ] || usage_error "--mem-path $mem_path: no such directory"
+[[ $mem_path != *,* ]] || usage_error "--mem-path $mem_path: no commas (QEMU option syntax)"
 
 # Paths the caller gave are relative to the caller's directory.
 abspath() { case $1 in ''|/*) printf '%s' "$1" ;; *) printf '%s' "$PWD/$1" ;; esac; }
@@ -197,12 +204,18 @@ cmdline="console=ttyS0 panic=-1 vmnap_nonce=$nonce vmnap_name=$name"
 [ "$accel" = tcg ] && cmdline+=" no_timer_check"
 [ -n "$append" ] && cmdline+=" $append"
 
+if [ -n "$mem_path" ]; then
+	ram_backend="memory-backend-file,id=mem,size=${mem}M,mem-path=$mem_path,share=on"
+else
+	ram_backend="memory-backend-memfd,id=mem,size=${mem}M,share=on"
+fi
+
 disk_format() { case $1 in *.qcow2) echo qcow2 ;; *) echo raw ;; esac; }
 
 args=(
 	-name "guest=$name" -machine q35 -accel "$accel" -cpu "$cpu_model"
 	-smp "$cpus" -m "${mem}M"
-	-object "memory-backend-memfd,id=mem,size=${mem}M,share=on"
+	-object "$ram_backend"
 	-numa "node,memdev=mem"
 	-kernel "$kernel" -initrd "$initrd" -append "$cmdline"
 	-fw_cfg "name=opt/vmnap/cmd,file=$cmd_file"

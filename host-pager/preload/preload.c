@@ -1,11 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * libvmnap-preload.so - LD_PRELOAD into a VMM (QEMU 7.2 with
- * -object memory-backend-memfd,share=on) to hand its guest RAM to vmnapd.
+ * -object memory-backend-memfd,share=on, or memory-backend-file with
+ * mem-path on tmpfs and share=on) to hand its guest RAM to vmnapd.
  *
  * memfd_create() is interposed to remember guest-RAM memfds (by name); a
  * later shared mmap()/mmap64() of such a memfd of at least the size
- * threshold is guest RAM.  For it the shim creates a userfaultfd (the
+ * threshold is guest RAM, as is one of a memfd of that name made with the
+ * raw syscall (told by its /proc/self/fd link).  So is a shared mapping of
+ * that size of a file
+ * under VMNAP_MEM_PATH (QEMU's mem-path: a directory, where QEMU creates
+ * and unlinks its file, or the file itself).  Guest RAM must be shmem (a
+ * memfd or a tmpfs file): on hugetlbfs (memory-backend-memfd hugetlb=on,
+ * a mem-path on a hugetlbfs mount) or any other file system the mapping is
+ * refused before it is made, with the reason, because vmnapd serves and
+ * evicts 4 KiB pages, which a huge-page mapping cannot take, and
+ * userfaultfd serves shared file mappings only on shmem and hugetlbfs.
+ * For guest RAM the shim creates a userfaultfd (the
  * userfaultfd syscall, else /dev/userfaultfd), does UFFDIO_API asking for
  * the REMOVE, UNMAP and REMAP events where offered, and sends
  * the region with the userfaultfd and the memfd to vmnapd's memory
@@ -28,6 +39,8 @@
  *   VMNAP_SOCKET             handshake socket (default /run/vmnap/mem.sock)
  *   VMNAP_MEMFD_NAME         memfd name to manage (default
  *                            "memory-backend-memfd"; "*" for any)
+ *   VMNAP_MEM_PATH           QEMU's mem-path (memory-backend-file): shared
+ *                            mappings of files under it are guest RAM
  *   VMNAP_MIN_BYTES          smallest mapping to manage (default 1 MiB)
  *   VMNAP_GPA_BASE           guest-physical address of offset 0 (default 0)
  *   VMNAP_GPA_LAYOUT=linear  assert gpa = VMNAP_GPA_BASE + memfd offset for
@@ -55,6 +68,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
@@ -68,6 +82,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -668,15 +684,81 @@ static void mapping_add(int uffd, int memfd, int sock, uint64_t addr, size_t len
 		(void)!write(maps.wake[1], "x", 1);
 }
 
+/*
+ * Is @fd guest RAM by what /proc/self/fd says: a memfd of a managed name
+ * (a VMM that creates it with the raw syscall, as Cloud Hypervisor does,
+ * bypasses memfd_create() above), or a file under VMNAP_MEM_PATH (QEMU's
+ * mem-path)?
+ */
+static bool guest_ram_link(int fd)
+{
+	const char *want = getenv("VMNAP_MEM_PATH"), *del = " (deleted)", *pfx = "/memfd:";
+	char link[32], path[PATH_MAX];
+	size_t wl, dl = strlen(del);
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0)
+		return false;
+	path[n] = 0;
+	if ((size_t)n > dl && !strcmp(path + n - dl, del))	/* unlinked: memfds, QEMU's */
+		path[n - dl] = 0;
+	if (!strncmp(path, pfx, strlen(pfx)))
+		return name_managed(path + strlen(pfx));
+	if (!want || !*want)
+		return false;
+	wl = strlen(want);
+	while (wl > 1 && want[wl - 1] == '/')
+		wl--;
+	return !strncmp(path, want, wl) && (path[wl] == 0 || path[wl] == '/');
+}
+
+/* Guest RAM must be shmem; 0, or -errno with @why filled. */
+static int ram_fs_check(int fd, char *why, size_t n)
+{
+	struct statfs sf;
+	struct stat st;
+
+	if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0) {
+		snprintf(why, n, "fstatfs: %s", strerror(errno));
+		return -errno;
+	}
+	if ((unsigned long)sf.f_type == HUGETLBFS_MAGIC) {
+		snprintf(why, n, "guest RAM is on hugetlbfs (%ld KiB pages: hugetlb=on or a "
+			 "hugetlbfs mem-path), which vmnapd does not support: it serves and "
+			 "evicts 4 KiB pages; use memory-backend-memfd or a tmpfs mem-path "
+			 "(/dev/shm) with share=on", (long)sf.f_bsize / 1024);
+		return -EOPNOTSUPP;
+	}
+	if ((unsigned long)sf.f_type != TMPFS_MAGIC || !S_ISREG(st.st_mode)) {
+		snprintf(why, n, "guest RAM is not a shmem file (file system magic %#lx): "
+			 "userfaultfd cannot serve it; use memory-backend-memfd or a tmpfs "
+			 "mem-path (/dev/shm) with share=on", (unsigned long)sf.f_type);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
 static void *managed_mmap(mmap_fn real, void *addr, size_t len, int prot,
 			  int flags, int fd, off_t off)
 {
-	void *p = real(addr, len, prot, flags, fd, off);
 	char why[400], store_id[STORE_ID_LEN + 1] = "";
-	int uffd, s;
+	void *p = MAP_FAILED;
+	bool unsupported;
+	int uffd = -1, s;
 
-	if (p == MAP_FAILED || fd < 0 || !(flags & MAP_SHARED) ||
-	    len < env_u64("VMNAP_MIN_BYTES", DEFAULT_MIN_BYTES) || !is_known_memfd(fd))
+	if (fd < 0 || !(flags & MAP_SHARED) ||
+	    len < env_u64("VMNAP_MIN_BYTES", DEFAULT_MIN_BYTES) ||
+	    (!is_known_memfd(fd) && !guest_ram_link(fd)))
+		return real(addr, len, prot, flags, fd, off);
+	/* before mapping: a huge-page mapping may not even be possible */
+	s = ram_fs_check(fd, why, sizeof(why));
+	unsupported = s != 0;
+	if (unsupported)
+		goto refused;
+	p = real(addr, len, prot, flags, fd, off);
+	if (p == MAP_FAILED)
 		return p;
 	uffd = new_userfaultfd();
 	if (uffd < 0) {
@@ -695,14 +777,17 @@ static void *managed_mmap(mmap_fn real, void *addr, size_t len, int prot,
 	}
 	if (uffd >= 0)
 		close(uffd);
+refused:
 	if (env_true("VMNAP_ALLOW_UNMANAGED")) {
 		say("WARNING: %s; running UNMANAGED (VMNAP_ALLOW_UNMANAGED=1)", why);
-		return p;
+		return p != MAP_FAILED ? p : real(addr, len, prot, flags, fd, off);
 	}
-	say("ERROR: cannot hand guest RAM to vmnapd: %s. Start vmnapd, or set "
-	    "VMNAP_ALLOW_UNMANAGED=1 to run without it.", why);
-	munmap(p, len);
-	errno = ECONNREFUSED;
+	say("ERROR: cannot hand guest RAM to vmnapd: %s. %s, or set VMNAP_ALLOW_UNMANAGED=1 "
+	    "to run without it.", why, unsupported ? "Change the VMM's memory backend" :
+	    "Start vmnapd");
+	if (p != MAP_FAILED)
+		munmap(p, len);
+	errno = unsupported ? EOPNOTSUPP : ECONNREFUSED;
 	return MAP_FAILED;
 }
 

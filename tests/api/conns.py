@@ -35,6 +35,7 @@ TRICKLE_S = 0.5		# one header byte per connection this often
 LEGIT_TRIES = 10	# legitimate requests during the slowloris
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import proc  # noqa: E402
 import tap  # noqa: E402
 from tap import ok  # noqa: E402
 
@@ -225,18 +226,10 @@ def main():
             d2.send_signal(signal.SIGTERM)
             d2.wait(timeout=10)
     finally:
-        if d.poll() is None:
-            d.send_signal(signal.SIGTERM)
-            try:
-                d.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                d.kill()
-                d.wait()
+        proc.stop(d)
         log.close()
         if tap.failed:
-            with open(os.path.join(tmp, "vmnapd.log")) as f:
-                for line in f.read().splitlines()[-30:]:
-                    print(f"# vmnapd: {line}")
+            proc.print_tail(os.path.join(tmp, "vmnapd.log"), "vmnapd")
         shutil.rmtree(tmp, ignore_errors=True)
     return tap.done()
 

@@ -9,13 +9,28 @@
 # blocks) fell below 10% of before, QMP cont, and the guest verifies every
 # byte against its digest.  run-guest.sh fails the run on BUG/WARNING/Oops.
 # TAP on stdout.
+#
+# PAGER_MEM=shm: guest RAM is QEMU's memory-backend-file with
+# mem-path=/dev/shm and share=on (what Kata Containers uses), found by the
+# shim through VMNAP_MEM_PATH, in a 256 MiB guest; the control API's GET
+# answers are then also checked against api/openapi.yaml with the pager
+# attached.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 export BUILD
 
+PAGER_MEM=${PAGER_MEM:-memfd}
 VM=pg
 GUEST_MIB=512
+SHM_DIR=/dev/shm
+MEM_OPTS=()
+case $PAGER_MEM in
+memfd) ;;
+shm) VM=pg-shm GUEST_MIB=256
+	MEM_OPTS=(--mem-path "$SHM_DIR" --env "VMNAP_MEM_PATH=$SHM_DIR") ;;
+*) echo "PAGER_MEM=memfd|shm, not '$PAGER_MEM'" >&2; exit 2 ;;
+esac
 FILL_PERCENT=80
 GUEST_TIMEOUT=900
 READY_TIMEOUT=600
@@ -28,6 +43,8 @@ TAP_NAME="test"
 . tests/lib/guest.sh
 [ -e /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no userfaultfd access"
 guest_require "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" "$BUILD/tests/selftests/memfill"
+[ "$PAGER_MEM" != shm ] || [ "$(stat -f -c %T "$SHM_DIR" 2>/dev/null)" = tmpfs ] ||
+	skip "$SHM_DIR is not tmpfs"
 
 tmp=$(mktemp -d /tmp/vmnap-pager-e2e.XXXXXX)
 RUN=$tmp/run store=$tmp/store
@@ -46,7 +63,7 @@ check "vmnapd listens on mem.sock and pager-debug.sock" test -S "$RUN/mem.sock" 
 
 preload_opts
 guest_start "$VM" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" "${PRELOAD_OPTS[@]}" \
-	-- "memfill $FILL_PERCENT </dev/ttyS1"
+	${MEM_OPTS[@]+"${MEM_OPTS[@]}"} -- "memfill $FILL_PERCENT </dev/ttyS1"
 if guest_wait_console "$VM" 'MEMFILL READY' "$READY_TIMEOUT"; then
 	ok "guest filled its RAM: $(tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -o 'MEMFILL READY.*')"
 else
@@ -82,6 +99,17 @@ for round in 1 2; do
 done
 out=$(pager_dbg stats "$VM")
 echo "# pager: $out"
+if [ "$PAGER_MEM" = shm ]; then
+	check "QEMU's guest RAM was the file it made in $SHM_DIR (unlinked)" \
+		grep -Eq " rw-s .* $SHM_DIR/qemu_back_mem\.mem\.[^ ]* \(deleted\)\$" \
+		"/proc/$(cat "$GUEST_DIR/$VM.pid")/maps"
+	if api_out=$(python3 tests/api/openapi.py --live "$RUN/api.sock" "$VM" 2>&1); then
+		ok "GET answers with a pager attached match api/openapi.yaml"
+	else
+		not_ok "GET answers with a pager attached match api/openapi.yaml"
+		echo "$api_out" | grep -v '^ok' | sed 's/^/# /'
+	fi
+fi
 guest_send "$VM" quit
 rc=0
 guest_wait "$VM" || rc=$?

@@ -37,6 +37,7 @@
 #include "tap.h"
 
 #define RAM_BYTES	(1u << 20)
+#define HUGE_BYTES	(2u << 20)	/* one x86 huge page */
 #define TOO_MANY_FDS	(MEM_HANDSHAKE_MAX_FDS + 8)
 #define REPLY_TIMEOUT_S	(MEM_HANDSHAKE_TIMEOUT_MS / 1000 + 5)
 
@@ -210,7 +211,8 @@ int main(void)
 	char run_dir[64], store_dir[64], msg[8192], reply[1024], cmd[400];
 	struct mem_handshake_stats hs;
 	pthread_t lt;
-	int uffd, memfd, pipefd[2], filefd, fds[TOO_MANY_FDS], fd_before;
+	int uffd, memfd, pipefd[2], filefd, hugefd, fds[TOO_MANY_FDS], fd_before;
+	int fd_refusals = 6;
 	void *ram, *anon;
 	char *big;
 
@@ -272,6 +274,20 @@ int main(void)
 
 	exchange(msg, strlen(msg), (int[]){ uffd, uffd }, 2, false, reply, sizeof(reply));
 	tap(refused_for(reply, "fd"), "a userfaultfd as memfd refused: %s", reply);
+
+	/* QEMU's hugetlb=on memfd (or a hugetlbfs mem-path): refused by name */
+	hugefd = memfd_create("memory-backend-memfd", MFD_CLOEXEC | MFD_HUGETLB);
+	if (hugefd >= 0 && ftruncate(hugefd, HUGE_BYTES) == 0) {
+		region_json(msg, sizeof(msg), "huge", ram, RAM_BYTES, 0, 0);
+		exchange(msg, strlen(msg), (int[]){ uffd, hugefd }, 2, false, reply, sizeof(reply));
+		tap(refused_for(reply, "fd") && strstr(reply, "hugetlbfs"),
+		    "a hugetlbfs memfd refused, saying why: %s", reply);
+		fd_refusals++;
+	} else {
+		tap_skip("a hugetlbfs memfd refused", "no MFD_HUGETLB here: %s", strerror(errno));
+	}
+	if (hugefd >= 0)
+		close(hugefd);
 
 	exchange(msg, strlen(msg), (int[]){ uffd, memfd, pipefd[1] }, 3, false, reply, sizeof(reply));
 	tap(refused_for(reply, "fd"), "an extra unreferenced fd refused: %s", reply);
@@ -464,13 +480,37 @@ int main(void)
 		close(s);
 	}
 
+	/* QEMU's memory-backend-file on tmpfs (mem-path=/dev/shm, share=on) */
+	{
+		char shm[64];
+		int shmfd;
+		void *shmram;
+
+		snprintf(shm, sizeof(shm), "/dev/shm/vmnap-hs-%d", (int)getpid());
+		shmfd = open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		unlink(shm);
+		shmram = shmfd < 0 || ftruncate(shmfd, RAM_BYTES) < 0 ? MAP_FAILED :
+			 mmap(NULL, RAM_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, shmfd, 0);
+		if (shmram == MAP_FAILED) {
+			tap_bail("a file in /dev/shm: %s", strerror(errno));
+			return 1;
+		}
+		region_json(msg, sizeof(msg), "shm", shmram, RAM_BYTES, 0, 0);
+		exchange(msg, strlen(msg), (int[]){ uffd, shmfd }, 2, false, reply, sizeof(reply));
+		tap(strstr(reply, "\"ok\":true") && strstr(reply, "\"evictable\":true"),
+		    "a tmpfs file (memory-backend-file on /dev/shm) is accepted: %s", reply);
+		munmap(shmram, RAM_BYTES);
+		close(shmfd);
+	}
+
 	mem_handshake_get_stats(&d, &hs);
 	{
 		uint64_t total = 0;
 
 		for (int i = 0; i < HS_REFUSALS; i++)
 			total += hs.refused[i];
-		tap(hs.accepted == 2 && total == 24 && hs.refused[HS_REFUSE_FD] == 6 &&
+		tap(hs.accepted == 3 && total == 18 + (uint64_t)fd_refusals &&
+		    hs.refused[HS_REFUSE_FD] == (uint64_t)fd_refusals &&
 		    hs.refused[HS_REFUSE_REGION] == 8 && hs.refused[HS_REFUSE_STORE] == 1,
 		    "counters: %llu accepted, %llu refused (fd %llu, region %llu)",
 		    (unsigned long long)hs.accepted, (unsigned long long)total,

@@ -34,6 +34,7 @@ STATE_S = 10.0		# a state change must show within this
 WEDGE_TIMEOUT_MS = 30000
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import proc  # noqa: E402
 import tap  # noqa: E402
 from tap import ok  # noqa: E402
 
@@ -219,12 +220,7 @@ def scenario(vmnapd, tmp, log, kind, procs):
         st, j, _ = api.req("GET", "/")
         ok(st == 200 and j and j.get("vms") == 1, f"{kind}: the wedged VM is gone")
     finally:
-        d.send_signal(signal.SIGTERM)
-        try:
-            d.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            d.kill()
-            d.wait()
+        proc.stop(d)
         stop.set()
         wt.join(timeout=5) if "wt" in locals() else None
 

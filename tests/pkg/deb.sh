@@ -66,6 +66,10 @@ files="/usr/sbin/vmnapd /usr/sbin/vmnapctl /usr/sbin/vmnap-gateway /usr/sbin/vmn
 /usr/lib/vmnap/libvmnap-preload.so /lib/systemd/system/vmnapd.service
 /lib/systemd/system/vmnap-gateway.service /etc/vmnap/vmnapd.conf
 /usr/share/doc/vmnapd/vmnapd.conf.example /usr/share/doc/vmnapd/gateway.env.example
+/usr/share/doc/vmnapd/openapi.yaml /usr/share/doc/vmnapd/examples/kata/qemu-vmnap
+/usr/share/doc/vmnapd/examples/kata/configuration-qemu-vmnap.toml
+/usr/share/doc/vmnapd/examples/cloud-hypervisor/run-vm.sh
+/usr/share/doc/vmnapd/examples/kubernetes/vmnapd-daemonset.yaml
 /usr/share/man/man8/vmnapd.8.gz /usr/share/man/man8/vmnapctl.8.gz
 /usr/share/man/man8/vmnap-gateway.8.gz /usr/share/man/man8/vmnap-guest.8.gz
 /usr/share/man/man4/vmnap.4.gz /usr/src/vmnap-$VERSION/dkms.conf /usr/src/vmnap-$VERSION/Kbuild

@@ -96,6 +96,27 @@ struct api_reply {
 	size_t text_len;
 };
 
+/* One request as the router hands it to its handler. */
+struct api_call {
+	struct api *a;
+	struct api_req *rq;
+	const char *name;	/* the path's {vm}, or NULL */
+	const char *id;		/* the path's {id}, or NULL */
+	struct vm *vm;		/* {vm} found (ROUTE_VM, ROUTE_COORD), or NULL */
+};
+
+enum {
+	ROUTE_VM	= 1,	/* {vm} must exist: else 404 */
+	ROUTE_COORD	= 2,	/* ... and have a coordinator: else 409 */
+};
+
+struct api_route {
+	const char *method;
+	const char *path;
+	void (*fn)(struct api_call *c, struct api_reply *r);
+	unsigned int flags;
+};
+
 static void reply_error(struct api_reply *r, unsigned int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -239,8 +260,9 @@ static bool get_path(json_t *obj, const char *key, char *out, size_t max, bool r
 
 /* ---- handlers ------------------------------------------------------- */
 
-static void h_root(struct api *a, struct api_reply *r)
+static void h_root(struct api_call *c, struct api_reply *r)
 {
+	struct api *a = c->a;
 	unsigned int n = 0;
 
 	for (struct vm *vm = a->d->vms; vm; vm = vm->next)
@@ -255,20 +277,26 @@ static void h_root(struct api *a, struct api_reply *r)
 					 "refused", (json_int_t)a->refused));
 }
 
-static void h_metrics(struct api *a, struct api_reply *r)
+static void h_metrics(struct api_call *c, struct api_reply *r)
 {
-	r->text = metrics_render(a->d, &r->text_len);
+	r->text = metrics_render(c->a->d, &r->text_len);
 	if (!r->text)
 		reply_error(r, HTTP_UNAVAILABLE, "out of memory");
 	else
 		r->status = HTTP_OK;
 }
 
-static void h_list(struct api *a, struct api_reply *r)
+/* GET /host: memory for admission */
+static void h_host(struct api_call *c, struct api_reply *r)
+{
+	reply_json(r, HTTP_OK, pressure_watch_host_json(c->a->d));
+}
+
+static void h_list(struct api_call *c, struct api_reply *r)
 {
 	json_t *arr = json_array();
 
-	for (struct vm *vm = a->d->vms; vm; vm = vm->next)
+	for (struct vm *vm = c->a->d->vms; vm; vm = vm->next)
 		json_array_append_new(arr, vm_control_json(vm));
 	reply_json(r, HTTP_OK, json_pack("{s:o}", "vms", arr));
 }
@@ -403,8 +431,10 @@ static bool parse_vsock(json_t *v, struct vhost_vsock_config *cfg, char *vu, cha
 	return true;
 }
 
-static void h_register(struct api *a, const char *name, struct api_req *rq, struct api_reply *r)
+static void h_register(struct api_call *c, struct api_reply *r)
 {
+	struct api *a = c->a;
+	const char *name = c->name;
 	static const char *const keys[] = { "pause", "link", "link_socket", "vsock", "managed",
 					    "policy", "vmm_pid", NULL };
 	struct vm_control_spec spec = { 0 };
@@ -415,7 +445,7 @@ static void h_register(struct api *a, const char *name, struct api_req *rq, stru
 	struct vm *vm;
 	int ret;
 
-	body = body_object(rq, r);
+	body = body_object(c->rq, r);
 	if (!body)
 		return;
 	if (!keys_known(body, keys, "body", r))
@@ -501,10 +531,12 @@ out:
 	json_decref(body);
 }
 
-static void h_patch(struct api *a, struct vm *vm, struct api_req *rq, struct api_reply *r)
+static void h_patch(struct api_call *c, struct api_reply *r)
 {
 	static const char *const keys[] = { "managed", "policy", "pause", "vmm_pid", NULL };
-	json_t *body = body_object(rq, r), *v;
+	struct api *a = c->a;
+	struct vm *vm = c->vm;
+	json_t *body = body_object(c->rq, r), *v;
 
 	if (!body)
 		return;
@@ -574,19 +606,20 @@ static void wait_list_one(const struct coord_wait_info *w, void *arg)
 }
 
 /* GET /vms/NAME/waits: the waits the coordinator holds. */
-static void h_wait_list(struct vm *vm, struct api_reply *r)
+static void h_wait_list(struct api_call *c, struct api_reply *r)
 {
 	json_t *a = json_array();
 
 	if (a)
-		coord_waits_foreach(vm->coord, wait_list_one, a);
+		coord_waits_foreach(c->vm->coord, wait_list_one, a);
 	reply_json(r, HTTP_OK, json_pack("{s:o}", "waits", a ? a : json_null()));
 }
 
-static void h_wait_start(struct vm *vm, struct api_req *rq, struct api_reply *r)
+static void h_wait_start(struct api_call *c, struct api_reply *r)
 {
 	static const char *const keys[] = { "id", "kind", "confirm", NULL };
-	json_t *body = body_object(rq, r), *id, *kind, *confirm;
+	struct vm *vm = c->vm;
+	json_t *body = body_object(c->rq, r), *id, *kind, *confirm;
 	int k = COORD_WAIT_MODEL, ret;
 
 	if (!body)
@@ -653,10 +686,21 @@ static void h_wait_op(struct vm *vm, const char *id, const char *op, struct api_
 					 "state", coord_state_name(coord_state(vm->coord))));
 }
 
-static void h_event(struct vm *vm, struct api_req *rq, struct api_reply *r)
+static void h_wait_ready(struct api_call *c, struct api_reply *r)
+{
+	h_wait_op(c->vm, c->id, "ready", r);
+}
+
+static void h_wait_delivered(struct api_call *c, struct api_reply *r)
+{
+	h_wait_op(c->vm, c->id, "delivered", r);
+}
+
+static void h_event(struct api_call *c, struct api_reply *r)
 {
 	static const char *const keys[] = { "source", NULL };
-	json_t *body = body_object(rq, r), *src;
+	struct vm *vm = c->vm;
+	json_t *body = body_object(c->rq, r), *src;
 	int ret;
 
 	if (!body)
@@ -678,20 +722,11 @@ out:
 	json_decref(body);
 }
 
-static void h_action(struct vm *vm, const char *action, struct api_reply *r)
+static void h_action(struct vm *vm, const char *action,
+		     int (*op)(struct coord *), struct api_reply *r)
 {
-	int ret;
+	int ret = op(vm->coord);
 
-	if (!strcmp(action, "pause"))
-		ret = coord_manual_pause(vm->coord);
-	else if (!strcmp(action, "offload"))
-		ret = coord_manual_offload(vm->coord);
-	else if (!strcmp(action, "resume"))
-		ret = coord_manual_resume(vm->coord);
-	else {
-		reply_error(r, HTTP_NOT_FOUND, "no action \"%.32s\" (pause, offload, resume)", action);
-		return;
-	}
 	if (ret) {
 		reply_error(r, errno_status(ret), "%s in state %s: %s", action,
 			    coord_state_name(coord_state(vm->coord)),
@@ -701,6 +736,61 @@ static void h_action(struct vm *vm, const char *action, struct api_reply *r)
 	reply_json(r, HTTP_ACCEPTED, json_pack("{s:s,s:s}", "action", action,
 		   "state", coord_state_name(coord_state(vm->coord))));
 }
+
+static void h_pause(struct api_call *c, struct api_reply *r)
+{
+	h_action(c->vm, "pause", coord_manual_pause, r);
+}
+
+static void h_offload(struct api_call *c, struct api_reply *r)
+{
+	h_action(c->vm, "offload", coord_manual_offload, r);
+}
+
+static void h_resume(struct api_call *c, struct api_reply *r)
+{
+	h_action(c->vm, "resume", coord_manual_resume, r);
+}
+
+static void h_show(struct api_call *c, struct api_reply *r)
+{
+	reply_json(r, HTTP_OK, vm_control_json(c->vm));
+}
+
+static void h_delete(struct api_call *c, struct api_reply *r)
+{
+	events_emit(c->a->d, c->vm->name, "vm_delete", NULL);
+	vm_free(c->vm);
+	r->status = HTTP_NO_CONTENT;
+}
+
+/* ---- routing --------------------------------------------------------- */
+
+/*
+ * Every route the API serves, the one place they are listed.  A path's
+ * "{vm}" segment is a VM name (checked: 400), "{id}" a wait id (checked by
+ * its handler); any other segment matches itself.  tests/api/openapi.py
+ * reads this table and compares it with api/openapi.yaml both ways: keep
+ * one entry per line, in this form.
+ */
+static const struct api_route api_routes[] = {
+	{ "GET",	"/",				h_root,			0 },
+	{ "GET",	"/metrics",			h_metrics,		0 },
+	{ "GET",	"/host",			h_host,			0 },
+	{ "GET",	"/vms",				h_list,			0 },
+	{ "PUT",	"/vms/{vm}",			h_register,		0 },
+	{ "GET",	"/vms/{vm}",			h_show,			ROUTE_VM },
+	{ "PATCH",	"/vms/{vm}",			h_patch,		ROUTE_COORD },
+	{ "DELETE",	"/vms/{vm}",			h_delete,		ROUTE_VM },
+	{ "GET",	"/vms/{vm}/waits",		h_wait_list,		ROUTE_COORD },
+	{ "POST",	"/vms/{vm}/waits",		h_wait_start,		ROUTE_COORD },
+	{ "POST",	"/vms/{vm}/waits/{id}/ready",	h_wait_ready,		ROUTE_COORD },
+	{ "POST",	"/vms/{vm}/waits/{id}/delivered", h_wait_delivered,	ROUTE_COORD },
+	{ "POST",	"/vms/{vm}/events",		h_event,		ROUTE_COORD },
+	{ "POST",	"/vms/{vm}/actions/pause",	h_pause,		ROUTE_COORD },
+	{ "POST",	"/vms/{vm}/actions/offload",	h_offload,		ROUTE_COORD },
+	{ "POST",	"/vms/{vm}/actions/resume",	h_resume,		ROUTE_COORD },
+};
 
 /* Split @url into at most API_MAX_SEGMENTS '/'-separated segments (in @buf). */
 static int split_path(const char *url, char *buf, size_t n, char **seg)
@@ -719,19 +809,43 @@ static int split_path(const char *url, char *buf, size_t n, char **seg)
 	return nseg;
 }
 
+/* Does @pattern match the @n segments?  Captures {vm} and {id} in @c. */
+static bool route_match(const char *pattern, char **seg, int n, struct api_call *c)
+{
+	const char *p = pattern;
+	int i = 0;
+
+	c->name = c->id = NULL;
+	while (*p == '/')
+		p++;
+	while (*p) {
+		const char *end = strchrnul(p, '/');
+		size_t len = (size_t)(end - p);
+
+		if (i == n)
+			return false;
+		if (len == 4 && !strncmp(p, "{vm}", 4))
+			c->name = seg[i];
+		else if (len == 4 && !strncmp(p, "{id}", 4))
+			c->id = seg[i];
+		else if (strlen(seg[i]) != len || strncmp(p, seg[i], len))
+			return false;
+		i++;
+		p = *end ? end + 1 : end;
+	}
+	return i == n;
+}
+
 static void route(struct api *a, const char *method, const char *url, struct api_req *rq,
 		  struct api_reply *r)
 {
 	char buf[512];
 	char *seg[API_MAX_SEGMENTS];
 	int n = split_path(url, buf, sizeof(buf), seg);
-	bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-	struct vm *vm;
+	struct api_call c = { .a = a, .rq = rq };
+	const struct api_route *rt = NULL;
+	bool path_known = false;
 
-	if (n < 0) {
-		reply_error(r, HTTP_NOT_FOUND, "no such resource");
-		return;
-	}
 	/*
 	 * Versioned paths: /v1/X is X.  The unprefixed paths stay as
 	 * aliases of /v1 (README.md, "Control API").
@@ -740,87 +854,41 @@ static void route(struct api *a, const char *method, const char *url, struct api
 		memmove(seg, seg + 1, (size_t)(n - 1) * sizeof(*seg));
 		n--;
 	}
-	if (n == 0 || (n == 1 && !strcmp(seg[0], "metrics"))) {
-		if (!get)
-			goto not_allowed;
-		if (n == 0)
-			h_root(a, r);
-		else
-			h_metrics(a, r);
+	for (size_t i = 0; n >= 0 && i < sizeof(api_routes) / sizeof(api_routes[0]); i++) {
+		if (!route_match(api_routes[i].path, seg, n, &c))
+			continue;
+		path_known = true;
+		if (!strcmp(method, api_routes[i].method)) {
+			rt = &api_routes[i];
+			break;
+		}
+	}
+	if (!rt) {
+		if (path_known)
+			reply_error(r, HTTP_METHOD_NOT_ALLOWED, "method %.16s not allowed here",
+				    method);
+		else	/* quotes the client's bytes: reply_error sanitises them */
+			reply_error(r, HTTP_NOT_FOUND, "no such resource: %.128s", url);
 		return;
 	}
-	if (n == 1 && !strcmp(seg[0], "host")) {	/* memory for admission */
-		if (!get)
-			goto not_allowed;
-		reply_json(r, HTTP_OK, pressure_watch_host_json(a->d));
-		return;
-	}
-	if (strcmp(seg[0], "vms")) {
-		reply_error(r, HTTP_NOT_FOUND, "no such resource");
-		return;
-	}
-	if (n == 1) {
-		if (!get)
-			goto not_allowed;
-		h_list(a, r);
-		return;
-	}
-	if (!vm_name_valid(seg[1])) {
+	if (c.name && !vm_name_valid(c.name)) {
 		reply_error(r, HTTP_BAD_REQUEST, "bad VM name (1..%d of [A-Za-z0-9_.-])",
 			    VM_NAME_MAX - 1);
 		return;
 	}
-	if (n == 2 && !strcmp(method, "PUT")) {
-		h_register(a, seg[1], rq, r);
-		return;
-	}
-	vm = vm_find(a->d, seg[1]);
-	if (!vm) {
-		reply_error(r, HTTP_NOT_FOUND, "no VM %s", seg[1]);
-		return;
-	}
-	if (n == 2) {
-		if (get) {
-			reply_json(r, HTTP_OK, vm_control_json(vm));
-		} else if (!strcmp(method, "DELETE")) {
-			events_emit(a->d, vm->name, "vm_delete", NULL);
-			vm_free(vm);
-			r->status = HTTP_NO_CONTENT;
-		} else if (!strcmp(method, "PATCH")) {
-			if (!vm->coord)
-				reply_error(r, HTTP_CONFLICT, "VM %s has no coordinator: PUT it first",
-					    vm->name);
-			else
-				h_patch(a, vm, rq, r);
-		} else {
-			goto not_allowed;
+	if (rt->flags & (ROUTE_VM | ROUTE_COORD)) {
+		c.vm = vm_find(a->d, c.name);
+		if (!c.vm) {
+			reply_error(r, HTTP_NOT_FOUND, "no VM %s", c.name);
+			return;
 		}
-		return;
+		if ((rt->flags & ROUTE_COORD) && !c.vm->coord) {
+			reply_error(r, HTTP_CONFLICT, "VM %s has no coordinator: PUT it first",
+				    c.name);
+			return;
+		}
 	}
-	if (!vm->coord) {
-		reply_error(r, HTTP_CONFLICT, "VM %s has no coordinator: PUT it first", vm->name);
-		return;
-	}
-	if (n == 3 && get && !strcmp(seg[2], "waits")) {
-		h_wait_list(vm, r);
-		return;
-	}
-	if (!post)
-		goto not_allowed;
-	if (n == 3 && !strcmp(seg[2], "waits"))
-		h_wait_start(vm, rq, r);
-	else if (n == 5 && !strcmp(seg[2], "waits") &&
-		 (!strcmp(seg[4], "ready") || !strcmp(seg[4], "delivered")))
-		h_wait_op(vm, seg[3], seg[4], r);
-	else if (n == 3 && !strcmp(seg[2], "events"))
-		h_event(vm, rq, r);
-	else if (n == 4 && !strcmp(seg[2], "actions"))
-		h_action(vm, seg[3], r);
-	else
-		reply_error(r, HTTP_NOT_FOUND, "no such resource");
-	return;
-not_allowed:
-	reply_error(r, HTTP_METHOD_NOT_ALLOWED, "method %.16s not allowed here", method);
+	rt->fn(&c, r);
 }
 
 /* ---- libmicrohttpd glue --------------------------------------------- */

@@ -4,9 +4,13 @@
  * served by libmicrohttpd on vmnapd's event loop (the loop accepts on the
  * socket and hands each connection to MHD, MHD's epoll fd is watched by
  * the loop, MHD_run() runs there, MHD's timeout arms a loop timer) and
- * jansson for every body.
+ * jansson for every body.  Every path is also served under /v1/ (the
+ * unprefixed ones are its aliases).  api_routes[] in api.c is the route
+ * table; api/openapi.yaml documents it (tests/api/openapi.py compares the
+ * two and validates live answers against the document's schemas):
  *
  *   GET    /                              daemon version
+ *   GET    /host                          memory for admission
  *   GET    /metrics                       Prometheus text (metrics.h)
  *   GET    /vms                           every VM
  *   PUT    /vms/{vm}                      register: {"pause": {"backend":
@@ -24,6 +28,7 @@
  *   PATCH  /vms/{vm}                      {"managed": bool, "policy": {...},
  *                                         "pause": {...}}
  *   DELETE /vms/{vm}                      unregister (resumes it first)
+ *   GET    /vms/{vm}/waits                the waits held
  *   POST   /vms/{vm}/waits                {"id": ID, "kind": "model|network|
  *                                         file", "confirm": bool}
  *   POST   /vms/{vm}/waits/{id}/ready     the response is there

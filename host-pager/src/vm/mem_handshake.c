@@ -4,9 +4,11 @@
  *
  * Everything a peer sends is hostile until checked: its credentials
  * (SO_PEERCRED), the size and syntax of its message, every fd's kind
- * (userfaultfd by its anon-inode name; memfd by its "/memfd:" name, a
- * regular shmem file that answers F_GET_SEALS, without write seals, large
- * enough) and every region (alignment, size, count, overlap: of GPAs, of
+ * (userfaultfd by its anon-inode name; guest RAM a regular file on shmem
+ * -- a memfd, or a tmpfs file such as QEMU's memory-backend-file on
+ * /dev/shm -- that answers F_GET_SEALS, without write seals, large enough;
+ * hugetlbfs is refused by name: the pager serves and evicts 4 KiB pages)
+ * and every region (alignment, size, count, overlap: of GPAs, of
  * host addresses, and of offsets in one memfd, told by its device and inode
  * whichever fds name it).  A refusal is logged with its reason (the
  * peer's bytes sanitised), counted, answered, and closes the connection.
@@ -14,12 +16,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -34,7 +38,6 @@
 #define HS_MAX_RAM_BYTES	(1ull << 40)	/* per VM */
 #define HS_MAX_ADDR		(1ull << 57)	/* user address space bound */
 #define HS_UFFD_LINK		"anon_inode:[userfaultfd]"
-#define HS_MEMFD_LINK_PREFIX	"/memfd:"
 #define HS_CMSG_SPACE		CMSG_SPACE(sizeof(int) * MEM_HANDSHAKE_MAX_FDS)
 
 struct hs_conn {
@@ -160,7 +163,7 @@ static void refuse(struct hs_conn *c, enum mem_hs_refusal why, const char *fmt, 
 	conn_free(c);
 }
 
-static bool fd_link_is(int fd, const char *want, bool prefix)
+static bool fd_link_is(int fd, const char *want)
 {
 	char path[64], link[256];
 	ssize_t n;
@@ -170,7 +173,7 @@ static bool fd_link_is(int fd, const char *want, bool prefix)
 	if (n < 0)
 		return false;
 	link[n] = 0;
-	return prefix ? !strncmp(link, want, strlen(want)) : !strcmp(link, want);
+	return !strcmp(link, want);
 }
 
 /* An integer field >= 0; @def if absent and @def >= 0.  -1 on error. */
@@ -287,13 +290,14 @@ static int check_fds(struct hs_conn *c, struct hs_req *rq)
 		refuse(c, HS_REFUSE_FD, "no userfaultfd received (%u fd(s))", c->nfds);
 		return -1;
 	}
-	if (!fd_link_is(c->fds[rq->uffd_idx], HS_UFFD_LINK, false)) {
+	if (!fd_link_is(c->fds[rq->uffd_idx], HS_UFFD_LINK)) {
 		refuse(c, HS_REFUSE_FD, "fd %d is not a userfaultfd", rq->uffd_idx);
 		return -1;
 	}
 	used[rq->uffd_idx] = true;
 	for (unsigned int i = 0; i < rq->nr; i++) {
 		int idx = rq->memfd_idx[i], fd, seals;
+		struct statfs sf;
 		struct stat st;
 
 		if (idx < 0)
@@ -301,9 +305,16 @@ static int check_fds(struct hs_conn *c, struct hs_req *rq)
 		fd = c->fds[idx];
 		used[idx] = true;
 		seals = fcntl(fd, F_GET_SEALS);
-		if (!fd_link_is(fd, HS_MEMFD_LINK_PREFIX, true) || fstat(fd, &st) < 0 ||
-		    !S_ISREG(st.st_mode) || seals < 0) {
-			refuse(c, HS_REFUSE_FD, "region %u: fd %d is not a memfd", i, idx);
+		if (fstatfs(fd, &sf) == 0 && (unsigned long)sf.f_type == HUGETLBFS_MAGIC) {
+			refuse(c, HS_REFUSE_FD, "region %u: guest RAM on hugetlbfs (%ld KiB pages) "
+			       "is not supported: the pager serves and evicts 4 KiB pages; use "
+			       "a memfd or a tmpfs file", i, (long)sf.f_bsize / 1024);
+			return -1;
+		}
+		if (fstatfs(fd, &sf) < 0 || (unsigned long)sf.f_type != TMPFS_MAGIC ||
+		    fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || seals < 0) {
+			refuse(c, HS_REFUSE_FD, "region %u: fd %d is not a memfd or tmpfs file",
+			       i, idx);
 			return -1;
 		}
 		if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) {
