@@ -80,8 +80,9 @@ api -X PUT http://vmnapd/vms/g1 -d '{}' >/dev/null
 # g1 (unmanaged, no guest), p1 (managed, fake guest), nope (not registered in vmnapd)
 CG=$T/fake-cgroup
 mkdir -p "$CG" && echo THAWED >"$CG/freezer.state"
-api -X PUT http://vmnapd/vms/p1 -d "{\"pause\": {\"backend\": \"freezer\", \"path\": \"$CG\"}, \"link_socket\": \"$T/p1.link\", \"policy\": {\"handoff_delay_ms\": 20}}" >/dev/null
-python3 tests/api/fake_guest.py "$T/p1.link" --budget-ms 10000 >"$T/guest.log" 2>&1 &
+api -X PUT http://vmnapd/vms/p1 -d "{\"pause\": {\"backend\": \"freezer\", \"path\": \"$CG\"}, \"link_socket\": \"$T/p1.link\", \"policy\": {\"handoff_delay_ms\": 20, \"ack_timeout_ms\": 30000}}" >/dev/null
+# the fake guest acknowledges its resume only once $T/p1ack exists
+python3 tests/api/fake_guest.py "$T/p1.link" --budget-ms 10000 --resume-ack-gate "$T/p1ack" >"$T/guest.log" 2>&1 &
 PIDS+=($!)
 "$GW" --api "$API" --listen g1="unix:$T/g1.sock" --listen p1="unix:$T/p1.sock" \
 	--listen nope="unix:$T/nope.sock" --upstream http://fake.invalid/ --upstream-unix "$UP" \
@@ -295,13 +296,27 @@ p1req=$!
 p1_paused() { [ "$(api http://vmnapd/vms/p1 | jget '["state"]')" = PAUSED ]; }
 check "paused VM: vmnapd paused it while its request waited" until_ok 30 p1_paused
 touch "$T/p1go"
+mapfile -t ids < <(wait_ids p1)
+p1wait() { api "http://vmnapd/vms/p1/waits/${ids[0]}" | jget "$1"; }
+p1_resumed_unacked() {
+	[ "$(api http://vmnapd/vms/p1 | jget '["state"]')" != PAUSED ] && [ "$(p1wait '["state"]')" = ready ]
+}
+check "paused VM: data ready, vCPUs resumed, the guest has not acknowledged: wait still ready" \
+	until_ok 30 p1_resumed_unacked
+sleep 0.5	# time for a wrong release to show
+check "paused VM: the response is held until vmnapd reports the wait delivered" \
+	sh -c "kill -0 $p1req 2>/dev/null && test ! -s '$T/p1out'"
+touch "$T/p1ack"
 wait "$p1req"
 direct -H 'X-Fake-Step: 5' -H 'X-Fake-Wait-Ms: 0' -d '{}' http://fake/v1/chat/completions
 check "paused VM: 200, byte-exact" sh -c "test '$(cat "$T/p1code")' = 200 && cmp -s '$T/p1out' '$T/want'"
-mapfile -t ids < <(wait_ids p1)
 check "paused VM: its wait started, ready, delivered" test "$(lifecycle "${ids[0]}")" = "start<ready<delivered"
-check "paused VM: the response was held until the VM ran (released: resumed)" \
-	sh -c "test '$(metric held_total 'vm="p1"' "$ADM")' = 1 && grep -q 'released (resumed)' '$T/gw.log'"
+check "GET /vms/p1/waits/ID: delivered, started < ready < delivered (ns)" \
+	test "$(p1wait '["state"], d["started_ns"] < d["ready_ns"] < d["delivered_ns"]')" = "('delivered', True)"
+check "GET /vms/p1/waits lists it, delivered" \
+	test "$(api http://vmnapd/vms/p1/waits | jget "[\"waits\"][-1][\"id\"] == '${ids[0]}' and d[\"waits\"][-1][\"state\"]")" = delivered
+check "paused VM: the response was held until delivered (released: delivered)" \
+	sh -c "test '$(metric held_total 'vm="p1"' "$ADM")' = 1 && grep -q 'released (delivered)' '$T/gw.log'"
 
 # ---- vmnapd refuses (VM not registered) or is down: forwarded unmanaged ----
 code=$(gw "$T/nope.sock" -H 'X-Fake-Wait-Ms: 0' -d '{}' http://agent/v1/x)
