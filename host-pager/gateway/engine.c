@@ -17,6 +17,11 @@
  *              the VMM's resume completed without a guest link).
  * A start refused or vmnapd unreachable: the request is forwarded
  * unmanaged (released at data ready), logged and counted.
+ *
+ * A network wait (x->network, from the proxy mode) has no upstream
+ * transfer here: "network" is its kind, engine_net_ready() its data
+ * ready, and nothing is held (the proxy forwards bytes as they come;
+ * a paused guest just reads them later).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -55,7 +60,7 @@ static CURLM *multi;
 static pthread_t thread;
 static atomic_bool stopping;
 static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
-enum cmd_kind { CMD_SUBMIT, CMD_CANCEL, CMD_UNPAUSE };
+enum cmd_kind { CMD_SUBMIT, CMD_CANCEL, CMD_UNPAUSE, CMD_NET_READY };
 struct cmd {
 	enum cmd_kind kind;
 	struct xfer *x;
@@ -104,6 +109,16 @@ void engine_unpause(struct xfer *x)
 	enqueue(CMD_UNPAUSE, x);
 }
 
+void engine_net_start(struct xfer *x)
+{
+	enqueue(CMD_SUBMIT, x);
+}
+
+void engine_net_ready(struct xfer *x)
+{
+	enqueue(CMD_NET_READY, x);
+}
+
 /* ---- control API calls ------------------------------------------------ */
 
 static size_t api_write(char *p, size_t sz, size_t nm, void *arg)
@@ -137,7 +152,8 @@ static void api_issue(struct xfer *x, enum api_kind kind)
 	switch (kind) {
 	case API_START:
 		snprintf(url, sizeof(url), "http://vmnapd/vms/%s/waits", x->l->vm);
-		snprintf(a->body, sizeof(a->body), "{\"id\": \"%s\", \"kind\": \"model\"}", x->wait_id);
+		snprintf(a->body, sizeof(a->body), "{\"id\": \"%s\", \"kind\": \"%s\"}", x->wait_id,
+			 x->network ? "network" : "model");
 		break;
 	case API_READY:
 		snprintf(url, sizeof(url), "http://vmnapd/vms/%s/waits/%s/ready", x->l->vm, x->wait_id);
@@ -263,7 +279,7 @@ static void api_done(struct api_call *a, CURLcode rc)
 		if (rc == CURLE_OK && code == 200) {
 			atomic_fetch_add(&x->l->c.waits_ready, 1);
 			api_field(a, "wait_state", st, sizeof(st));
-			if (x->cancel_seen || strcmp(st, "ready")) {
+			if (x->cancel_seen || x->network || strcmp(st, "ready")) {
 				/* "delivered", or the wait is gone: nothing to hold for */
 				x->wait = W_DONE;
 				release(x, "ready");
@@ -594,7 +610,10 @@ static void on_submit(struct xfer *x)
 	pthread_mutex_lock(&x->mu);
 	x->refs++;	/* the engine's, dropped when it is done with x */
 	pthread_mutex_unlock(&x->mu);
-	up_issue(x);
+	if (x->network)
+		atomic_fetch_add(&x->l->c.net_waits, 1);
+	else
+		up_issue(x);
 	api_issue(x, API_START);
 }
 
@@ -603,8 +622,10 @@ static void on_cancel(struct xfer *x)
 	if (!x->in_list || x->cancel_seen)
 		return;
 	x->cancel_seen = true;
-	atomic_fetch_add(&x->l->c.client_gone, 1);
-	gw_info(x->l->vm, "%s: client gone: wait %s ends", x->log_path, x->wait_id);
+	if (!x->network) {
+		atomic_fetch_add(&x->l->c.client_gone, 1);
+		gw_info(x->l->vm, "%s: client gone: wait %s ends", x->log_path, x->wait_id);
+	}
 	if (x->up) {
 		curl_multi_remove_handle(multi, x->up);
 		curl_easy_cleanup(x->up);
@@ -698,6 +719,8 @@ static void *engine_main(void *arg)
 				release(q->x, "shutting down");
 			else if (q->kind == CMD_CANCEL)
 				on_cancel(q->x);
+			else if (q->kind == CMD_NET_READY && q->x->in_list)
+				data_ready(q->x);
 			/* CMD_UNPAUSE: sweep() looks at every paused transfer */
 			xfer_put(q->x);
 			free(q);

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct gw_config gw_cfg = {
 	.connect_timeout_ms = 10000,
 	.upstream_timeout_ms = 0,
 	.max_hold_ns = 10000000000ull,
+	.net_stall_ns = 200000000ull,
 };
 struct gw_counters gw_total;
 atomic_bool gw_vmnapd_down;
@@ -44,9 +46,12 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: vmnap-gateway --listen VM=unix:PATH|tcp:HOST:PORT [--listen ...]\n"
 "                     --upstream URL [options]\n"
+"       vmnap-gateway --proxy VM=unix:PATH|tcp:HOST:PORT [--proxy ...] [options]\n"
 "       vmnap-gateway --fake-upstream TRAJECTORY.jsonl --listen NAME=unix:PATH|tcp:HOST:PORT\n"
 "Each listener is one VM's model API base URL; requests go to URL + path,\n"
 "each is a \"model\" wait on VM in vmnapd, marked ready at the first response byte.\n"
+"Each --proxy is an HTTP proxy (CONNECT and http:// URIs) for VM's downloads:\n"
+"an upstream silent --net-stall ms after the client spoke is a \"network\" wait.\n"
 "options:\n"
 "  --api PATH              vmnapd's control API socket (/run/vmnap/api.sock)\n"
 "  --upstream-unix PATH    reach the upstream through this unix socket\n"
@@ -60,7 +65,8 @@ static void usage(FILE *f)
 "  --client-timeout SEC    idle client connection (60)\n"
 "  --connect-timeout MS    upstream connect (10000)\n"
 "  --upstream-timeout MS   until the upstream's first response byte, 0 = none (0)\n"
-"  --max-hold MS           hold after ready while the VM is not running (10000)\n"
+"  --max-hold MS           hold after ready until vmnapd reports it delivered (10000)\n"
+"  --net-stall MS          proxy: upstream silence that raises a network wait (200)\n"
 "  -l, --log-level LEVEL   err, warn, info, debug (info)\n"
 "  -h, --help              this text\n"
 "  -V, --version           print the version\n");
@@ -154,7 +160,7 @@ static bool vm_name_ok(const char *s)
 	return true;
 }
 
-static struct listener *add_listener(const char *arg)
+static struct listener *add_listener(const char *arg, bool proxy)
 {
 	const char *eq = strchr(arg, '=');
 	struct listener *l, **pp;
@@ -169,15 +175,16 @@ static struct listener *add_listener(const char *arg)
 	memcpy(l->vm, arg, (size_t)(eq - arg));
 	snprintf(l->spec, sizeof(l->spec), "%s", eq + 1);
 	l->fd = -1;
+	l->proxy = proxy;
 	if (!vm_name_ok(l->vm)) {
 		fprintf(stderr, "vmnap-gateway: --listen %s: bad VM name\n", arg);
 		free(l);
 		return NULL;
 	}
 	for (pp = &gw_cfg.listeners; *pp; pp = &(*pp)->next) {
-		if (!strcmp((*pp)->vm, l->vm)) {
-			fprintf(stderr, "vmnap-gateway: --listen %s: VM %s has a listener already\n",
-				arg, l->vm);
+		if (!strcmp((*pp)->vm, l->vm) && (*pp)->proxy == proxy) {
+			fprintf(stderr, "vmnap-gateway: %s %s: VM %s has a listener already\n",
+				proxy ? "--proxy" : "--listen", arg, l->vm);
 			free(l);
 			return NULL;
 		}
@@ -223,14 +230,33 @@ static void bprintf(struct buf *b, const char *fmt, ...)
 	}
 }
 
-#define METRIC(b, name, type, help, field)						\
+#define METRIC_OF(b, px, name, type, help, field)					\
 	do {										\
 		bprintf(b, "# HELP vmnap_gateway_" name " " help "\n# TYPE vmnap_gateway_"	\
 			name " " type "\n");						\
 		for (struct listener *l = gw_cfg.listeners; l; l = l->next)		\
-			bprintf(b, "vmnap_gateway_" name "{vm=\"%s\"} %llu\n", l->vm,	\
-				(unsigned long long)atomic_load(&l->c.field));		\
+			if (l->proxy == (px))						\
+				bprintf(b, "vmnap_gateway_" name "{vm=\"%s\"} %llu\n", l->vm,	\
+					(unsigned long long)atomic_load(&l->c.field));	\
 	} while (0)
+#define METRIC(b, name, type, help, field)	METRIC_OF(b, false, name, type, help, field)
+#define PMETRIC(b, name, type, help, field)	METRIC_OF(b, true, "proxy_" name, type, help, field)
+
+/* One series per listener and label value of a counter array. */
+static void metric_array(struct buf *b, bool proxy, const char *name, const char *help,
+			 const char *label, const char *const *values, int n, size_t field_off)
+{
+	bprintf(b, "# HELP vmnap_gateway_%s %s\n# TYPE vmnap_gateway_%s counter\n", name, help, name);
+	for (struct listener *l = gw_cfg.listeners; l; l = l->next) {
+		const atomic_ullong *a = (const atomic_ullong *)((const char *)&l->c + field_off);
+
+		if (l->proxy != proxy)
+			continue;
+		for (int i = 0; i < n; i++)
+			bprintf(b, "vmnap_gateway_%s{vm=\"%s\",%s=\"%s\"} %llu\n", name, l->vm, label,
+				values[i], (unsigned long long)atomic_load(&a[i]));
+	}
+}
 
 char *gw_metrics_text(size_t *len)
 {
@@ -253,18 +279,20 @@ char *gw_metrics_text(size_t *len)
 	METRIC(&b, "spilled_bytes_total", "counter", "response bytes held in a temp file", spilled_bytes);
 	METRIC(&b, "backpressure_total", "counter", "upstream paused: spool at --spool-max", backpressure);
 	METRIC(&b, "bytes_out_total", "counter", "response body bytes to clients", bytes_out);
-	bprintf(&b, "# HELP vmnap_gateway_unmanaged_total requests forwarded without a wait\n"
-		"# TYPE vmnap_gateway_unmanaged_total counter\n");
-	for (struct listener *l = gw_cfg.listeners; l; l = l->next)
-		for (int i = 0; i < GW_NR_UNM; i++)
-			bprintf(&b, "vmnap_gateway_unmanaged_total{vm=\"%s\",reason=\"%s\"} %llu\n",
-				l->vm, unm[i], (unsigned long long)atomic_load(&l->c.unmanaged[i]));
-	bprintf(&b, "# HELP vmnap_gateway_upstream_errors_total upstream transport errors\n"
-		"# TYPE vmnap_gateway_upstream_errors_total counter\n");
-	for (struct listener *l = gw_cfg.listeners; l; l = l->next)
-		for (int i = 0; i < GW_NR_UPFAIL; i++)
-			bprintf(&b, "vmnap_gateway_upstream_errors_total{vm=\"%s\",kind=\"%s\"} %llu\n",
-				l->vm, upf[i], (unsigned long long)atomic_load(&l->c.upstream_errors[i]));
+	metric_array(&b, false, "unmanaged_total", "requests forwarded without a wait", "reason",
+		     unm, GW_NR_UNM, offsetof(struct gw_counters, unmanaged));
+	metric_array(&b, false, "upstream_errors_total", "upstream transport errors", "kind",
+		     upf, GW_NR_UPFAIL, offsetof(struct gw_counters, upstream_errors));
+	PMETRIC(&b, "requests_total", "counter", "proxy requests received", requests);
+	PMETRIC(&b, "rejected_total", "counter", "proxy requests refused (4xx, 503)", rejected);
+	PMETRIC(&b, "tunnels_total", "counter", "CONNECT tunnels and plain requests forwarded", responses);
+	PMETRIC(&b, "network_waits_total", "counter", "network waits raised (upstream silent)", net_waits);
+	PMETRIC(&b, "waits_started_total", "counter", "network waits vmnapd accepted", waits_started);
+	PMETRIC(&b, "bytes_out_total", "counter", "bytes from upstreams to clients", bytes_out);
+	metric_array(&b, true, "proxy_unmanaged_total", "network waits vmnapd did not take", "reason",
+		     unm, GW_NR_UNM, offsetof(struct gw_counters, unmanaged));
+	metric_array(&b, true, "proxy_upstream_errors_total", "targets not reached (502, 504)", "kind",
+		     upf, GW_NR_UPFAIL, offsetof(struct gw_counters, upstream_errors));
 	bprintf(&b, "# HELP vmnap_gateway_vmnapd_up 1 when vmnapd answered last\n"
 		"# TYPE vmnap_gateway_vmnapd_up gauge\nvmnap_gateway_vmnapd_up %d\n",
 		!atomic_load(&gw_vmnapd_down));
@@ -342,6 +370,8 @@ int main(int argc, char **argv)
 		{ "connect-timeout", required_argument, NULL, 'c' },
 		{ "upstream-timeout", required_argument, NULL, 't' },
 		{ "max-hold", required_argument, NULL, 'M' },
+		{ "proxy", required_argument, NULL, 'P' },
+		{ "net-stall", required_argument, NULL, 'N' },
 		{ "fake-upstream", required_argument, NULL, 'F' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
@@ -356,16 +386,19 @@ int main(int argc, char **argv)
 	char *end;
 	unsigned long long v;
 	struct listener *l;
+	bool model = false;
 
 	while ((c = getopt_long(argc, argv, "l:hV", opts, NULL)) != -1) {
 		v = optarg ? strtoull(optarg, &end, 10) : 0;
-		if (strchr("HSBCTctM", c) && (!optarg || !*optarg || *end)) {
+		if (strchr("HSBCTctMN", c) && (!optarg || !*optarg || *end)) {
 			fprintf(stderr, "vmnap-gateway: %s wants a number\n", argv[optind - 1]);
 			return 2;
 		}
 		switch (c) {
 		case 'a': gw_cfg.api_sock = optarg; break;
-		case 'L': if (!add_listener(optarg)) return 2; break;
+		case 'L': if (!add_listener(optarg, false)) return 2; break;
+		case 'P': if (!add_listener(optarg, true)) return 2; break;
+		case 'N': gw_cfg.net_stall_ns = (v ? v : 1) * 1000000ull; break;
 		case 'u': gw_cfg.upstream = optarg; break;
 		case 'U': gw_cfg.upstream_unix = optarg; break;
 		case 'K': gw_cfg.upstream_ca = optarg; break;
@@ -392,7 +425,11 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc || !gw_cfg.listeners || (!fake && !gw_cfg.upstream)) {
+	for (l = gw_cfg.listeners; l; l = l->next)
+		if (!l->proxy)
+			model = true;
+	if (optind != argc || !gw_cfg.listeners || (!fake && model && !gw_cfg.upstream) ||
+	    (fake && !model)) {
 		usage(stderr);
 		return 2;
 	}
@@ -408,7 +445,7 @@ int main(int argc, char **argv)
 		rc = fake_main(fake, gw_cfg.listeners);
 		goto out_unlink;
 	}
-	{
+	if (gw_cfg.upstream) {
 		size_t n = strlen(gw_cfg.upstream);
 		char *u = strdup(gw_cfg.upstream);
 
@@ -443,14 +480,18 @@ int main(int argc, char **argv)
 		}
 	}
 	for (l = gw_cfg.listeners; l; l = l->next) {
-		if (proxy_start(l)) {
+		if (l->proxy ? netproxy_start(l) : proxy_start(l)) {
 			fprintf(stderr, "vmnap-gateway: %s: cannot start the HTTP server\n", l->spec);
 			rc = 1;
 			goto out;
 		}
-		gw_info(l->vm, "listening on %s -> upstream %s%s%s", l->spec, gw_cfg.upstream,
-			gw_cfg.upstream_unix ? " via " : "",
-			gw_cfg.upstream_unix ? gw_cfg.upstream_unix : "");
+		if (l->proxy)
+			gw_info(l->vm, "proxy listening on %s (network waits after %llu ms)", l->spec,
+				(unsigned long long)(gw_cfg.net_stall_ns / 1000000));
+		else
+			gw_info(l->vm, "listening on %s -> upstream %s%s%s", l->spec, gw_cfg.upstream,
+				gw_cfg.upstream_unix ? " via " : "",
+				gw_cfg.upstream_unix ? gw_cfg.upstream_unix : "");
 	}
 	gw_info(NULL, "vmnapd control API at %s", gw_cfg.api_sock);
 	while (!got_signal)
@@ -458,7 +499,9 @@ int main(int argc, char **argv)
 	gw_info(NULL, "signal %d: stopping (outstanding waits are marked ready)", (int)got_signal);
 out:
 	for (l = gw_cfg.listeners; l; l = l->next)
-		proxy_stop(l);
+		if (!l->proxy)
+			proxy_stop(l);
+	netproxy_stop();	/* its connections end their waits through the engine */
 	engine_stop();
 	if (admin_mhd)
 		MHD_stop_daemon(admin_mhd);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -62,6 +63,21 @@ void gw_log(enum gw_log_level lvl, const char *subject, const char *fmt, ...)
 	 * it holds, as vmnapd's log lines */
 	log_sanitize(line + n, sizeof(line) - (size_t)n, msg, SIZE_MAX);
 	fprintf(stderr, "%s\n", line);
+}
+
+bool gw_token_listed(const char *tokens, const char *name, size_t nl)
+{
+	for (const char *p = tokens; *p;) {
+		size_t n;
+
+		while (*p == ' ' || *p == ',' || *p == '\t')
+			p++;
+		n = strcspn(p, " ,\t");
+		if (n && n == nl && !strncasecmp(p, name, n))
+			return true;
+		p += n;
+	}
+	return false;
 }
 
 /* ---- spool -------------------------------------------------------------- */

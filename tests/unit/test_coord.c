@@ -857,6 +857,36 @@ static void test_kind_policy(void **s)
 	coord_free(c);
 }
 
+/* A network wait beside a model wait: the cycle may pause, never offload,
+ * not even under memory pressure; once it ended, the next cycle may. */
+static void test_network_wait_never_offloads(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_wait_start(c, "m1", COORD_WAIT_MODEL, 0);
+	coord_wait_start(c, "n1", COORD_WAIT_NETWORK, 0);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	assert_int_equal(fw.last_flags, 0);	/* no offload intended */
+	ack_ready(c, 10 * SEC);
+	coord_pause_done(c, 0);
+	advance(c, 2 * SEC);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	assert_int_equal(fw.offloads, 0);
+	assert_int_equal(coord_pressure_offload(c), -EPERM);
+	assert_int_equal(fw.offloads, 0);
+	/* the network data flows: resume; the model wait alone may offload */
+	assert_int_equal(coord_wait_ready(c, "n1"), 0);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	assert_int_equal(fw.last_flags, COORD_HANDOFF_OFFLOAD);
+	coord_free(c);
+}
+
 static void test_manual_actions(void **s)
 {
 	struct coord *c = mk(true);
@@ -1166,6 +1196,7 @@ int main(void)
 		cmocka_unit_test(test_wait_errors),
 		cmocka_unit_test(test_unmanage_while_offloaded),
 		cmocka_unit_test(test_wait_states_and_times),
+		cmocka_unit_test(test_network_wait_never_offloads),
 		cmocka_unit_test(test_missing_resume_ack),
 		cmocka_unit_test(test_timer_deadline_from_request),
 		cmocka_unit_test(test_frozen_clock_timer_deadline_from_request),
