@@ -230,17 +230,44 @@ static void bprintf(struct buf *b, const char *fmt, ...)
 	}
 }
 
-#define METRIC_OF(b, px, name, type, help, field)					\
-	do {										\
-		bprintf(b, "# HELP vmnap_gateway_" name " " help "\n# TYPE vmnap_gateway_"	\
-			name " " type "\n");						\
-		for (struct listener *l = gw_cfg.listeners; l; l = l->next)		\
-			if (l->proxy == (px))						\
-				bprintf(b, "vmnap_gateway_" name "{vm=\"%s\"} %llu\n", l->vm,	\
-					(unsigned long long)atomic_load(&l->c.field));	\
-	} while (0)
-#define METRIC(b, name, type, help, field)	METRIC_OF(b, false, name, type, help, field)
-#define PMETRIC(b, name, type, help, field)	METRIC_OF(b, true, "proxy_" name, type, help, field)
+/* The per-listener counters: model listeners' names, then proxies' ("proxy_"). */
+static const struct counter_def {
+	bool proxy;
+	const char *name, *help;
+	size_t off;
+} counters[] = {
+#define C(px, name, help, field) { px, name, help, offsetof(struct gw_counters, field) }
+	C(false, "requests_total", "requests received", requests),
+	C(false, "responses_total", "responses begun", responses),
+	C(false, "rejected_total", "requests refused by the gateway (4xx)", rejected),
+	C(false, "waits_started_total", "waits vmnapd accepted", waits_started),
+	C(false, "waits_ready_total", "waits marked ready", waits_ready),
+	C(false, "held_total", "responses held until the VM ran again", held),
+	C(false, "hold_timeouts_total", "holds given up after --max-hold", hold_timeouts),
+	C(false, "hold_ns_total", "data ready to release, summed, in ns", hold_ns_total),
+	C(false, "client_gone_total", "clients that left before the end", client_gone),
+	C(false, "spilled_bytes_total", "response bytes held in a temp file", spilled_bytes),
+	C(false, "backpressure_total", "upstream paused: spool at --spool-max", backpressure),
+	C(false, "bytes_out_total", "response body bytes to clients", bytes_out),
+	C(true, "proxy_requests_total", "proxy requests received", requests),
+	C(true, "proxy_rejected_total", "proxy requests refused (4xx, 503)", rejected),
+	C(true, "proxy_tunnels_total", "CONNECT tunnels and plain requests forwarded", responses),
+	C(true, "proxy_network_waits_total", "network waits raised (upstream silent)", net_waits),
+	C(true, "proxy_waits_started_total", "network waits vmnapd accepted", waits_started),
+	C(true, "proxy_bytes_out_total", "bytes from upstreams to clients", bytes_out),
+#undef C
+};
+
+static void metric_counter(struct buf *b, const struct counter_def *d)
+{
+	bprintf(b, "# HELP vmnap_gateway_%s %s\n# TYPE vmnap_gateway_%s counter\n", d->name, d->help,
+		d->name);
+	for (struct listener *l = gw_cfg.listeners; l; l = l->next)
+		if (l->proxy == d->proxy)
+			bprintf(b, "vmnap_gateway_%s{vm=\"%s\"} %llu\n", d->name, l->vm,
+				(unsigned long long)atomic_load((const atomic_ullong *)
+								((const char *)&l->c + d->off)));
+}
 
 /* One series per listener and label value of a counter array. */
 static void metric_array(struct buf *b, bool proxy, const char *name, const char *help,
@@ -267,28 +294,16 @@ char *gw_metrics_text(size_t *len)
 	if (!b.p)
 		return NULL;
 	b.p[0] = 0;
-	METRIC(&b, "requests_total", "counter", "requests received", requests);
-	METRIC(&b, "responses_total", "counter", "responses begun", responses);
-	METRIC(&b, "rejected_total", "counter", "requests refused by the gateway (4xx)", rejected);
-	METRIC(&b, "waits_started_total", "counter", "waits vmnapd accepted", waits_started);
-	METRIC(&b, "waits_ready_total", "counter", "waits marked ready", waits_ready);
-	METRIC(&b, "held_total", "counter", "responses held until the VM ran again", held);
-	METRIC(&b, "hold_timeouts_total", "counter", "holds given up after --max-hold", hold_timeouts);
-	METRIC(&b, "hold_ns_total", "counter", "data ready to release, summed, in ns", hold_ns_total);
-	METRIC(&b, "client_gone_total", "counter", "clients that left before the end", client_gone);
-	METRIC(&b, "spilled_bytes_total", "counter", "response bytes held in a temp file", spilled_bytes);
-	METRIC(&b, "backpressure_total", "counter", "upstream paused: spool at --spool-max", backpressure);
-	METRIC(&b, "bytes_out_total", "counter", "response body bytes to clients", bytes_out);
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+		if (!counters[i].proxy)
+			metric_counter(&b, &counters[i]);
 	metric_array(&b, false, "unmanaged_total", "requests forwarded without a wait", "reason",
 		     unm, GW_NR_UNM, offsetof(struct gw_counters, unmanaged));
 	metric_array(&b, false, "upstream_errors_total", "upstream transport errors", "kind",
 		     upf, GW_NR_UPFAIL, offsetof(struct gw_counters, upstream_errors));
-	PMETRIC(&b, "requests_total", "counter", "proxy requests received", requests);
-	PMETRIC(&b, "rejected_total", "counter", "proxy requests refused (4xx, 503)", rejected);
-	PMETRIC(&b, "tunnels_total", "counter", "CONNECT tunnels and plain requests forwarded", responses);
-	PMETRIC(&b, "network_waits_total", "counter", "network waits raised (upstream silent)", net_waits);
-	PMETRIC(&b, "waits_started_total", "counter", "network waits vmnapd accepted", waits_started);
-	PMETRIC(&b, "bytes_out_total", "counter", "bytes from upstreams to clients", bytes_out);
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+		if (counters[i].proxy)
+			metric_counter(&b, &counters[i]);
 	metric_array(&b, true, "proxy_unmanaged_total", "network waits vmnapd did not take", "reason",
 		     unm, GW_NR_UNM, offsetof(struct gw_counters, unmanaged));
 	metric_array(&b, true, "proxy_upstream_errors_total", "targets not reached (502, 504)", "kind",

@@ -10,42 +10,12 @@
 # answer; waits are checked in vmnapd's events.jsonl.  TAP output.
 set -u
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
-GW=$BUILD/vmnap-gateway
-VMNAPD=$BUILD/vmnapd
 TAP_NAME="gateway"
-. tests/lib/tap.sh
-for p in "$GW" "$VMNAPD"; do
-	[ -x "$p" ] || skip "$p not built"
-done
-command -v curl >/dev/null || skip "curl not installed"
-command -v python3 >/dev/null || skip "python3 not installed"
-
-T=$(mktemp -d /tmp/vmnap-gw.XXXXXX)
-RUN=$T/run
-API=$RUN/api.sock
-EV=$T/events.jsonl
+. tests/gateway/common.sh
 UP=$T/up.sock
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then
-		echo "# logs kept in $T"
-	else
-		rm -rf "$T"
-	fi
-}
-trap cleanup EXIT
-
-wait_sock() { local i; for ((i = 0; i < 100; i++)); do [ -S "$1" ] && return 0; sleep 0.05; done; return 1; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
-api() { curl -s -m 10 --unix-socket "$API" "$@"; }
-# metric NAME LABELS SOCKET: the value of one gateway metric
-metric() { curl -s -m 10 --unix-socket "$3" http://gw/metrics | awk -v k="vmnap_gateway_$1{$2}" '$1 == k { print $2 }'; }
 # gw SOCK ARGS...: a request to a gateway listener; body to $T/out, headers to $T/hdr
 gw() { local s=$1; shift; curl -s -m 30 --unix-socket "$s" -o "$T/out" -D "$T/hdr" -w '%{http_code}' "$@"; }
 direct() { curl -s -m 30 --unix-socket "$UP" -o "$T/want" "$@"; }
-hdr() { tr -d '\r' <"$T/hdr" | awk -v k="$(echo "$1" | tr A-Z a-z)" -F': ' 'tolower($1) == k { print substr($0, length($1) + 3) }'; }
 # wait_ids: the gateway's wait ids in vmnapd's events, in order of wait_start
 wait_ids() { python3 - "$EV" "$1" <<'PY'
 import json, sys
@@ -68,8 +38,6 @@ print("start<ready<delivered" if s is not None and r is not None and d is not No
       else "start=%s ready=%s delivered=%s" % (s, r, d))
 PY
 }
-# until_ok SECONDS CMD...: poll CMD (bounded) until it succeeds
-until_ok() { local d=$((SECONDS + $1)); shift; while [ "$SECONDS" -lt "$d" ]; do "$@" && return 0; sleep 0.05; done; "$@"; }
 
 "$VMNAPD" -r "$RUN" -s "$T/store" -e "$EV" -l debug >"$T/vmnapd.log" 2>&1 &
 PIDS+=($!)

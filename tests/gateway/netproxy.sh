@@ -10,39 +10,10 @@
 # network wait.  TAP output.
 set -u
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
-GW=$BUILD/vmnap-gateway
-VMNAPD=$BUILD/vmnapd
 TAP_NAME="gateway-proxy"
-. tests/lib/tap.sh
-for p in "$GW" "$VMNAPD"; do
-	[ -x "$p" ] || skip "$p not built"
-done
-command -v curl >/dev/null || skip "curl not installed"
-command -v python3 >/dev/null || skip "python3 not installed"
-
-T=$(mktemp -d /tmp/vmnap-gwnet.XXXXXX)
-RUN=$T/run
-API=$RUN/api.sock
-EV=$T/events.jsonl
+. tests/gateway/common.sh
 ADM=$T/admin.sock
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then
-		echo "# logs kept in $T"
-	else
-		rm -rf "$T"
-	fi
-}
-trap cleanup EXIT
-
-wait_sock() { local i; for ((i = 0; i < 100; i++)); do [ -S "$1" ] && return 0; sleep 0.05; done; return 1; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
-api() { curl -s -m 10 --unix-socket "$API" "$@"; }
-metric() { curl -s -m 10 --unix-socket "$ADM" http://gw/metrics | awk -v k="vmnap_gateway_$1{$2}" '$1 == k { print $2 }'; }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-until_ok() { local d=$((SECONDS + $1)); shift; while [ "$SECONDS" -lt "$d" ]; do "$@" && return 0; sleep 0.05; done; "$@"; }
 # net_waits VM: the network waits of VM in vmnapd's events, "ID start<ready<delivered" each
 net_waits() { python3 - "$EV" "$1" <<'PY'
 import json, sys
@@ -95,7 +66,6 @@ code=$(curl -s -m 30 -x "http://127.0.0.1:$N1" -o "$T/got" -D "$T/hdr" -w '%{htt
 	-H 'Proxy-Authorization: Basic c2VjcmV0' -H 'X-Keep: 1' "http://127.0.0.1:$UPP/bytes/3000000")
 python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(3000000).randbytes(3000000))' >"$T/want"
 check "plain GET through the proxy: 200, 3 MB byte-exact" sh -c "test '$code' = 200 && cmp -s '$T/got' '$T/want'"
-hdr() { tr -d '\r' <"$T/hdr" | awk -v k="$(echo "$1" | tr A-Z a-z)" -F': ' 'tolower($1) == k { print substr($0, length($1) + 3) }'; }
 check "the upstream got the request in origin form" \
 	test "$(hdr X-Seen-Request)" = "GET /bytes/3000000 HTTP/1.1"
 seen=$(hdr X-Seen-Headers)
