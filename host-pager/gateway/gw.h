@@ -48,6 +48,15 @@ uint64_t gw_now_ns(void);
  * Connection header's value)?  Case-insensitive. */
 bool gw_token_listed(const char *tokens, const char *name, size_t nl);
 
+/* ---- text that grows as it is printed (p: malloc'd, NUL-terminated) -- */
+
+struct gw_buf {
+	char *p;
+	size_t len, cap;
+	bool oom;	/* allocation failed: p freed, NULL; later prints do nothing */
+};
+void gw_bprintf(struct gw_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- spool: response bytes, memory up to a limit, then a temp file --- */
 
 struct spool {

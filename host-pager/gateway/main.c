@@ -195,41 +195,6 @@ static struct listener *add_listener(const char *arg, bool proxy)
 
 /* ---- metrics -------------------------------------------------------------- */
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bprintf(struct buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		b->cap = b->cap * 2 + (size_t)n + 1;
-		b->p = realloc(b->p, b->cap);
-		if (!b->p) {
-			b->oom = true;
-			return;
-		}
-	}
-}
-
 /* The per-listener counters: model listeners' names, then proxies' ("proxy_"). */
 static const struct counter_def {
 	bool proxy;
@@ -258,29 +223,29 @@ static const struct counter_def {
 #undef C
 };
 
-static void metric_counter(struct buf *b, const struct counter_def *d)
+static void metric_counter(struct gw_buf *b, const struct counter_def *d)
 {
-	bprintf(b, "# HELP vmnap_gateway_%s %s\n# TYPE vmnap_gateway_%s counter\n", d->name, d->help,
+	gw_bprintf(b, "# HELP vmnap_gateway_%s %s\n# TYPE vmnap_gateway_%s counter\n", d->name, d->help,
 		d->name);
 	for (struct listener *l = gw_cfg.listeners; l; l = l->next)
 		if (l->proxy == d->proxy)
-			bprintf(b, "vmnap_gateway_%s{vm=\"%s\"} %llu\n", d->name, l->vm,
+			gw_bprintf(b, "vmnap_gateway_%s{vm=\"%s\"} %llu\n", d->name, l->vm,
 				(unsigned long long)atomic_load((const atomic_ullong *)
 								((const char *)&l->c + d->off)));
 }
 
 /* One series per listener and label value of a counter array. */
-static void metric_array(struct buf *b, bool proxy, const char *name, const char *help,
+static void metric_array(struct gw_buf *b, bool proxy, const char *name, const char *help,
 			 const char *label, const char *const *values, int n, size_t field_off)
 {
-	bprintf(b, "# HELP vmnap_gateway_%s %s\n# TYPE vmnap_gateway_%s counter\n", name, help, name);
+	gw_bprintf(b, "# HELP vmnap_gateway_%s %s\n# TYPE vmnap_gateway_%s counter\n", name, help, name);
 	for (struct listener *l = gw_cfg.listeners; l; l = l->next) {
 		const atomic_ullong *a = (const atomic_ullong *)((const char *)&l->c + field_off);
 
 		if (l->proxy != proxy)
 			continue;
 		for (int i = 0; i < n; i++)
-			bprintf(b, "vmnap_gateway_%s{vm=\"%s\",%s=\"%s\"} %llu\n", name, l->vm, label,
+			gw_bprintf(b, "vmnap_gateway_%s{vm=\"%s\",%s=\"%s\"} %llu\n", name, l->vm, label,
 				values[i], (unsigned long long)atomic_load(&a[i]));
 	}
 }
@@ -289,7 +254,7 @@ char *gw_metrics_text(size_t *len)
 {
 	static const char *const unm[] = { "vmnapd_down", "refused" };
 	static const char *const upf[] = { "connect", "timeout", "reset", "tls", "other" };
-	struct buf b = { .p = malloc(4096), .cap = 4096 };
+	struct gw_buf b = { .p = malloc(4096), .cap = 4096 };
 
 	if (!b.p)
 		return NULL;
@@ -308,7 +273,7 @@ char *gw_metrics_text(size_t *len)
 		     unm, GW_NR_UNM, offsetof(struct gw_counters, unmanaged));
 	metric_array(&b, true, "proxy_upstream_errors_total", "targets not reached (502, 504)", "kind",
 		     upf, GW_NR_UPFAIL, offsetof(struct gw_counters, upstream_errors));
-	bprintf(&b, "# HELP vmnap_gateway_vmnapd_up 1 when vmnapd answered last\n"
+	gw_bprintf(&b, "# HELP vmnap_gateway_vmnapd_up 1 when vmnapd answered last\n"
 		"# TYPE vmnap_gateway_vmnapd_up gauge\nvmnap_gateway_vmnapd_up %d\n",
 		!atomic_load(&gw_vmnapd_down));
 	if (b.oom) {

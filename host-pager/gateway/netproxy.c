@@ -375,12 +375,10 @@ static bool hop_header(const struct head *hd, unsigned int i, const char *conn_t
 static bool send_request(struct pconn *pc, const struct head *hd)
 {
 	char conn_tokens[256] = "";
-	bool has_host = false;
-	size_t cap = pc->head_len + 512, len = 0;
-	char *out = malloc(cap);
-	bool ok;
+	bool has_host = false, ok;
+	struct gw_buf o = { .p = malloc(pc->head_len + 1024), .cap = pc->head_len + 1024 };
 
-	if (!out)
+	if (!o.p)
 		return false;
 	for (unsigned int i = 0; i < hd->nh; i++) {
 		if (hd->hname_len[i] == 10 && !strncasecmp(hd->hname[i], "connection", 10))
@@ -388,20 +386,17 @@ static bool send_request(struct pconn *pc, const struct head *hd)
 		if (hd->hname_len[i] == 4 && !strncasecmp(hd->hname[i], "host", 4))
 			has_host = true;
 	}
-	len += (size_t)snprintf(out, cap, "%s %s%.*s HTTP/1.1\r\n", hd->method,
-				hd->path_len && hd->path[0] == '/' ? "" : "/", (int)hd->path_len, hd->path);
+	gw_bprintf(&o, "%s %s%.*s HTTP/1.1\r\n", hd->method,
+		hd->path_len && hd->path[0] == '/' ? "" : "/", (int)hd->path_len, hd->path);
 	if (!has_host)
-		len += (size_t)snprintf(out + len, cap - len, "Host: %.*s\r\n",
-					(int)hd->authority_len, hd->authority);
-	for (unsigned int i = 0; i < hd->nh; i++) {
-		if (hop_header(hd, i, conn_tokens))
-			continue;
-		len += (size_t)snprintf(out + len, cap - len, "%.*s: %.*s\r\n", (int)hd->hname_len[i],
-					hd->hname[i], (int)hd->hval_len[i], hd->hval[i]);
-	}
-	len += (size_t)snprintf(out + len, cap - len, "Connection: close\r\n\r\n");
-	ok = len < cap && send_all(pc->ufd, out, len);
-	free(out);
+		gw_bprintf(&o, "Host: %.*s\r\n", (int)hd->authority_len, hd->authority);
+	for (unsigned int i = 0; i < hd->nh; i++)
+		if (!hop_header(hd, i, conn_tokens))
+			gw_bprintf(&o, "%.*s: %.*s\r\n", (int)hd->hname_len[i], hd->hname[i],
+				(int)hd->hval_len[i], hd->hval[i]);
+	gw_bprintf(&o, "Connection: close\r\n\r\n");
+	ok = !o.oom && send_all(pc->ufd, o.p, o.len);
+	free(o.p);
 	return ok;
 }
 
@@ -425,8 +420,11 @@ static void wait_end(struct xfer **w)
 
 static void wait_begin(struct pconn *pc, struct xfer **w)
 {
-	struct xfer *x = xfer_new(pc->l);
+	struct xfer *x;
 
+	if (atomic_load(&np_stopping))
+		return;		/* the engine stops after us */
+	x = xfer_new(pc->l);
 	if (!x) {
 		gw_warn(pc->l->vm, "proxy: out of memory for a network wait");
 		return;

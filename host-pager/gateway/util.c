@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,39 @@ bool gw_token_listed(const char *tokens, const char *name, size_t nl)
 		p += n;
 	}
 	return false;
+}
+
+/* ---- growing text buffer ---- */
+
+void gw_bprintf(struct gw_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n >= 0 && (size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		if (n >= 0) {
+			char *p = realloc(b->p, b->cap * 2 + (size_t)n + 1);
+
+			if (p) {
+				b->p = p;
+				b->cap = b->cap * 2 + (size_t)n + 1;
+				continue;
+			}
+		}
+		free(b->p);
+		b->p = NULL;
+		b->oom = true;
+		return;
+	}
 }
 
 /* ---- spool -------------------------------------------------------------- */
