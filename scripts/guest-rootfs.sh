@@ -100,8 +100,13 @@ fi
 [ -d "$PROJECT" ] || die "workspace project $PROJECT missing"
 [ -r "$INIT" ] || die "guest init $INIT missing"
 
+# ext4 lists a directory in the order of its names' hashes, keyed by a
+# seed mke2fs draws at random: a fixed seed (and UUID) gives every image
+# built from the same inputs the same readdir order, so a command that
+# walks directories prints the same in every guest and every rebuild.
+FS_SEED=6a1d2c3e-7b8f-4e5a-9c0d-1e2f3a4b5c6d
 # Image inputs: the cached tree's key plus every extra file's content.
-inputs=$({ echo "$KEY $IMAGE_HEADROOM_MIB"; sha256sum "$AGENT" "$INIT" | cut -d' ' -f1;
+inputs=$({ echo "$KEY $IMAGE_HEADROOM_MIB $FS_SEED"; sha256sum "$AGENT" "$INIT" | cut -d' ' -f1;
 	(cd "$PROJECT" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } |
 	sha256sum | cut -c1-16)
 if [ -f "$OUT" ] && [ "$(cat "$OUT.inputs" 2>/dev/null)" = "$inputs" ]; then
@@ -125,7 +130,8 @@ find "$STAGE/srv/project" -exec touch -h -d @0 {} +
 used_kib=$(du -sk "$STAGE" | cut -f1)
 size_mib=$(( used_kib / 1024 * 5 / 4 + IMAGE_HEADROOM_MIB ))
 rm -f "$OUT.tmp"
-mke2fs -q -t ext4 -L vmnap-replay -E root_owner=0:0 -d "$STAGE" "$OUT.tmp" "${size_mib}M" ||
+mke2fs -q -t ext4 -L vmnap-replay -U "$FS_SEED" -E root_owner=0:0,hash_seed="$FS_SEED" \
+	-d "$STAGE" "$OUT.tmp" "${size_mib}M" ||
 	die "mke2fs -d failed"
 mv "$OUT.tmp" "$OUT"
 echo "$inputs" >"$OUT.inputs"

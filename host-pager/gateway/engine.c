@@ -8,15 +8,20 @@
  *              end (complete, error, timeout), is "data ready".
  *   wait:      POST /vms/V/waits {"id", "kind": "model"} at once; on data
  *              ready (and once the start answered) POST …/waits/ID/ready.
- *              Its answer carries the VM's coordinator state: RUNNING or
- *              WAITING means vmnapd delivered (the guest runs); any other
- *              state (HANDOFF, PAUSED, OFFLOAD*, RESUMING) is polled with
- *              GET /vms/V (2 ms doubling to 50 ms, at most max_hold) until
- *              it is one of those.  Then the response is released to the
- *              client.  vmnapd's API has no per-wait delivered state, so
- *              "running again" is the signal used.
+ *              Its answer says the wait's state: "delivered" (the VM was
+ *              running: the guest can have the data now) releases the
+ *              response; "ready" (the VM is paused, handing off or
+ *              resuming) holds it, polling GET /vms/V/waits/ID (2 ms
+ *              doubling to 50 ms, at most max_hold) until vmnapd reports
+ *              the wait delivered (the guest acknowledged its resume, or
+ *              the VMM's resume completed without a guest link).
  * A start refused or vmnapd unreachable: the request is forwarded
  * unmanaged (released at data ready), logged and counted.
+ *
+ * A network wait (x->network, from the proxy mode) has no upstream
+ * transfer here: "network" is its kind, engine_net_ready() its data
+ * ready, and nothing is held (the proxy forwards bytes as they come;
+ * a paused guest just reads them later).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -55,7 +60,7 @@ static CURLM *multi;
 static pthread_t thread;
 static atomic_bool stopping;
 static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
-enum cmd_kind { CMD_SUBMIT, CMD_CANCEL, CMD_UNPAUSE };
+enum cmd_kind { CMD_SUBMIT, CMD_CANCEL, CMD_UNPAUSE, CMD_NET_READY };
 struct cmd {
 	enum cmd_kind kind;
 	struct xfer *x;
@@ -104,6 +109,16 @@ void engine_unpause(struct xfer *x)
 	enqueue(CMD_UNPAUSE, x);
 }
 
+void engine_net_start(struct xfer *x)
+{
+	enqueue(CMD_SUBMIT, x);
+}
+
+void engine_net_ready(struct xfer *x)
+{
+	enqueue(CMD_NET_READY, x);
+}
+
 /* ---- control API calls ------------------------------------------------ */
 
 static size_t api_write(char *p, size_t sz, size_t nm, void *arg)
@@ -137,13 +152,14 @@ static void api_issue(struct xfer *x, enum api_kind kind)
 	switch (kind) {
 	case API_START:
 		snprintf(url, sizeof(url), "http://vmnapd/vms/%s/waits", x->l->vm);
-		snprintf(a->body, sizeof(a->body), "{\"id\": \"%s\", \"kind\": \"model\"}", x->wait_id);
+		snprintf(a->body, sizeof(a->body), "{\"id\": \"%s\", \"kind\": \"%s\"}", x->wait_id,
+			 x->network ? "network" : "model");
 		break;
 	case API_READY:
 		snprintf(url, sizeof(url), "http://vmnapd/vms/%s/waits/%s/ready", x->l->vm, x->wait_id);
 		break;
 	case API_POLL:
-		snprintf(url, sizeof(url), "http://vmnapd/vms/%s", x->l->vm);
+		snprintf(url, sizeof(url), "http://vmnapd/vms/%s/waits/%s", x->l->vm, x->wait_id);
 		break;
 	}
 	curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, gw_cfg.api_sock);
@@ -165,8 +181,8 @@ static void api_issue(struct xfer *x, enum api_kind kind)
 	curl_multi_add_handle(multi, e);
 }
 
-/* The coordinator state in an API answer; "" when absent. */
-static void api_state(struct api_call *a, char *out, size_t n)
+/* A string field of an API answer; "" when absent. */
+static void api_field(struct api_call *a, const char *key, char *out, size_t n)
 {
 	json_t *j, *s;
 
@@ -174,7 +190,7 @@ static void api_state(struct api_call *a, char *out, size_t n)
 	if (a->overflow)
 		return;
 	j = json_loadb(a->buf, a->len, 0, NULL);
-	s = j ? json_object_get(j, "state") : NULL;
+	s = j ? json_object_get(j, key) : NULL;
 	if (json_is_string(s))
 		snprintf(out, n, "%s", json_string_value(s));
 	json_decref(j);
@@ -187,11 +203,6 @@ static void api_error(struct api_call *a, char *out, size_t n)
 
 	snprintf(out, n, "%s", json_is_string(e) ? json_string_value(e) : "no error text");
 	json_decref(j);
-}
-
-static bool state_running(const char *s)
-{
-	return !strcmp(s, "RUNNING") || !strcmp(s, "WAITING");
 }
 
 static void vmnapd_reachable(bool up, CURLcode rc)
@@ -267,11 +278,13 @@ static void api_done(struct api_call *a, CURLcode rc)
 	case API_READY:
 		if (rc == CURLE_OK && code == 200) {
 			atomic_fetch_add(&x->l->c.waits_ready, 1);
-			api_state(a, st, sizeof(st));
-			if (x->cancel_seen || state_running(st)) {
+			api_field(a, "wait_state", st, sizeof(st));
+			if (x->cancel_seen || x->network || strcmp(st, "ready")) {
+				/* "delivered", or the wait is gone: nothing to hold for */
 				x->wait = W_DONE;
 				release(x, "ready");
 			} else {
+				api_field(a, "state", st, sizeof(st));
 				gw_debug(x->l->vm, "wait %s ready, VM %s: holding", x->wait_id, st);
 				atomic_fetch_add(&x->l->c.held, 1);
 				x->hold_deadline = now + gw_cfg.max_hold_ns;
@@ -287,14 +300,16 @@ static void api_done(struct api_call *a, CURLcode rc)
 		release(x, "ready failed");
 		break;
 	case API_POLL:
-		api_state(a, st, sizeof(st));
-		if (rc != CURLE_OK || code != 200 || state_running(st) || x->cancel_seen) {
+		api_field(a, "state", st, sizeof(st));
+		if (rc != CURLE_OK || code != 200 || strcmp(st, "ready") || x->cancel_seen) {
+			/* delivered; dropped or gone (vmnapd restarted, VM removed) */
 			x->wait = W_DONE;
-			release(x, rc == CURLE_OK && code == 200 ? "resumed" : "poll failed");
+			release(x, rc == CURLE_OK && code == 200 ? st :
+				   rc == CURLE_OK && code == 404 ? "wait gone" : "poll failed");
 		} else if (now >= x->hold_deadline) {
 			atomic_fetch_add(&x->l->c.hold_timeouts, 1);
-			gw_warn(x->l->vm, "wait %s: VM still %s after %llu ms: releasing", x->wait_id,
-				st, (unsigned long long)(gw_cfg.max_hold_ns / 1000000));
+			gw_warn(x->l->vm, "wait %s: still not delivered after %llu ms: releasing",
+				x->wait_id, (unsigned long long)(gw_cfg.max_hold_ns / 1000000));
 			x->wait = W_DONE;
 			release(x, "hold timeout");
 		} else {
@@ -595,7 +610,10 @@ static void on_submit(struct xfer *x)
 	pthread_mutex_lock(&x->mu);
 	x->refs++;	/* the engine's, dropped when it is done with x */
 	pthread_mutex_unlock(&x->mu);
-	up_issue(x);
+	if (x->network)
+		atomic_fetch_add(&x->l->c.net_waits, 1);
+	else
+		up_issue(x);
 	api_issue(x, API_START);
 }
 
@@ -604,8 +622,10 @@ static void on_cancel(struct xfer *x)
 	if (!x->in_list || x->cancel_seen)
 		return;
 	x->cancel_seen = true;
-	atomic_fetch_add(&x->l->c.client_gone, 1);
-	gw_info(x->l->vm, "%s: client gone: wait %s ends", x->log_path, x->wait_id);
+	if (!x->network) {
+		atomic_fetch_add(&x->l->c.client_gone, 1);
+		gw_info(x->l->vm, "%s: client gone: wait %s ends", x->log_path, x->wait_id);
+	}
 	if (x->up) {
 		curl_multi_remove_handle(multi, x->up);
 		curl_easy_cleanup(x->up);
@@ -699,6 +719,8 @@ static void *engine_main(void *arg)
 				release(q->x, "shutting down");
 			else if (q->kind == CMD_CANCEL)
 				on_cancel(q->x);
+			else if (q->kind == CMD_NET_READY && q->x->in_list)
+				data_ready(q->x);
 			/* CMD_UNPAUSE: sweep() looks at every paused transfer */
 			xfer_put(q->x);
 			free(q);

@@ -44,6 +44,18 @@ void gw_log(enum gw_log_level lvl, const char *subject, const char *fmt, ...)
 	} while (0)
 
 uint64_t gw_now_ns(void);
+/* Is @name (@nl bytes) one of the comma/space separated @tokens (a
+ * Connection header's value)?  Case-insensitive. */
+bool gw_token_listed(const char *tokens, const char *name, size_t nl);
+
+/* ---- text that grows as it is printed (p: malloc'd, NUL-terminated) -- */
+
+struct gw_buf {
+	char *p;
+	size_t len, cap;
+	bool oom;	/* allocation failed: p freed, NULL; later prints do nothing */
+};
+void gw_bprintf(struct gw_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- spool: response bytes, memory up to a limit, then a temp file --- */
 
@@ -74,10 +86,12 @@ struct gw_counters {
 	atomic_ullong requests, responses, waits_started, waits_ready, unmanaged[GW_NR_UNM];
 	atomic_ullong upstream_errors[GW_NR_UPFAIL], client_gone, held, hold_timeouts;
 	atomic_ullong hold_ns_total, spilled_bytes, bytes_out, rejected, backpressure;
+	atomic_ullong net_waits;	/* proxy mode: network waits raised */
 };
 
 struct listener {
 	char vm[GW_NAME_MAX];
+	bool proxy;		/* the HTTP proxy for the VM's downloads (netproxy.c) */
 	char spec[256];		/* unix:PATH or tcp:HOST:PORT */
 	int fd;
 	char unix_path[108];	/* to unlink at exit; "" for tcp */
@@ -99,6 +113,7 @@ struct gw_config {
 	unsigned int client_timeout_s;	/* idle client connection */
 	long connect_timeout_ms, upstream_timeout_ms;
 	uint64_t max_hold_ns;		/* hold after ready at most this long */
+	uint64_t net_stall_ns;		/* proxy: upstream silent this long -> network wait */
 	struct listener *listeners;
 };
 
@@ -146,6 +161,8 @@ struct xfer {
 	bool headers_done, up_done, up_error, released, cancelled;
 	bool paused, unpause_asked;
 	bool managed;			/* vmnapd accepted the wait */
+	bool network;			/* a proxy's network wait: no upstream transfer,
+					 * nothing held; ready at engine_net_ready() */
 	struct spool sp;
 };
 
@@ -159,10 +176,17 @@ void engine_stop(void);		/* ends outstanding waits (ready) first */
 void engine_submit(struct xfer *x);
 void engine_cancel(struct xfer *x);
 void engine_unpause(struct xfer *x);
+/* Network waits (netproxy.c): x from xfer_new() with x->network set. */
+void engine_net_start(struct xfer *x);
+void engine_net_ready(struct xfer *x);
 
 /* proxy.c */
 int proxy_start(struct listener *l);
 void proxy_stop(struct listener *l);
+
+/* netproxy.c */
+int netproxy_start(struct listener *l);
+void netproxy_stop(void);	/* every proxy listener and connection */
 
 /* main.c: listen on "unix:PATH" or "tcp:HOST:PORT"; -1 and a message */
 int gw_listen(const char *spec, char *unix_path, size_t n);

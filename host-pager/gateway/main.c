@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct gw_config gw_cfg = {
 	.connect_timeout_ms = 10000,
 	.upstream_timeout_ms = 0,
 	.max_hold_ns = 10000000000ull,
+	.net_stall_ns = 200000000ull,
 };
 struct gw_counters gw_total;
 atomic_bool gw_vmnapd_down;
@@ -44,9 +46,12 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: vmnap-gateway --listen VM=unix:PATH|tcp:HOST:PORT [--listen ...]\n"
 "                     --upstream URL [options]\n"
+"       vmnap-gateway --proxy VM=unix:PATH|tcp:HOST:PORT [--proxy ...] [options]\n"
 "       vmnap-gateway --fake-upstream TRAJECTORY.jsonl --listen NAME=unix:PATH|tcp:HOST:PORT\n"
 "Each listener is one VM's model API base URL; requests go to URL + path,\n"
 "each is a \"model\" wait on VM in vmnapd, marked ready at the first response byte.\n"
+"Each --proxy is an HTTP proxy (CONNECT and http:// URIs) for VM's downloads:\n"
+"an upstream silent --net-stall ms after the client spoke is a \"network\" wait.\n"
 "options:\n"
 "  --api PATH              vmnapd's control API socket (/run/vmnap/api.sock)\n"
 "  --upstream-unix PATH    reach the upstream through this unix socket\n"
@@ -60,7 +65,8 @@ static void usage(FILE *f)
 "  --client-timeout SEC    idle client connection (60)\n"
 "  --connect-timeout MS    upstream connect (10000)\n"
 "  --upstream-timeout MS   until the upstream's first response byte, 0 = none (0)\n"
-"  --max-hold MS           hold after ready while the VM is not running (10000)\n"
+"  --max-hold MS           hold after ready until vmnapd reports it delivered (10000)\n"
+"  --net-stall MS          proxy: upstream silence that raises a network wait (200)\n"
 "  -l, --log-level LEVEL   err, warn, info, debug (info)\n"
 "  -h, --help              this text\n"
 "  -V, --version           print the version\n");
@@ -154,7 +160,7 @@ static bool vm_name_ok(const char *s)
 	return true;
 }
 
-static struct listener *add_listener(const char *arg)
+static struct listener *add_listener(const char *arg, bool proxy)
 {
 	const char *eq = strchr(arg, '=');
 	struct listener *l, **pp;
@@ -169,15 +175,16 @@ static struct listener *add_listener(const char *arg)
 	memcpy(l->vm, arg, (size_t)(eq - arg));
 	snprintf(l->spec, sizeof(l->spec), "%s", eq + 1);
 	l->fd = -1;
+	l->proxy = proxy;
 	if (!vm_name_ok(l->vm)) {
 		fprintf(stderr, "vmnap-gateway: --listen %s: bad VM name\n", arg);
 		free(l);
 		return NULL;
 	}
 	for (pp = &gw_cfg.listeners; *pp; pp = &(*pp)->next) {
-		if (!strcmp((*pp)->vm, l->vm)) {
-			fprintf(stderr, "vmnap-gateway: --listen %s: VM %s has a listener already\n",
-				arg, l->vm);
+		if (!strcmp((*pp)->vm, l->vm) && (*pp)->proxy == proxy) {
+			fprintf(stderr, "vmnap-gateway: %s %s: VM %s has a listener already\n",
+				proxy ? "--proxy" : "--listen", arg, l->vm);
 			free(l);
 			return NULL;
 		}
@@ -188,84 +195,85 @@ static struct listener *add_listener(const char *arg)
 
 /* ---- metrics -------------------------------------------------------------- */
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
+/* The per-listener counters: model listeners' names, then proxies' ("proxy_"). */
+static const struct counter_def {
+	bool proxy;
+	const char *name, *help;
+	size_t off;
+} counters[] = {
+#define C(px, name, help, field) { px, name, help, offsetof(struct gw_counters, field) }
+	C(false, "requests_total", "requests received", requests),
+	C(false, "responses_total", "responses begun", responses),
+	C(false, "rejected_total", "requests refused by the gateway (4xx)", rejected),
+	C(false, "waits_started_total", "waits vmnapd accepted", waits_started),
+	C(false, "waits_ready_total", "waits marked ready", waits_ready),
+	C(false, "held_total", "responses held until the VM ran again", held),
+	C(false, "hold_timeouts_total", "holds given up after --max-hold", hold_timeouts),
+	C(false, "hold_ns_total", "data ready to release, summed, in ns", hold_ns_total),
+	C(false, "client_gone_total", "clients that left before the end", client_gone),
+	C(false, "spilled_bytes_total", "response bytes held in a temp file", spilled_bytes),
+	C(false, "backpressure_total", "upstream paused: spool at --spool-max", backpressure),
+	C(false, "bytes_out_total", "response body bytes to clients", bytes_out),
+	C(true, "proxy_requests_total", "proxy requests received", requests),
+	C(true, "proxy_rejected_total", "proxy requests refused (4xx, 503)", rejected),
+	C(true, "proxy_tunnels_total", "CONNECT tunnels and plain requests forwarded", responses),
+	C(true, "proxy_network_waits_total", "network waits raised (upstream silent)", net_waits),
+	C(true, "proxy_waits_started_total", "network waits vmnapd accepted", waits_started),
+	C(true, "proxy_bytes_out_total", "bytes from upstreams to clients", bytes_out),
+#undef C
 };
 
-static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bprintf(struct buf *b, const char *fmt, ...)
+static void metric_counter(struct gw_buf *b, const struct counter_def *d)
 {
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		b->cap = b->cap * 2 + (size_t)n + 1;
-		b->p = realloc(b->p, b->cap);
-		if (!b->p) {
-			b->oom = true;
-			return;
-		}
-	}
+	gw_bprintf(b, "# HELP vmnap_gateway_%s %s\n# TYPE vmnap_gateway_%s counter\n", d->name, d->help,
+		d->name);
+	for (struct listener *l = gw_cfg.listeners; l; l = l->next)
+		if (l->proxy == d->proxy)
+			gw_bprintf(b, "vmnap_gateway_%s{vm=\"%s\"} %llu\n", d->name, l->vm,
+				(unsigned long long)atomic_load((const atomic_ullong *)
+								((const char *)&l->c + d->off)));
 }
 
-#define METRIC(b, name, type, help, field)						\
-	do {										\
-		bprintf(b, "# HELP vmnap_gateway_" name " " help "\n# TYPE vmnap_gateway_"	\
-			name " " type "\n");						\
-		for (struct listener *l = gw_cfg.listeners; l; l = l->next)		\
-			bprintf(b, "vmnap_gateway_" name "{vm=\"%s\"} %llu\n", l->vm,	\
-				(unsigned long long)atomic_load(&l->c.field));		\
-	} while (0)
+/* One series per listener and label value of a counter array. */
+static void metric_array(struct gw_buf *b, bool proxy, const char *name, const char *help,
+			 const char *label, const char *const *values, int n, size_t field_off)
+{
+	gw_bprintf(b, "# HELP vmnap_gateway_%s %s\n# TYPE vmnap_gateway_%s counter\n", name, help, name);
+	for (struct listener *l = gw_cfg.listeners; l; l = l->next) {
+		const atomic_ullong *a = (const atomic_ullong *)((const char *)&l->c + field_off);
+
+		if (l->proxy != proxy)
+			continue;
+		for (int i = 0; i < n; i++)
+			gw_bprintf(b, "vmnap_gateway_%s{vm=\"%s\",%s=\"%s\"} %llu\n", name, l->vm, label,
+				values[i], (unsigned long long)atomic_load(&a[i]));
+	}
+}
 
 char *gw_metrics_text(size_t *len)
 {
 	static const char *const unm[] = { "vmnapd_down", "refused" };
 	static const char *const upf[] = { "connect", "timeout", "reset", "tls", "other" };
-	struct buf b = { .p = malloc(4096), .cap = 4096 };
+	struct gw_buf b = { .p = malloc(4096), .cap = 4096 };
 
 	if (!b.p)
 		return NULL;
 	b.p[0] = 0;
-	METRIC(&b, "requests_total", "counter", "requests received", requests);
-	METRIC(&b, "responses_total", "counter", "responses begun", responses);
-	METRIC(&b, "rejected_total", "counter", "requests refused by the gateway (4xx)", rejected);
-	METRIC(&b, "waits_started_total", "counter", "waits vmnapd accepted", waits_started);
-	METRIC(&b, "waits_ready_total", "counter", "waits marked ready", waits_ready);
-	METRIC(&b, "held_total", "counter", "responses held until the VM ran again", held);
-	METRIC(&b, "hold_timeouts_total", "counter", "holds given up after --max-hold", hold_timeouts);
-	METRIC(&b, "hold_ns_total", "counter", "data ready to release, summed, in ns", hold_ns_total);
-	METRIC(&b, "client_gone_total", "counter", "clients that left before the end", client_gone);
-	METRIC(&b, "spilled_bytes_total", "counter", "response bytes held in a temp file", spilled_bytes);
-	METRIC(&b, "backpressure_total", "counter", "upstream paused: spool at --spool-max", backpressure);
-	METRIC(&b, "bytes_out_total", "counter", "response body bytes to clients", bytes_out);
-	bprintf(&b, "# HELP vmnap_gateway_unmanaged_total requests forwarded without a wait\n"
-		"# TYPE vmnap_gateway_unmanaged_total counter\n");
-	for (struct listener *l = gw_cfg.listeners; l; l = l->next)
-		for (int i = 0; i < GW_NR_UNM; i++)
-			bprintf(&b, "vmnap_gateway_unmanaged_total{vm=\"%s\",reason=\"%s\"} %llu\n",
-				l->vm, unm[i], (unsigned long long)atomic_load(&l->c.unmanaged[i]));
-	bprintf(&b, "# HELP vmnap_gateway_upstream_errors_total upstream transport errors\n"
-		"# TYPE vmnap_gateway_upstream_errors_total counter\n");
-	for (struct listener *l = gw_cfg.listeners; l; l = l->next)
-		for (int i = 0; i < GW_NR_UPFAIL; i++)
-			bprintf(&b, "vmnap_gateway_upstream_errors_total{vm=\"%s\",kind=\"%s\"} %llu\n",
-				l->vm, upf[i], (unsigned long long)atomic_load(&l->c.upstream_errors[i]));
-	bprintf(&b, "# HELP vmnap_gateway_vmnapd_up 1 when vmnapd answered last\n"
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+		if (!counters[i].proxy)
+			metric_counter(&b, &counters[i]);
+	metric_array(&b, false, "unmanaged_total", "requests forwarded without a wait", "reason",
+		     unm, GW_NR_UNM, offsetof(struct gw_counters, unmanaged));
+	metric_array(&b, false, "upstream_errors_total", "upstream transport errors", "kind",
+		     upf, GW_NR_UPFAIL, offsetof(struct gw_counters, upstream_errors));
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+		if (counters[i].proxy)
+			metric_counter(&b, &counters[i]);
+	metric_array(&b, true, "proxy_unmanaged_total", "network waits vmnapd did not take", "reason",
+		     unm, GW_NR_UNM, offsetof(struct gw_counters, unmanaged));
+	metric_array(&b, true, "proxy_upstream_errors_total", "targets not reached (502, 504)", "kind",
+		     upf, GW_NR_UPFAIL, offsetof(struct gw_counters, upstream_errors));
+	gw_bprintf(&b, "# HELP vmnap_gateway_vmnapd_up 1 when vmnapd answered last\n"
 		"# TYPE vmnap_gateway_vmnapd_up gauge\nvmnap_gateway_vmnapd_up %d\n",
 		!atomic_load(&gw_vmnapd_down));
 	if (b.oom) {
@@ -342,6 +350,8 @@ int main(int argc, char **argv)
 		{ "connect-timeout", required_argument, NULL, 'c' },
 		{ "upstream-timeout", required_argument, NULL, 't' },
 		{ "max-hold", required_argument, NULL, 'M' },
+		{ "proxy", required_argument, NULL, 'P' },
+		{ "net-stall", required_argument, NULL, 'N' },
 		{ "fake-upstream", required_argument, NULL, 'F' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
@@ -356,16 +366,19 @@ int main(int argc, char **argv)
 	char *end;
 	unsigned long long v;
 	struct listener *l;
+	bool model = false;
 
 	while ((c = getopt_long(argc, argv, "l:hV", opts, NULL)) != -1) {
 		v = optarg ? strtoull(optarg, &end, 10) : 0;
-		if (strchr("HSBCTctM", c) && (!optarg || !*optarg || *end)) {
+		if (strchr("HSBCTctMN", c) && (!optarg || !*optarg || *end)) {
 			fprintf(stderr, "vmnap-gateway: %s wants a number\n", argv[optind - 1]);
 			return 2;
 		}
 		switch (c) {
 		case 'a': gw_cfg.api_sock = optarg; break;
-		case 'L': if (!add_listener(optarg)) return 2; break;
+		case 'L': if (!add_listener(optarg, false)) return 2; break;
+		case 'P': if (!add_listener(optarg, true)) return 2; break;
+		case 'N': gw_cfg.net_stall_ns = (v ? v : 1) * 1000000ull; break;
 		case 'u': gw_cfg.upstream = optarg; break;
 		case 'U': gw_cfg.upstream_unix = optarg; break;
 		case 'K': gw_cfg.upstream_ca = optarg; break;
@@ -392,7 +405,11 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc || !gw_cfg.listeners || (!fake && !gw_cfg.upstream)) {
+	for (l = gw_cfg.listeners; l; l = l->next)
+		if (!l->proxy)
+			model = true;
+	if (optind != argc || !gw_cfg.listeners || (!fake && model && !gw_cfg.upstream) ||
+	    (fake && !model)) {
 		usage(stderr);
 		return 2;
 	}
@@ -408,7 +425,7 @@ int main(int argc, char **argv)
 		rc = fake_main(fake, gw_cfg.listeners);
 		goto out_unlink;
 	}
-	{
+	if (gw_cfg.upstream) {
 		size_t n = strlen(gw_cfg.upstream);
 		char *u = strdup(gw_cfg.upstream);
 
@@ -443,14 +460,18 @@ int main(int argc, char **argv)
 		}
 	}
 	for (l = gw_cfg.listeners; l; l = l->next) {
-		if (proxy_start(l)) {
+		if (l->proxy ? netproxy_start(l) : proxy_start(l)) {
 			fprintf(stderr, "vmnap-gateway: %s: cannot start the HTTP server\n", l->spec);
 			rc = 1;
 			goto out;
 		}
-		gw_info(l->vm, "listening on %s -> upstream %s%s%s", l->spec, gw_cfg.upstream,
-			gw_cfg.upstream_unix ? " via " : "",
-			gw_cfg.upstream_unix ? gw_cfg.upstream_unix : "");
+		if (l->proxy)
+			gw_info(l->vm, "proxy listening on %s (network waits after %llu ms)", l->spec,
+				(unsigned long long)(gw_cfg.net_stall_ns / 1000000));
+		else
+			gw_info(l->vm, "listening on %s -> upstream %s%s%s", l->spec, gw_cfg.upstream,
+				gw_cfg.upstream_unix ? " via " : "",
+				gw_cfg.upstream_unix ? gw_cfg.upstream_unix : "");
 	}
 	gw_info(NULL, "vmnapd control API at %s", gw_cfg.api_sock);
 	while (!got_signal)
@@ -458,7 +479,9 @@ int main(int argc, char **argv)
 	gw_info(NULL, "signal %d: stopping (outstanding waits are marked ready)", (int)got_signal);
 out:
 	for (l = gw_cfg.listeners; l; l = l->next)
-		proxy_stop(l);
+		if (!l->proxy)
+			proxy_stop(l);
+	netproxy_stop();	/* its connections end their waits through the engine */
 	engine_stop();
 	if (admin_mhd)
 		MHD_stop_daemon(admin_mhd);

@@ -107,23 +107,6 @@ struct hdr_ctx {
 	char conn_tokens[256];		/* names the Connection header lists */
 };
 
-static bool listed_in_connection(const char *tokens, const char *name)
-{
-	size_t nl = strlen(name);
-
-	for (const char *p = tokens; *p;) {
-		size_t n;
-
-		while (*p == ' ' || *p == ',' || *p == '\t')
-			p++;
-		n = strcspn(p, " ,\t");
-		if (n && n == nl && !strncasecmp(p, name, n))
-			return true;
-		p += n;
-	}
-	return false;
-}
-
 static enum MHD_Result collect_conn(void *cls, enum MHD_ValueKind kind, const char *key,
 				    const char *value)
 {
@@ -152,7 +135,7 @@ static enum MHD_Result collect(void *cls, enum MHD_ValueKind kind, const char *k
 	for (const char *const *s = skip; *s; s++)
 		if (!strcasecmp(key, *s))
 			return MHD_YES;
-	if (listed_in_connection(h->conn_tokens, key))
+	if (gw_token_listed(h->conn_tokens, key, strlen(key)))
 		return MHD_YES;
 	if (!strcasecmp(key, "accept"))
 		h->has_accept = true;

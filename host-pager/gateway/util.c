@@ -9,10 +9,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -62,6 +64,54 @@ void gw_log(enum gw_log_level lvl, const char *subject, const char *fmt, ...)
 	 * it holds, as vmnapd's log lines */
 	log_sanitize(line + n, sizeof(line) - (size_t)n, msg, SIZE_MAX);
 	fprintf(stderr, "%s\n", line);
+}
+
+bool gw_token_listed(const char *tokens, const char *name, size_t nl)
+{
+	for (const char *p = tokens; *p;) {
+		size_t n;
+
+		while (*p == ' ' || *p == ',' || *p == '\t')
+			p++;
+		n = strcspn(p, " ,\t");
+		if (n && n == nl && !strncasecmp(p, name, n))
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+/* ---- growing text buffer ---- */
+
+void gw_bprintf(struct gw_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n >= 0 && (size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		if (n >= 0) {
+			char *p = realloc(b->p, b->cap * 2 + (size_t)n + 1);
+
+			if (p) {
+				b->p = p;
+				b->cap = b->cap * 2 + (size_t)n + 1;
+				continue;
+			}
+		}
+		free(b->p);
+		b->p = NULL;
+		b->oom = true;
+		return;
+	}
 }
 
 /* ---- spool -------------------------------------------------------------- */

@@ -200,6 +200,13 @@ sys.exit(0 if len(w) == 1 and w[0][\"state\"] == \"ready\" and w[0][\"confirm\"]
 check "GET /vms/nope/waits -> 404, DELETE .../waits -> 405" sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' --unix-socket '$SOCK' http://localhost/vms/nope/waits)\" = 404 ] && [ \"\$(curl -s -o /dev/null -w '%{http_code}' -X DELETE --unix-socket '$SOCK' http://localhost/vms/vm1/waits)\" = 405 ]"
 check "vmnapctl delivered" sh -c "'$CTL' -s '$SOCK' delivered vm1 c1 >/dev/null"
 check "confirm wait: delivered event" delivered_c1
+check "GET /vms/vm1/waits/c1 after delivery: delivered, with its three times in order" \
+	sh -c "curl -s --unix-socket '$SOCK' http://localhost/vms/vm1/waits/c1 | python3 -c '
+import json, sys
+w = json.load(sys.stdin)
+sys.exit(0 if w[\"state\"] == \"delivered\" and 0 < w[\"started_ns\"] <= w[\"ready_ns\"] <= w[\"delivered_ns\"] else 1)'"
+check "POST .../delivered twice -> 409 already delivered; GET .../waits/nope -> 404" \
+	sh -c "curl -s -X POST --unix-socket '$SOCK' http://localhost/vms/vm1/waits/c1/delivered | grep -q 'already delivered' && [ \"\$(curl -s -o /dev/null -w '%{http_code}' --unix-socket '$SOCK' http://localhost/vms/vm1/waits/nope)\" = 404 ]"
 
 # manual actions and vmnapctl exit codes
 check "vmnapctl resume while running -> exit 4" sh -c "'$CTL' -s '$SOCK' resume vm1 2>/dev/null; [ \$? -eq 4 ]"

@@ -15,7 +15,7 @@ length after HELLO_ACK; vmnapd answers each with ERROR), --reconnects N
 (connect and hang up N times as fast as possible first).
 """
 import ast
-import argparse, socket, struct, sys, time
+import argparse, os, socket, struct, sys, time
 
 MAGIC = 0x50414E56
 HDR = struct.Struct("<IHHII")
@@ -37,6 +37,8 @@ def main():
     ap.add_argument("--bad-messages", type=int, default=0)
     ap.add_argument("--reconnects", type=int, default=0)
     ap.add_argument("--exit-after-errors", type=int, default=0)
+    ap.add_argument("--resume-ack-gate", metavar="FILE",
+                    help="answer RESUMED only once FILE exists (at most 60 s)")
     a = ap.parse_args()
 
     for _ in range(a.reconnects):
@@ -104,6 +106,11 @@ def main():
                 print("HANDOFF_ABORT %d" % struct.unpack("<Q", p), flush=True)
             elif t == RESUMED:
                 req, paused, reason, flags = struct.unpack("<QQII", p)
+                if a.resume_ack_gate:
+                    print("RESUMED %d: RESUME_ACK held" % req, flush=True)
+                    end = time.monotonic() + 60
+                    while not os.path.exists(a.resume_ack_gate) and time.monotonic() < end:
+                        time.sleep(0.02)
                 send(RESUME_ACK, struct.pack("<QQ", req, 1000))
                 resumes += 1
                 print("RESUMED %d reason %d flags %d" % (req, reason, flags), flush=True)

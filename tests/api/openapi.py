@@ -218,10 +218,11 @@ def check_answer(doc, op, url, status, ctype, body):
     return validate(doc, content[want]["schema"], data)
 
 
-def live_checks(doc, sock, vm, strict=True):
-    """Every documented GET; @strict: each must be 200 (else any documented
-    status, e.g. 409 for the waits of a VM no PUT registered)."""
-    params = {"vm": vm}
+def live_checks(doc, sock, vm, strict=True, wait="none"):
+    """Every documented GET, {id} being the wait @wait; @strict: each must be
+    200 (else any documented status, e.g. 409 for the waits of a VM no PUT
+    registered, 404 for a wait that does not exist)."""
+    params = {"vm": vm, "id": wait}
     for method, path in sorted(doc_routes(doc)):
         if method != "GET":
             continue
@@ -293,7 +294,7 @@ def run_own_vmnapd(doc):
                                       {"id": "w1", "kind": "network"})
             tap.ok(status == 201, "a wait started (GET /vms/vm1/waits lists one)",
                    None if status == 201 else body[:300])
-            live_checks(doc, sock, "vm1")
+            live_checks(doc, sock, "vm1", wait="w1")
         finally:
             for p in reversed(procs):
                 proc.stop(p)

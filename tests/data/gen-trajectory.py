@@ -40,7 +40,8 @@ FULL = [
     "cat inventory/pricing.py",
     TESTS,
     "cat tests/test_pricing.py",
-    "grep -n 'DISCOUNT_TIERS' -r inventory tests",
+    # a glob, not grep -r: the guest's readdir order is no agent's choice
+    "grep -n 'DISCOUNT_TIERS' inventory/*.py tests/*.py",
     "grep -n 'quantity >' inventory/pricing.py",
     "sed -n '8,14p' inventory/pricing.py",
     "python3 -c 'from inventory.pricing import discount_percent as d; print([d(q) for q in (9, 10, 11, 50, 100)])'",

@@ -10,42 +10,12 @@
 # answer; waits are checked in vmnapd's events.jsonl.  TAP output.
 set -u
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
-GW=$BUILD/vmnap-gateway
-VMNAPD=$BUILD/vmnapd
 TAP_NAME="gateway"
-. tests/lib/tap.sh
-for p in "$GW" "$VMNAPD"; do
-	[ -x "$p" ] || skip "$p not built"
-done
-command -v curl >/dev/null || skip "curl not installed"
-command -v python3 >/dev/null || skip "python3 not installed"
-
-T=$(mktemp -d /tmp/vmnap-gw.XXXXXX)
-RUN=$T/run
-API=$RUN/api.sock
-EV=$T/events.jsonl
+. tests/gateway/common.sh
 UP=$T/up.sock
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	if [ "$failed" -gt 0 ] || [ -n "${KEEP:-}" ]; then
-		echo "# logs kept in $T"
-	else
-		rm -rf "$T"
-	fi
-}
-trap cleanup EXIT
-
-wait_sock() { local i; for ((i = 0; i < 100; i++)); do [ -S "$1" ] && return 0; sleep 0.05; done; return 1; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
-api() { curl -s -m 10 --unix-socket "$API" "$@"; }
-# metric NAME LABELS SOCKET: the value of one gateway metric
-metric() { curl -s -m 10 --unix-socket "$3" http://gw/metrics | awk -v k="vmnap_gateway_$1{$2}" '$1 == k { print $2 }'; }
 # gw SOCK ARGS...: a request to a gateway listener; body to $T/out, headers to $T/hdr
 gw() { local s=$1; shift; curl -s -m 30 --unix-socket "$s" -o "$T/out" -D "$T/hdr" -w '%{http_code}' "$@"; }
 direct() { curl -s -m 30 --unix-socket "$UP" -o "$T/want" "$@"; }
-hdr() { tr -d '\r' <"$T/hdr" | awk -v k="$(echo "$1" | tr A-Z a-z)" -F': ' 'tolower($1) == k { print substr($0, length($1) + 3) }'; }
 # wait_ids: the gateway's wait ids in vmnapd's events, in order of wait_start
 wait_ids() { python3 - "$EV" "$1" <<'PY'
 import json, sys
@@ -68,8 +38,6 @@ print("start<ready<delivered" if s is not None and r is not None and d is not No
       else "start=%s ready=%s delivered=%s" % (s, r, d))
 PY
 }
-# until_ok SECONDS CMD...: poll CMD (bounded) until it succeeds
-until_ok() { local d=$((SECONDS + $1)); shift; while [ "$SECONDS" -lt "$d" ]; do "$@" && return 0; sleep 0.05; done; "$@"; }
 
 "$VMNAPD" -r "$RUN" -s "$T/store" -e "$EV" -l debug >"$T/vmnapd.log" 2>&1 &
 PIDS+=($!)
@@ -80,8 +48,9 @@ api -X PUT http://vmnapd/vms/g1 -d '{}' >/dev/null
 # g1 (unmanaged, no guest), p1 (managed, fake guest), nope (not registered in vmnapd)
 CG=$T/fake-cgroup
 mkdir -p "$CG" && echo THAWED >"$CG/freezer.state"
-api -X PUT http://vmnapd/vms/p1 -d "{\"pause\": {\"backend\": \"freezer\", \"path\": \"$CG\"}, \"link_socket\": \"$T/p1.link\", \"policy\": {\"handoff_delay_ms\": 20}}" >/dev/null
-python3 tests/api/fake_guest.py "$T/p1.link" --budget-ms 10000 >"$T/guest.log" 2>&1 &
+api -X PUT http://vmnapd/vms/p1 -d "{\"pause\": {\"backend\": \"freezer\", \"path\": \"$CG\"}, \"link_socket\": \"$T/p1.link\", \"policy\": {\"handoff_delay_ms\": 20, \"ack_timeout_ms\": 30000}}" >/dev/null
+# the fake guest acknowledges its resume only once $T/p1ack exists
+python3 tests/api/fake_guest.py "$T/p1.link" --budget-ms 10000 --resume-ack-gate "$T/p1ack" >"$T/guest.log" 2>&1 &
 PIDS+=($!)
 "$GW" --api "$API" --listen g1="unix:$T/g1.sock" --listen p1="unix:$T/p1.sock" \
 	--listen nope="unix:$T/nope.sock" --upstream http://fake.invalid/ --upstream-unix "$UP" \
@@ -295,13 +264,27 @@ p1req=$!
 p1_paused() { [ "$(api http://vmnapd/vms/p1 | jget '["state"]')" = PAUSED ]; }
 check "paused VM: vmnapd paused it while its request waited" until_ok 30 p1_paused
 touch "$T/p1go"
+mapfile -t ids < <(wait_ids p1)
+p1wait() { api "http://vmnapd/vms/p1/waits/${ids[0]}" | jget "$1"; }
+p1_resumed_unacked() {
+	[ "$(api http://vmnapd/vms/p1 | jget '["state"]')" != PAUSED ] && [ "$(p1wait '["state"]')" = ready ]
+}
+check "paused VM: data ready, vCPUs resumed, the guest has not acknowledged: wait still ready" \
+	until_ok 30 p1_resumed_unacked
+sleep 0.5	# time for a wrong release to show
+check "paused VM: the response is held until vmnapd reports the wait delivered" \
+	sh -c "kill -0 $p1req 2>/dev/null && test ! -s '$T/p1out'"
+touch "$T/p1ack"
 wait "$p1req"
 direct -H 'X-Fake-Step: 5' -H 'X-Fake-Wait-Ms: 0' -d '{}' http://fake/v1/chat/completions
 check "paused VM: 200, byte-exact" sh -c "test '$(cat "$T/p1code")' = 200 && cmp -s '$T/p1out' '$T/want'"
-mapfile -t ids < <(wait_ids p1)
 check "paused VM: its wait started, ready, delivered" test "$(lifecycle "${ids[0]}")" = "start<ready<delivered"
-check "paused VM: the response was held until the VM ran (released: resumed)" \
-	sh -c "test '$(metric held_total 'vm="p1"' "$ADM")' = 1 && grep -q 'released (resumed)' '$T/gw.log'"
+check "GET /vms/p1/waits/ID: delivered, started < ready < delivered (ns)" \
+	test "$(p1wait '["state"], d["started_ns"] < d["ready_ns"] < d["delivered_ns"]')" = "('delivered', True)"
+check "GET /vms/p1/waits lists it, delivered" \
+	test "$(api http://vmnapd/vms/p1/waits | jget "[\"waits\"][-1][\"id\"] == '${ids[0]}' and d[\"waits\"][-1][\"state\"]")" = delivered
+check "paused VM: the response was held until delivered (released: delivered)" \
+	sh -c "test '$(metric held_total 'vm="p1"' "$ADM")' = 1 && grep -q 'released (delivered)' '$T/gw.log'"
 
 # ---- vmnapd refuses (VM not registered) or is down: forwarded unmanaged ----
 code=$(gw "$T/nope.sock" -H 'X-Fake-Wait-Ms: 0' -d '{}' http://agent/v1/x)

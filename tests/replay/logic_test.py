@@ -48,6 +48,62 @@ def _():
     assert 3 <= len(steps) <= 8 and sum(s["wait_ms"] for s in steps) < 10000
 
 
+def workspace_copy(dst, reverse):
+    """The replay project as the guest's workspace (a git repository with
+    one fixed commit, as tests/replay/guest-init.sh makes it), its files
+    created in sorted or reverse order: on tmpfs, readdir lists them in
+    creation order, so the two copies differ in directory order only."""
+    src = os.path.join(ROOT, "tests/data/replay-project")
+    files = sorted(os.path.relpath(os.path.join(d, f), src)
+                   for d, _s, fs in os.walk(src) for f in fs)
+    for rel in (reversed(files) if reverse else files):
+        os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+        with open(os.path.join(src, rel), "rb") as i, open(os.path.join(dst, rel), "wb") as o:
+            o.write(i.read())
+
+
+def replay_on_host(ws, steps, env):
+    """Each step's (exit code, stdout digest), run in order in @ws."""
+    import hashlib
+    import subprocess
+    out = []
+    for st in steps:
+        r = subprocess.run(common.SHELL_ARGV + [st["cmd"]], cwd=ws, env=env, capture_output=True,
+                           stdin=subprocess.DEVNULL, timeout=60)
+        out.append((r.returncode, hashlib.sha256(r.stdout).hexdigest()))
+    return out
+
+
+@t("every step's output is independent of directory order (readdir of the guest's ext4 is hash order)")
+def _():
+    import shutil
+    import subprocess
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "LANG": "C.UTF-8",
+           "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+           "GIT_PAGER": "cat", "PAGER": "cat", "TZ": "UTC", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "vmnap", "GIT_AUTHOR_EMAIL": "vmnap@localhost",
+           "GIT_COMMITTER_NAME": "vmnap", "GIT_COMMITTER_EMAIL": "vmnap@localhost",
+           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    for name in ("replay-full.jsonl", "replay-tiny.jsonl"):
+        _hdr, steps = trajectory.load_trajectory(os.path.join(ROOT, "tests/data", name))
+        d = tempfile.mkdtemp(dir=base)
+        try:
+            res = []
+            ws = os.path.join(d, "project")  # one path: tracebacks name it
+            for rev in (False, True):
+                shutil.rmtree(ws, ignore_errors=True)
+                workspace_copy(ws, rev)
+                subprocess.run("git init -q -b main . && git add -A && "
+                               "git commit -q -m 'inventory: initial import'",
+                               shell=True, cwd=ws, env=env, check=True)
+                res.append(replay_on_host(ws, steps, env))
+            differ = [st["step"] for st, a, b in zip(steps, res[0], res[1]) if a != b]
+            assert not differ, f"{name}: steps {differ} depend on directory order"
+        finally:
+            shutil.rmtree(d)
+
+
 def bad_trajectory(lines):
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         for ln in lines:

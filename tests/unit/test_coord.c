@@ -857,6 +857,36 @@ static void test_kind_policy(void **s)
 	coord_free(c);
 }
 
+/* A network wait beside a model wait: the cycle may pause, never offload,
+ * not even under memory pressure; once it ended, the next cycle may. */
+static void test_network_wait_never_offloads(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_wait_start(c, "m1", COORD_WAIT_MODEL, 0);
+	coord_wait_start(c, "n1", COORD_WAIT_NETWORK, 0);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	assert_int_equal(fw.last_flags, 0);	/* no offload intended */
+	ack_ready(c, 10 * SEC);
+	coord_pause_done(c, 0);
+	advance(c, 2 * SEC);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	assert_int_equal(fw.offloads, 0);
+	assert_int_equal(coord_pressure_offload(c), -EPERM);
+	assert_int_equal(fw.offloads, 0);
+	/* the network data flows: resume; the model wait alone may offload */
+	assert_int_equal(coord_wait_ready(c, "n1"), 0);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	assert_int_equal(fw.last_flags, COORD_HANDOFF_OFFLOAD);
+	coord_free(c);
+}
+
 static void test_manual_actions(void **s)
 {
 	struct coord *c = mk(true);
@@ -1019,7 +1049,59 @@ static void test_confirmed_delivery(void **s)
 	advance(c, 7 * MS);
 	assert_int_equal(coord_wait_delivered(c, "r1"), 0);
 	assert_int_equal(fw.last_latency, 7 * MS);
-	assert_int_equal(coord_wait_delivered(c, "r1"), -ENOENT);
+	assert_int_equal(coord_wait_delivered(c, "r1"), -EALREADY);
+	assert_int_equal(coord_wait_delivered(c, "never"), -ENOENT);
+	coord_free(c);
+}
+
+/* Each wait's state and times, as GET /vms/V/waits[/ID] shows them: a
+ * wait ready while paused stays "ready" until the guest has its data. */
+static void test_wait_states_and_times(void **s)
+{
+	struct coord *c = to_paused(10 * SEC);
+	uint64_t t0 = fw.now - 20 * MS;	/* to_paused() started r1 20 ms ago */
+	struct coord_wait_info wi;
+	char id[16];
+
+	(void)s;
+	assert_int_equal(coord_wait_get(c, "r1", &wi), 0);
+	assert_int_equal(wi.state, COORD_WS_OUTSTANDING);
+	assert_int_equal(wi.start_ns, t0);
+	assert_int_equal(wi.ready_ns, 0);
+	assert_int_equal(wi.end_ns, 0);
+	advance(c, 5 * MS);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(coord_wait_get(c, "r1", &wi), 0);
+	assert_int_equal(wi.state, COORD_WS_READY);
+	assert_int_equal(wi.ready_ns, t0 + 25 * MS);
+	coord_resume_done(c, 0);
+	advance(c, 2 * MS);
+	assert_int_equal(coord_wait_get(c, "r1", &wi), 0);
+	assert_int_equal(wi.state, COORD_WS_READY);	/* no RESUME_ACK yet */
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(coord_wait_get(c, "r1", &wi), 0);
+	assert_int_equal(wi.state, COORD_WS_DELIVERED);
+	assert_string_equal(coord_wait_state_name(wi.state), "delivered");
+	assert_int_equal(wi.start_ns, t0);
+	assert_int_equal(wi.ready_ns, t0 + 25 * MS);
+	assert_int_equal(wi.end_ns, t0 + 27 * MS);
+	assert_int_equal(coord_nr_waits(c), 0);
+	/* the id is free again; its new use is the one shown */
+	assert_int_equal(coord_wait_start(c, "r1", COORD_WAIT_NETWORK, 0), 0);
+	assert_int_equal(coord_wait_get(c, "r1", &wi), 0);
+	assert_int_equal(wi.state, COORD_WS_OUTSTANDING);
+	assert_int_equal(wi.kind, COORD_WAIT_NETWORK);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	/* running: delivered at once; the ended ones are kept COORD_DONE_KEEP deep */
+	for (int i = 0; i < COORD_DONE_KEEP; i++) {
+		snprintf(id, sizeof(id), "d%d", i);
+		assert_int_equal(coord_wait_start(c, id, COORD_WAIT_MODEL, 0), 0);
+		assert_int_equal(coord_wait_ready(c, id), 0);
+		assert_int_equal(coord_wait_get(c, id, &wi), 0);
+		assert_int_equal(wi.state, COORD_WS_DELIVERED);
+	}
+	assert_int_equal(coord_wait_get(c, "r1", &wi), -ENOENT);	/* pushed out */
+	assert_int_equal(coord_wait_get(c, "d0", &wi), 0);
 	coord_free(c);
 }
 
@@ -1113,6 +1195,8 @@ int main(void)
 		cmocka_unit_test(test_confirmed_delivery),
 		cmocka_unit_test(test_wait_errors),
 		cmocka_unit_test(test_unmanage_while_offloaded),
+		cmocka_unit_test(test_wait_states_and_times),
+		cmocka_unit_test(test_network_wait_never_offloads),
 		cmocka_unit_test(test_missing_resume_ack),
 		cmocka_unit_test(test_timer_deadline_from_request),
 		cmocka_unit_test(test_frozen_clock_timer_deadline_from_request),

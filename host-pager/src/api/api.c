@@ -596,16 +596,30 @@ out:
 	json_decref(body);
 }
 
-static void wait_list_one(const struct coord_wait_info *w, void *arg)
+/* A time in vmnapd's clock (CLOCK_MONOTONIC ns), null when it has not come. */
+static json_t *ns_or_null(uint64_t ns)
 {
-	json_array_append_new(arg, json_pack("{s:s,s:s,s:s,s:b,s:f}", "id", w->id,
-					     "kind", coord_wait_kind_name(w->kind),
-					     "state", w->ready ? "ready" : "outstanding",
-					     "confirm", w->confirm,
-					     "age_s", (double)w->age_ns / 1e9));
+	return ns ? json_integer((json_int_t)ns) : json_null();
 }
 
-/* GET /vms/NAME/waits: the waits the coordinator holds. */
+static json_t *wait_json(const struct coord_wait_info *w)
+{
+	return json_pack("{s:s,s:s,s:s,s:b,s:f,s:I,s:o,s:o}", "id", w->id,
+			 "kind", coord_wait_kind_name(w->kind),
+			 "state", coord_wait_state_name(w->state),
+			 "confirm", w->confirm,
+			 "age_s", (double)w->age_ns / 1e9,
+			 "started_ns", (json_int_t)w->start_ns,
+			 "ready_ns", ns_or_null(w->ready_ns),
+			 "delivered_ns", ns_or_null(w->state == COORD_WS_DELIVERED ? w->end_ns : 0));
+}
+
+static void wait_list_one(const struct coord_wait_info *w, void *arg)
+{
+	json_array_append_new(arg, wait_json(w));
+}
+
+/* GET /vms/NAME/waits: the waits the coordinator holds, then the last ones that ended. */
 static void h_wait_list(struct api_call *c, struct api_reply *r)
 {
 	json_t *a = json_array();
@@ -613,6 +627,22 @@ static void h_wait_list(struct api_call *c, struct api_reply *r)
 	if (a)
 		coord_waits_foreach(c->vm->coord, wait_list_one, a);
 	reply_json(r, HTTP_OK, json_pack("{s:o}", "waits", a ? a : json_null()));
+}
+
+/* GET /vms/NAME/waits/ID: one of them. */
+static void h_wait_get(struct api_call *c, struct api_reply *r)
+{
+	struct coord_wait_info w;
+
+	if (!wait_id_valid(c->id)) {
+		reply_error(r, HTTP_BAD_REQUEST, "bad wait id");
+		return;
+	}
+	if (coord_wait_get(c->vm->coord, c->id, &w)) {
+		reply_error(r, HTTP_NOT_FOUND, "wait %s: no such wait (or ended long ago)", c->id);
+		return;
+	}
+	reply_json(r, HTTP_OK, wait_json(&w));
 }
 
 static void h_wait_start(struct api_call *c, struct api_reply *r)
@@ -663,13 +693,15 @@ out:
 
 static void h_wait_op(struct vm *vm, const char *id, const char *op, struct api_reply *r)
 {
+	struct coord_wait_info w;
+	bool ready = !strcmp(op, "ready");
 	int ret;
 
 	if (!wait_id_valid(id)) {
 		reply_error(r, HTTP_BAD_REQUEST, "bad wait id");
 		return;
 	}
-	if (!strcmp(op, "ready")) {
+	if (ready) {
 		events_emit(vm->d, vm->name, "wait_ready", json_pack("{s:s}", "wait", id));
 		ret = coord_wait_ready(vm->coord, id);
 	} else {
@@ -678,12 +710,15 @@ static void h_wait_op(struct vm *vm, const char *id, const char *op, struct api_
 	if (ret) {
 		reply_error(r, errno_status(ret), "wait %s: %s", id,
 			    ret == -ENOENT ? "no such wait" :
-			    ret == -EALREADY ? "already ready" :
+			    ret == -EALREADY ? (ready ? "already ready" : "already delivered") :
 			    ret == -EBUSY ? "data not ready yet" : strerror(-ret));
 		return;
 	}
-	reply_json(r, HTTP_OK, json_pack("{s:s,s:s}", "wait", id,
-					 "state", coord_state_name(coord_state(vm->coord))));
+	/* "wait_state": delivered when the guest can have the data now */
+	reply_json(r, HTTP_OK, json_pack("{s:s,s:s,s:s}", "wait", id,
+					 "state", coord_state_name(coord_state(vm->coord)),
+					 "wait_state", coord_wait_get(vm->coord, id, &w) ? "delivered" :
+					 coord_wait_state_name(w.state)));
 }
 
 static void h_wait_ready(struct api_call *c, struct api_reply *r)
@@ -783,6 +818,7 @@ static const struct api_route api_routes[] = {
 	{ "PATCH",	"/vms/{vm}",			h_patch,		ROUTE_COORD },
 	{ "DELETE",	"/vms/{vm}",			h_delete,		ROUTE_VM },
 	{ "GET",	"/vms/{vm}/waits",		h_wait_list,		ROUTE_COORD },
+	{ "GET",	"/vms/{vm}/waits/{id}",		h_wait_get,		ROUTE_COORD },
 	{ "POST",	"/vms/{vm}/waits",		h_wait_start,		ROUTE_COORD },
 	{ "POST",	"/vms/{vm}/waits/{id}/ready",	h_wait_ready,		ROUTE_COORD },
 	{ "POST",	"/vms/{vm}/waits/{id}/delivered", h_wait_delivered,	ROUTE_COORD },

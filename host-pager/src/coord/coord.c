@@ -27,6 +27,8 @@ struct coord_wait {
 	uint32_t flags;		/* COORD_WAIT_* */
 	enum coord_wait_kind kind;
 	uint64_t start_ns, ready_ns;
+	uint64_t end_ns;	/* done[]: delivered (or dropped) at */
+	bool dropped;		/* done[]: never confirmed, given up */
 	char id[COORD_WAIT_ID_MAX];
 };
 
@@ -40,6 +42,10 @@ struct coord {
 	bool managed;
 	bool link_up;
 	struct coord_wait waits[COORD_MAX_WAITS];
+	/* The last COORD_DONE_KEEP waits that ended, oldest overwritten first:
+	 * the API shows a wait as delivered after it left waits[]. */
+	struct coord_wait done[COORD_DONE_KEEP];
+	unsigned int done_next;
 
 	/* WAITING */
 	uint64_t handoff_at_ns;
@@ -121,6 +127,18 @@ int coord_wait_kind_parse(const char *s)
 	return -1;
 }
 
+const char *coord_wait_state_name(enum coord_wait_state s)
+{
+	static const char *const names[] = {
+		[COORD_WS_OUTSTANDING] = "outstanding",
+		[COORD_WS_READY] = "ready",
+		[COORD_WS_DELIVERED] = "delivered",
+		[COORD_WS_DROPPED] = "dropped",
+	};
+
+	return (unsigned int)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
 const char *coord_resume_reason_name(enum coord_resume_reason r)
 {
 	return (unsigned int)r < COORD_NR_RESUME_REASONS ? reason_names[r] : "unknown";
@@ -189,24 +207,65 @@ static struct coord_wait *wait_find(struct coord *c, const char *id)
 	return NULL;
 }
 
+static void wait_info(const struct coord_wait *w, bool ended, uint64_t now,
+		      struct coord_wait_info *info)
+{
+	info->id = w->id;
+	info->kind = w->kind;
+	info->state = !ended ? (w->ready ? COORD_WS_READY : COORD_WS_OUTSTANDING) :
+		      w->dropped ? COORD_WS_DROPPED : COORD_WS_DELIVERED;
+	info->ready = w->ready;
+	info->confirm = w->flags & COORD_WAIT_CONFIRM;
+	info->start_ns = w->start_ns;
+	info->ready_ns = w->ready ? w->ready_ns : 0;
+	info->end_ns = ended ? w->end_ns : 0;
+	info->age_ns = now > w->start_ns ? now - w->start_ns : 0;
+}
+
 void coord_waits_foreach(const struct coord *c,
 			 void (*fn)(const struct coord_wait_info *w, void *arg), void *arg)
 {
 	uint64_t now = c->ops->now(c->arg);
+	struct coord_wait_info info;
 
 	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
-		const struct coord_wait *w = &c->waits[i];
-		struct coord_wait_info info;
+		if (!c->waits[i].used)
+			continue;
+		wait_info(&c->waits[i], false, now, &info);
+		fn(&info, arg);
+	}
+	/* then the ended ones, oldest first */
+	for (unsigned int k = 0; k < COORD_DONE_KEEP; k++) {
+		const struct coord_wait *w = &c->done[(c->done_next + k) % COORD_DONE_KEEP];
 
 		if (!w->used)
 			continue;
-		info.id = w->id;
-		info.kind = w->kind;
-		info.ready = w->ready;
-		info.confirm = w->flags & COORD_WAIT_CONFIRM;
-		info.age_ns = now > w->start_ns ? now - w->start_ns : 0;
+		wait_info(w, true, now, &info);
 		fn(&info, arg);
 	}
+}
+
+int coord_wait_get(const struct coord *c, const char *id, struct coord_wait_info *info)
+{
+	uint64_t now = c->ops->now(c->arg);
+
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
+		if (c->waits[i].used && !strcmp(c->waits[i].id, id)) {
+			wait_info(&c->waits[i], false, now, info);
+			return 0;
+		}
+	}
+	/* newest first: an id reused after it ended names its last use */
+	for (unsigned int k = 1; k <= COORD_DONE_KEEP; k++) {
+		const struct coord_wait *w =
+			&c->done[(c->done_next + COORD_DONE_KEEP - k) % COORD_DONE_KEEP];
+
+		if (w->used && !strcmp(w->id, id)) {
+			wait_info(w, true, now, info);
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 unsigned int coord_nr_waits(const struct coord *c)
@@ -248,6 +307,18 @@ static bool waits_allow(const struct coord *c, bool offload)
 	return any;
 }
 
+/* @w left waits[]: keep it in done[] for the API, free its slot. */
+static void wait_retire(struct coord *c, struct coord_wait *w, uint64_t now, bool dropped)
+{
+	struct coord_wait *d = &c->done[c->done_next];
+
+	*d = *w;
+	d->end_ns = now;
+	d->dropped = dropped;
+	c->done_next = (c->done_next + 1) % COORD_DONE_KEEP;
+	memset(w, 0, sizeof(*w));
+}
+
 static void wait_deliver(struct coord *c, struct coord_wait *w, uint64_t now)
 {
 	uint64_t lat = now - w->ready_ns;
@@ -260,7 +331,7 @@ static void wait_deliver(struct coord *c, struct coord_wait *w, uint64_t now)
 		 (unsigned long long)(lat / NS_PER_US));
 	if (c->ops->delivered)
 		c->ops->delivered(c->arg, w->id, lat);
-	memset(w, 0, sizeof(*w));
+	wait_retire(c, w, now, false);
 }
 
 /* The guest can have its data now: deliver every ready, unconfirmed wait. */
@@ -715,7 +786,7 @@ int coord_wait_start(struct coord *c, const char *id, enum coord_wait_kind kind,
 			return -ENOSPC;
 		log_warn(c->subject, "wait %s never confirmed: dropped", w->id);
 		c->st.waits_dropped++;
-		memset(w, 0, sizeof(*w));
+		wait_retire(c, w, clock_now(c), true);
 	}
 	w->used = true;
 	w->kind = kind;
@@ -777,9 +848,10 @@ int coord_wait_ready(struct coord *c, const char *id)
 int coord_wait_delivered(struct coord *c, const char *id)
 {
 	struct coord_wait *w = wait_find(c, id);
+	struct coord_wait_info info;
 
 	if (!w)
-		return -ENOENT;
+		return coord_wait_get(c, id, &info) ? -ENOENT : -EALREADY;
 	if (!w->ready)
 		return -EBUSY;	/* data not ready yet */
 	wait_deliver(c, w, clock_now(c));

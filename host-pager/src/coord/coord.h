@@ -78,6 +78,7 @@ enum coord_resume_reason {
 
 #define COORD_WAIT_ID_MAX	64	/* bytes, including the NUL */
 #define COORD_MAX_WAITS		32	/* outstanding + undelivered per VM */
+#define COORD_DONE_KEEP		32	/* ended waits the API still shows */
 #define COORD_BUSY_BITS		8	/* VMNAP_BUSY_* bits counted */
 #define COORD_HIST_BUCKETS	32	/* power-of-2 µs: [2^(i-1), 2^i) µs */
 #define COORD_NO_DEADLINE	UINT64_MAX
@@ -221,23 +222,42 @@ unsigned int coord_nr_waits(const struct coord *c);	/* outstanding */
 /* The caller's clock reached the armed deadline. */
 void coord_tick(struct coord *c);
 
-/* Waits (API).  -EEXIST (id in use), -ENOSPC, -EINVAL, -ENOENT. */
+/* Waits (API).  -EEXIST (id in use), -ENOSPC, -EINVAL, -ENOENT;
+ * delivered: -EBUSY (not ready yet), -EALREADY (delivered or dropped). */
 int coord_wait_start(struct coord *c, const char *id, enum coord_wait_kind kind,
 		     uint32_t flags);
 int coord_wait_ready(struct coord *c, const char *id);
 int coord_wait_delivered(struct coord *c, const char *id);
 
-/* One wait as the API lists it (valid during the callback only). */
+enum coord_wait_state {
+	COORD_WS_OUTSTANDING,	/* started, data not ready */
+	COORD_WS_READY,		/* data ready, the guest does not have it yet */
+	COORD_WS_DELIVERED,	/* the guest has it (or can have it: running) */
+	COORD_WS_DROPPED,	/* a confirm wait never confirmed, given up */
+};
+
+/* One wait as the API lists it (id valid during the callback only). */
 struct coord_wait_info {
 	const char *id;
 	enum coord_wait_kind kind;
-	bool ready;		/* data ready; delivery pending (confirm waits) */
+	enum coord_wait_state state;
+	bool ready;		/* data ready (state READY or later) */
 	bool confirm;		/* COORD_WAIT_CONFIRM */
+	uint64_t start_ns;	/* ops->now() at coord_wait_start() */
+	uint64_t ready_ns;	/* ... at data ready; 0: not yet */
+	uint64_t end_ns;	/* ... delivered or dropped; 0: not yet */
 	uint64_t age_ns;	/* since coord_wait_start() */
 };
-/* Every wait still held (outstanding, or ready and not yet delivered). */
+/*
+ * Every wait still held (outstanding, or ready and not yet delivered),
+ * then the last COORD_DONE_KEEP that ended (delivered or dropped), oldest
+ * first.
+ */
 void coord_waits_foreach(const struct coord *c,
 			 void (*fn)(const struct coord_wait_info *w, void *arg), void *arg);
+/* One wait by id, held or among the last ended (its newest use); -ENOENT. */
+int coord_wait_get(const struct coord *c, const char *id, struct coord_wait_info *info);
+const char *coord_wait_state_name(enum coord_wait_state s);
 /* An external event: resume a paused VM; waits stay outstanding. */
 int coord_external_event(struct coord *c);
 /* Manual actions; -EBUSY/-EALREADY when the state does not allow it. */
