@@ -111,6 +111,15 @@ struct vhost_vsock_ops {
 	 * independently of the device); NULL: none, the port is bridged.
 	 */
 	struct guest_link *(*guest_link)(void *opaque);
+	/*
+	 * Map guest RAM fd @fd from offset 0 for at least @len bytes (see
+	 * vhost_user_ops.map_fd): the device then reaches guest RAM only
+	 * through the owner's mappings.  NULL: the device maps each region.
+	 */
+	void *(*map_fd)(void *opaque, int fd, uint64_t len,
+			const struct vhost_user_mem_region *t, unsigned int n);
+	/* The front-end went away (its connections are reset already). */
+	void (*disconnected)(void *opaque);
 };
 
 /*
