@@ -70,6 +70,7 @@ struct vsockd {
 	struct loop *loop;
 	struct ram_file files[VSOCKD_MAX_FILES];
 	unsigned int nfiles;
+	bool layout_set, linear;	/* VMNAP_GPA_LAYOUT decided, and to what */
 };
 
 /*
@@ -109,11 +110,24 @@ static void *map_fd(void *opaque, int fd, uint64_t len,
 		errno = v->nfiles == VSOCKD_MAX_FILES ? ENOSPC : ERANGE;
 		return NULL;
 	}
-	/* the shim states the gpa of the handed mapping by this */
-	if (table_linear(t, n))
-		setenv("VMNAP_GPA_LAYOUT", "linear", 1);
-	else
-		unsetenv("VMNAP_GPA_LAYOUT");
+	/*
+	 * The shim states the gpa of the handed mapping by VMNAP_GPA_LAYOUT.
+	 * It is set once, before the first mapping (the shim's reconnect
+	 * thread, which reads the environment, starts with it); a later
+	 * table that breaks a "linear" claim is refused, never misstated.
+	 */
+	if (!v->layout_set) {
+		v->linear = table_linear(t, n);
+		if (v->linear)
+			setenv("VMNAP_GPA_LAYOUT", "linear", 1);
+		else
+			unsetenv("VMNAP_GPA_LAYOUT");
+		v->layout_set = true;
+	} else if (v->linear && !table_linear(t, n)) {
+		log_warn(VSOCKD_SUBJECT, "memory table no longer linear (gpa = offset): refused");
+		errno = EINVAL;
+		return NULL;
+	}
 	/* the shim hands this mapping to vmnapd before mmap returns */
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
@@ -230,6 +244,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	setenv("VMNAP_MEMFD_RECEIVED", "1", 1);
+	/* unmanaged guest RAM here would read offloaded pages as zeros */
+	unsetenv("VMNAP_ALLOW_UNMANAGED");
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
