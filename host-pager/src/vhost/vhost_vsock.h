@@ -2,7 +2,10 @@
 /*
  * vhost_vsock.h - vmnapd's built-in vhost-user-vsock device (one per VM)
  * for QEMU's `-device vhost-user-vsock-pci,chardev=...`: the guest's
- * virtio-vsock streams end in vmnapd.
+ * virtio-vsock streams end in vmnapd.  vmnap-vsockd (api/vsockd.c) runs
+ * the same device in a process of its own, which maps guest RAM itself
+ * (ops->map_fd) and leaves port 5151 bridged; "vmnapd" below is whichever
+ * process runs it.
  *
  * Routing, host CID 2, Firecracker's hybrid-vsock convention:
  *   guest -> host port VMNAP_DEFAULT_PORT  the VM's guest link (vm->link),
