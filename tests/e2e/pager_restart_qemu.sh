@@ -47,16 +47,7 @@ daemons=0
 
 # shellcheck source=tests/lib/vmnapd.sh
 . tests/lib/vmnapd.sh
-finish() {
-	guest_cleanup
-	vmnapd_stop
-	if [ "${failed:-0}" -gt 0 ] || [ -n "${KEEP:-}" ]; then
-		echo "# logs kept in $tmp"
-	else
-		rm -rf "$tmp"
-	fi
-}
-trap finish EXIT
+trap 'vmnapd_cleanup "$tmp"' EXIT
 
 start_vmnapd() {
 	daemons=$((daemons + 1))

@@ -56,21 +56,16 @@ guest_require "$BUILD/vmnapd" "$BUILD/vmnap-vsockd" "$BUILD/libvmnap-preload.so"
 
 tmp=$(mktemp -d /tmp/vmnap-vsockd-e2e.XXXXXX)
 RUN=$tmp/run store=$tmp/store VU=$tmp/vu.sock UDS=$tmp/v.sock
-daemons=0 vsockd_pid= session_pid=
+daemons=0 vsockd_pid='' session_pid=''
 
 # shellcheck source=tests/lib/vmnapd.sh
 . tests/lib/vmnapd.sh
 finish() {
 	exec 7>&- 2>/dev/null
 	[ -n "$session_pid" ] && kill "$session_pid" 2>/dev/null
-	guest_cleanup
+	guest_cleanup	# QEMU first: vmnap-vsockd then exits by itself
 	[ -n "$vsockd_pid" ] && kill "$vsockd_pid" 2>/dev/null && wait "$vsockd_pid" 2>/dev/null
-	vmnapd_stop
-	if [ "${failed:-0}" -gt 0 ] || [ -n "${KEEP:-}" ]; then
-		echo "# logs kept in $tmp"
-	else
-		rm -rf "$tmp"
-	fi
+	vmnapd_cleanup "$tmp"
 }
 trap finish EXIT
 
@@ -211,7 +206,7 @@ for ((i = 0; i < 50; i++)); do [ -e "$store/$VM.store" ] || break; sleep 0.1; do
 check "QEMU and vmnap-vsockd gone: the store file is removed" test ! -e "$store/$VM.store"
 if [ "$failed" -gt 0 ]; then
 	tail -n 40 "$tmp/vsockd.log" | sed 's/^/# vsockd: /'
-	cat "$tmp/session.log" | sed 's/^/# session: /'
+	sed 's/^/# session: /' "$tmp/session.log"
 fi
 echo "1..$n"
 [ "$failed" = 0 ]
