@@ -4,7 +4,7 @@
 # host-pager/src/<layer>/*.c is the daemon, one folder per layer (listed in
 # host-pager/src/layers.mk).  A layer's objects are compiled with include
 # paths for that layer and the layers it uses only, so a lower layer cannot
-# even see a higher one's headers.  All but api/main.c also form
+# even see a higher one's headers.  All but api/main.c and api/vsockd.c (vmnap-vsockd) also form
 # $(BUILD)/libvmnapd.a, which the tests link against (tests, tools and fuzz
 # targets see every layer: VMNAPD_INC).
 
@@ -18,7 +18,8 @@ $(foreach l,$(VMNAPD_LAYERS),$(eval \
 	$(foreach u,$(l) $(LAYER_USES_$(l)),-I$(CURDIR)/$(VMNAPD_SRC_DIR)/$(u))))
 
 VMNAPD_SRCS	:= $(foreach l,$(VMNAPD_LAYERS),$(wildcard $(VMNAPD_SRC_DIR)/$(l)/*.c))
-VMNAPD_LIB_SRCS	:= $(filter-out $(VMNAPD_SRC_DIR)/api/main.c,$(VMNAPD_SRCS))
+VMNAPD_MAINS	:= $(VMNAPD_SRC_DIR)/api/main.c $(VMNAPD_SRC_DIR)/api/vsockd.c
+VMNAPD_LIB_SRCS	:= $(filter-out $(VMNAPD_MAINS),$(VMNAPD_SRCS))
 VMNAPD_LIB	:= $(BUILD)/libvmnapd.a
 VMNAPD_LDLIBS	:= -luring -lmicrohttpd -ljansson -lsystemd -lcurl -lpthread
 
@@ -28,6 +29,11 @@ $(VMNAPD_LIB): $(VMNAPD_LIB_SRCS:%.c=$(BUILD)/%.o)
 
 PROGRAMS += $(BUILD)/vmnapd
 $(BUILD)/vmnapd: $(BUILD)/$(VMNAPD_SRC_DIR)/api/main.o $(VMNAPD_LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(VMNAPD_LDLIBS)
+
+# vmnap-vsockd: one VM's vsock device in its own process (api/vsockd.c).
+PROGRAMS += $(BUILD)/vmnap-vsockd
+$(BUILD)/vmnap-vsockd: $(BUILD)/$(VMNAPD_SRC_DIR)/api/vsockd.o $(VMNAPD_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(VMNAPD_LDLIBS)
 
 # vmnapctl: one program per file in tools/, linked with the daemon library

@@ -2,7 +2,7 @@
 # Installing and packaging vmnap (README "Install").
 #
 #   make install [DESTDIR=] [PREFIX=/usr/local]   everything below
-#   make install-host     vmnapd, vmnapctl, vmnap-gateway, the preload shim,
+#   make install-host     vmnapd, vmnap-vsockd, vmnapctl, vmnap-gateway, the shim,
 #                         units, config, man pages          (package vmnapd)
 #   make install-dkms     the module's sources + dkms.conf   (vmnap-dkms)
 #   make install-guest    vmnap-guest, modules-load.d, sysctl.d (vmnap-guest)
@@ -26,12 +26,13 @@ DKMSDIR		?= /usr/src
 INSTALL		?= install
 
 VERSIONED_OBJS	:= $(BUILD)/host-pager/src/api/main.o $(BUILD)/host-pager/src/api/metrics.o \
+		   $(BUILD)/host-pager/src/api/vsockd.o \
 		   $(BUILD)/host-pager/tools/vmnapctl.o \
 		   $(BUILD)/host-pager/gateway/main.o $(BUILD)/kmod/tools/vmnap-guest.o
 $(VERSIONED_OBJS): VERSION
 $(VERSIONED_OBJS): EXTRA_CFLAGS += -DVMNAP_VERSION='"$(VERSION)"'
 
-HOST_PROGS	:= vmnapd vmnapctl vmnap-gateway
+HOST_PROGS	:= vmnapd vmnap-vsockd vmnapctl vmnap-gateway
 # example set-ups (README "Operate"), installed under DOCDIR/vmnapd/examples/
 EXAMPLES	:= $(sort $(wildcard examples/*/*))
 MAN8		:= $(HOST_PROGS) vmnap-guest

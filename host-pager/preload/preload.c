@@ -45,6 +45,10 @@
  *   VMNAP_GPA_BASE           guest-physical address of offset 0 (default 0)
  *   VMNAP_GPA_LAYOUT=linear  assert gpa = VMNAP_GPA_BASE + memfd offset for
  *                            every page (a VMM with a linear RAM layout)
+ *   VMNAP_MEMFD_RECEIVED=1   also manage a memfd this process did not create
+ *                            (received over a socket), told by its name
+ *                            ("/memfd:NAME" in /proc/self/fd): for
+ *                            vmnap-vsockd, which maps the VMM's guest RAM
  *   VMNAP_ALLOW_UNMANAGED=1  run on unmanaged if vmnapd cannot be reached
  *   VMNAP_PRELOAD_DEBUG=1    log every decision to stderr
  * Without VMNAP_ALLOW_UNMANAGED a failed handshake fails the mmap (the
@@ -208,6 +212,26 @@ int memfd_create(const char *name, unsigned int flags)
 	return fd;
 }
 
+/* A memfd received from another process, named as guest RAM is. */
+static bool is_received_memfd(int fd)
+{
+	static const char prefix[] = "/memfd:", deleted[] = " (deleted)";
+	char link[64], target[MEMFD_NAME_MAX + 32];
+	ssize_t n;
+	size_t dl = sizeof(deleted) - 1;
+
+	if (!env_true("VMNAP_MEMFD_RECEIVED"))
+		return false;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n <= (ssize_t)(sizeof(prefix) - 1) || strncmp(target, prefix, sizeof(prefix) - 1))
+		return false;
+	target[n] = 0;
+	if ((size_t)n > dl && !strcmp(target + n - dl, deleted))
+		target[n - dl] = 0;
+	return name_managed(target + sizeof(prefix) - 1);
+}
+
 static bool is_known_memfd(int fd)
 {
 	bool found = false;
@@ -216,7 +240,7 @@ static bool is_known_memfd(int fd)
 	for (unsigned int i = 0; i < shim.n; i++)
 		found |= shim.fds[i].fd == fd;
 	pthread_mutex_unlock(&shim.lock);
-	return found;
+	return found || is_received_memfd(fd);
 }
 
 /*

@@ -47,75 +47,22 @@ daemons=0
 
 # shellcheck source=tests/lib/vmnapd.sh
 . tests/lib/vmnapd.sh
-finish() {
-	guest_cleanup
-	vmnapd_stop
-	if [ "${failed:-0}" -gt 0 ] || [ -n "${KEEP:-}" ]; then
-		echo "# logs kept in $tmp"
-	else
-		rm -rf "$tmp"
-	fi
-}
-trap finish EXIT
+trap 'vmnapd_cleanup "$tmp"' EXIT
 
 start_vmnapd() {
 	daemons=$((daemons + 1))
 	vmnapd_start "$tmp/vmnapd-$daemons.log" "$RUN/pager-debug.sock" -- \
 		-r "$RUN" -s "$store" -l info
 }
-kill_vmnapd() {
-	kill -KILL "$vmnapd_pid" 2>/dev/null
-	wait "$vmnapd_pid" 2>/dev/null
-	vmnapd_pid=
-}
-# pstat KEY...: a number from the VM's pager stats (0 when none)
-pstat() {
-	pager_dbg stats "$VM" | python3 -c '
-import json, sys
-try:
-    d = json.load(sys.stdin)["stats"]
-    for k in sys.argv[1:]:
-        d = d[k]
-    print(int(d))
-except Exception:
-    print(0)' "$@"
-}
 # wait_above TIMEOUT VALUE KEY...: until the stat exceeds VALUE
 wait_above() {
 	local deadline=$((SECONDS + $1)) v=$2
 	shift 2
 	while [ "$SECONDS" -lt "$deadline" ]; do
-		[ "$(pstat "$@")" -gt "$v" ] && return 0
+		[ "$(pager_stat "$@")" -gt "$v" ] && return 0
 		sleep 0.05
 	done
 	return 1
-}
-# adopted WHAT: the restarted vmnapd has the VM back, recovered (API)
-adopted() {
-	local deadline=$((SECONDS + ADOPT_TIMEOUT)) j=''
-	while [ "$SECONDS" -lt "$deadline" ]; do
-		[ "$(pstat mappers)" -gt 0 ] && break
-		sleep 0.1
-	done
-	j=$(vm_json)
-	if [ "$(echo "$j" | jget '.get("recovered")')" = True ]; then
-		ok "$1: the restarted vmnapd adopted the VM: $(echo "$j" |
-			jget '["pager"]["recovery"]')"
-	else
-		not_ok "$1: the restarted vmnapd adopted the VM"
-		echo "# $j"
-		tail -n 20 "$tmp/vmnapd-$daemons.log" | sed 's/^/# /'
-	fi
-}
-# verified ROUND WHAT
-verified() {
-	if guest_wait_console "$VM" "MEMFILL VERIFY $1 (OK|BAD)" "$VERIFY_TIMEOUT" &&
-		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -q "MEMFILL VERIFY $1 OK"; then
-		ok "$2: the guest verified every byte against its digest"
-	else
-		not_ok "$2: the guest verified every byte against its digest"
-		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep MEMFILL | sed 's/^/# /'
-	fi
 }
 
 start_vmnapd
@@ -140,41 +87,41 @@ guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
 out=$(pager_dbg offload "$VM")
 check "1: offloaded ($(echo "$out" | jget '["stats"]["pages"]["offloaded"]') pages out)" \
 	test "$(echo "$out" | jget '["ok"]')" = True
-kill_vmnapd
+vmnapd_kill
 guest_qmp "$VM" '{"execute":"cont"}' >/dev/null
 guest_send "$VM" verify
 sleep "$DOWN_SEC"
 check "1: vmnapd killed, guest continued: it waits on its evicted pages (no VERIFY line, no zeros)" \
 	sh -c "! tr -d '\r' <'$GUEST_DIR/$VM.log' | grep -q 'MEMFILL VERIFY 1'"
 start_vmnapd
-adopted "1 (killed offloaded)"
-verified 1 "1 (killed offloaded)"
+pager_adopted "1 (killed offloaded)"
+memfill_verified 1 "1 (killed offloaded)"
 
 # 2. killed while the guest reads its RAM back by faults
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
 out=$(pager_dbg offload "$VM")
 check "2: offloaded by the adopting vmnapd" test "$(echo "$out" | jget '["ok"]')" = True
-base=$(pstat faults)
+base=$(pager_stat faults)
 guest_qmp "$VM" '{"execute":"cont"}' >/dev/null
 guest_send "$VM" verify
 wait_above 120 "$base" faults
-kill_vmnapd
+vmnapd_kill
 start_vmnapd
-adopted "2 (killed mid-restore)"
-verified 2 "2 (killed mid-restore)"
+pager_adopted "2 (killed mid-restore)"
+memfill_verified 2 "2 (killed mid-restore)"
 
 # 3. killed while an offload runs
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
 pager_dbg offload "$VM" >/dev/null 2>&1 &
 bg=$!
 wait_above 120 0 pages offloaded
-kill_vmnapd
+vmnapd_kill
 wait "$bg" 2>/dev/null
 start_vmnapd
-adopted "3 (killed mid-offload)"
+pager_adopted "3 (killed mid-offload)"
 guest_qmp "$VM" '{"execute":"cont"}' >/dev/null
 guest_send "$VM" verify
-verified 3 "3 (killed mid-offload)"
+memfill_verified 3 "3 (killed mid-offload)"
 
 guest_send "$VM" quit
 rc=0

@@ -10,6 +10,9 @@
 #                                        every SOCKET (bounded)
 #   vmnapd_stop                          stop it (SIGCONT first: it may be
 #                                        SIGSTOPped), wait for it
+#   vmnapd_kill                          SIGKILL it, wait; its run dir's sockets
+#                                        go, so the next vmnapd_start waits
+#                                        for the new daemon's
 #   vmnapd_cleanup [DIR]                 guests, vmnapd, then DIR: kept (and
 #                                        said so) when $failed > 0 or KEEP set
 #   api CURL-ARGS...                     curl on $RUN/api.sock
@@ -25,13 +28,20 @@
 #   preload_opts                         sets PRELOAD_OPTS: guest_start options
 #                                        for QEMU with the preload shim ($VM)
 #   pager_dbg CMD...                     one command to $RUN/pager-debug.sock
+#   pager_stat KEY...                    a number from the VM's pager stats
+#                                        (0 when none)
+#   pager_adopted WHAT [MAPPERS]         TAP line: a restarted vmnapd has the
+#                                        VM back from MAPPERS (default 1)
+#                                        mappers, "recovered" (ADOPT_TIMEOUT)
+#   memfill_verified ROUND WHAT          TAP line: the guest's memfill said
+#                                        "MEMFILL VERIFY ROUND OK"
 #   $VMNAPD_GUEST_LOOP                   end of a guest command: wait for
 #                                        vmnap.ko's link, GUEST-UP, then run
 #                                        each line guest_send sends
 #
 # Globals the caller sets: RUN (vmnapd's run dir), VM (the VM's name);
 # VMNAPD_API_MAX_SEC bounds each API request (default 30).  vmnapd_pid is
-# vmnapd's pid (empty when none runs).  Functions must run in the sourcing
+# vmnapd's pid (empty when none runs), vmnapd_log its log.  Functions must run in the sourcing
 # shell (not in a $(...) subshell) where they keep state: vmnapd_start,
 # vmnapd_stop, vmnapd_cleanup, preload_opts.  Sourcing installs an EXIT trap
 # that calls vmnapd_cleanup (no DIR); a test that sets its own EXIT trap
@@ -49,7 +59,7 @@ vmnapd_start() {
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do socks+=("$1"); shift; done
 	shift
 	"${BUILD:-build}/vmnapd" "$@" >"$log" 2>&1 &
-	vmnapd_pid=$!
+	vmnapd_pid=$! vmnapd_log=$log
 	for ((i = 0; i < VMNAPD_SOCKET_POLLS; i++)); do
 		for s in "${socks[@]}"; do [ -S "$s" ] || break; done
 		[ -S "$s" ] && break
@@ -64,6 +74,15 @@ vmnapd_stop() {
 	kill "$vmnapd_pid" 2>/dev/null
 	wait "$vmnapd_pid" 2>/dev/null
 	vmnapd_pid=
+}
+
+# vmnapd_kill: SIGKILL (a crash), wait; drop the stale sockets in $RUN
+vmnapd_kill() {
+	[ -n "${vmnapd_pid:-}" ] || return 0
+	kill -KILL "$vmnapd_pid" 2>/dev/null
+	wait "$vmnapd_pid" 2>/dev/null
+	vmnapd_pid=
+	rm -f "$RUN/api.sock" "$RUN/mem.sock" "$RUN/pager-debug.sock"
 }
 
 # vmnapd_cleanup [DIR]: kill guests and vmnapd; keep DIR on failure or KEEP
@@ -156,6 +175,49 @@ while not buf.endswith(b"\n"):
     buf += b
 print(buf.decode().strip())
 PY
+}
+
+# pager_stat KEY...: a number from the VM's pager stats (0 when none)
+pager_stat() {
+	pager_dbg stats "$VM" | python3 -c '
+import json, sys
+try:
+    d = json.load(sys.stdin)["stats"]
+    for k in sys.argv[1:]:
+        d = d[k]
+    print(int(d))
+except Exception:
+    print(0)' "$@"
+}
+
+# pager_adopted WHAT [MAPPERS]: the restarted vmnapd has the VM back (TAP)
+pager_adopted() {
+	local deadline=$((SECONDS + ${ADOPT_TIMEOUT:-60})) want=${2:-1} j=''
+	while [ "$SECONDS" -lt "$deadline" ]; do
+		[ "$(pager_stat mappers)" -ge "$want" ] && break
+		sleep 0.1
+	done
+	j=$(vm_json)
+	if [ "$(pager_stat mappers)" -ge "$want" ] &&
+		[ "$(echo "$j" | jget '.get("recovered")')" = True ]; then
+		ok "$1: the restarted vmnapd adopted the VM ($want mapper(s)): $(echo "$j" |
+			jget '["pager"]["recovery"]')"
+	else
+		not_ok "$1: the restarted vmnapd adopted the VM ($want mapper(s))"
+		echo "# $j"
+		tail -n 20 "$vmnapd_log" | sed 's/^/# /'
+	fi
+}
+
+# memfill_verified ROUND WHAT: the guest's memfill verified round ROUND (TAP)
+memfill_verified() {
+	if guest_wait_console "$VM" "MEMFILL VERIFY $1 (OK|BAD)" "${VERIFY_TIMEOUT:-600}" &&
+		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -q "MEMFILL VERIFY $1 OK"; then
+		ok "$2: the guest verified every byte against its digest"
+	else
+		not_ok "$2: the guest verified every byte against its digest"
+		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep MEMFILL | sed 's/^/# /'
+	fi
 }
 
 # Guest command tail: link up (60 s), "GUEST-UP", then eval each line from

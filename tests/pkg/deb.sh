@@ -62,7 +62,8 @@ for p in vmnapd vmnap-dkms vmnap-guest; do
 done
 
 # ---- files where they belong ----
-files="/usr/sbin/vmnapd /usr/sbin/vmnapctl /usr/sbin/vmnap-gateway /usr/sbin/vmnap-guest
+files="/usr/sbin/vmnapd /usr/sbin/vmnap-vsockd /usr/sbin/vmnapctl /usr/sbin/vmnap-gateway
+/usr/sbin/vmnap-guest
 /usr/lib/vmnap/libvmnap-preload.so /lib/systemd/system/vmnapd.service
 /lib/systemd/system/vmnap-gateway.service /etc/vmnap/vmnapd.conf
 /usr/share/doc/vmnapd/vmnapd.conf.example /usr/share/doc/vmnapd/gateway.env.example
@@ -70,7 +71,7 @@ files="/usr/sbin/vmnapd /usr/sbin/vmnapctl /usr/sbin/vmnap-gateway /usr/sbin/vmn
 /usr/share/doc/vmnapd/examples/kata/configuration-qemu-vmnap.toml
 /usr/share/doc/vmnapd/examples/cloud-hypervisor/run-vm.sh
 /usr/share/doc/vmnapd/examples/kubernetes/vmnapd-daemonset.yaml
-/usr/share/man/man8/vmnapd.8.gz /usr/share/man/man8/vmnapctl.8.gz
+/usr/share/man/man8/vmnapd.8.gz /usr/share/man/man8/vmnap-vsockd.8.gz /usr/share/man/man8/vmnapctl.8.gz
 /usr/share/man/man8/vmnap-gateway.8.gz /usr/share/man/man8/vmnap-guest.8.gz
 /usr/share/man/man4/vmnap.4.gz /usr/src/vmnap-$VERSION/dkms.conf /usr/src/vmnap-$VERSION/Kbuild
 /usr/lib/modules-load.d/vmnap.conf /usr/lib/sysctl.d/60-vmnap.conf
@@ -97,7 +98,7 @@ for u in vmnapd vmnap-gateway; do
 done
 
 # ---- programs ----
-for p in vmnapd vmnapctl vmnap-gateway vmnap-guest; do
+for p in vmnapd vmnap-vsockd vmnapctl vmnap-gateway vmnap-guest; do
 	check "$p --version is '$p $VERSION'" test "$(in_root $p --version 2>&1)" = "$p $VERSION"
 done
 in_root timeout -s TERM 5 vmnapd -c /etc/vmnap/vmnapd.conf -r /tmp/run -s /tmp/store -e /tmp/ev.jsonl \

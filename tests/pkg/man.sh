@@ -18,7 +18,7 @@ VERSION=$(cat VERSION)
 # The page as text, with roff's escaped hyphens plain.
 page_text() { sed 's/\\-/-/g; s/\\f[BIRP]//g; s/\\(em/-/g' "$1"; }
 
-for p in vmnapd vmnapctl vmnap-gateway vmnap-guest; do
+for p in vmnapd vmnap-vsockd vmnapctl vmnap-gateway vmnap-guest; do
 	bin=$BUILD/$p man=$BUILD/man/$p.8
 	check "$p --version is VERSION ($VERSION)" test "$("$bin" --version)" = "$p $VERSION"
 	opts=$("$bin" --help | grep -o -- '--[a-z][a-z-]*' | sort -u)

@@ -23,6 +23,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -248,6 +249,65 @@ static int setup(void **state)
 	}
 	connect_front_end(f);
 	*state = f;
+	return 0;
+}
+
+/*
+ * The device as vmnap-vsockd makes it: the owner maps guest RAM (map_fd)
+ * and is told when the front-end goes.  The owner's mapping is the test's
+ * own view of the memfd, so the device demonstrably works through it.
+ */
+static struct {
+	unsigned int map_calls, disconnects;
+	uint64_t len;
+	unsigned int nregions;
+	int fail;		/* errno to refuse with, 0: map */
+	void *map;
+} owner;
+
+static void *owner_map_fd(void *opaque, int fd, uint64_t len,
+			  const struct vhost_user_mem_region *t, unsigned int n)
+{
+	struct stat st;
+
+	(void)opaque;
+	owner.map_calls++;
+	owner.len = len;
+	owner.nregions = n;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true((uint64_t)st.st_size >= len);
+	assert_int_equal(t[0].memory_size, RAM_SIZE);
+	if (owner.fail) {
+		errno = owner.fail;
+		return NULL;
+	}
+	return owner.map;
+}
+
+static void owner_disconnected(void *opaque)
+{
+	(void)opaque;
+	owner.disconnects++;
+}
+
+static int setup_owner_map(void **state)
+{
+	static const struct vhost_vsock_ops ops = {
+		.map_fd = owner_map_fd, .disconnected = owner_disconnected,
+	};
+	struct fe *f;
+	struct vhost_vsock_config cfg = { .guest_cid = GUEST_CID };
+
+	setup(state);
+	f = *state;
+	close(f->sock);
+	vm_vsock_detach(f->vm);
+	memset(&owner, 0, sizeof(owner));
+	owner.map = f->ram;
+	cfg.vhost_user_path = f->vu_path;
+	cfg.uds_path = f->uds_path;
+	assert_int_equal(vhost_vsock_new(f->d.loop, "unit", &cfg, &ops, NULL, &f->vm->vsock), 0);
+	connect_front_end(f);
 	return 0;
 }
 
@@ -524,6 +584,45 @@ static void test_stream_both_ways(void **state)
 	assert_true(rx_get(f, &h, NULL));
 	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
 	assert_int_equal(vhost_vsock_nr_conns(f->vm->vsock), 0);
+	close(lfd);
+}
+
+/* Guest RAM through the owner's mapping: mapped once, never unmapped. */
+static void test_owner_maps_guest_ram(void **state)
+{
+	struct fe *f = *state;
+	struct vhost_user_mem_table mt = { .nregions = 1 };
+	uint8_t data[16], vec;
+	uint64_t ack;
+	int lfd = host_listen(f, HOST_PORT), cfd = guest_connect(f, lfd);
+
+	assert_int_equal(owner.map_calls, 1);
+	assert_int_equal(owner.len, RAM_SIZE);
+	assert_int_equal(owner.nregions, 1);
+	tx_send(f, VIRTIO_VSOCK_OP_RW, "ping", 4, 0, 0);
+	assert_int_equal(recv(cfd, data, sizeof(data), MSG_DONTWAIT), 4);
+	assert_memory_equal(data, "ping", 4);
+	/* a refused mapping refuses the table; the old one stays in use */
+	owner.fail = ENOMEM;
+	mt.regions[0] = (struct vhost_user_mem_region){
+		.guest_phys_addr = 0, .memory_size = RAM_SIZE, .userspace_addr = uva(f, 0),
+	};
+	send_msg(f, VHOST_USER_SET_MEM_TABLE, VHOST_USER_NEED_REPLY_MASK, &mt,
+		 8 + sizeof(mt.regions[0]), &f->memfd, 1);
+	assert_int_equal(recv_reply(f, VHOST_USER_SET_MEM_TABLE, &ack, sizeof(ack)), 8);
+	assert_int_not_equal(ack, 0);
+	assert_int_equal(owner.map_calls, 2);
+	tx_send(f, VIRTIO_VSOCK_OP_RW, "pong", 4, 0, 0);
+	assert_int_equal(recv(cfd, data, sizeof(data), MSG_DONTWAIT), 4);
+	assert_memory_equal(data, "pong", 4);
+	/* the front-end goes: the owner is told, its mapping is left alone */
+	close(f->sock);
+	f->sock = -1;
+	pump(f);
+	assert_int_equal(owner.disconnects, 1);
+	assert_false(vhost_vsock_front_end_connected(f->vm->vsock));
+	assert_int_equal(mincore(f->ram, 4096, &vec), 0);
+	close(cfd);
 	close(lfd);
 }
 
@@ -896,6 +995,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed_messages_are_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oversize_message_drops_front_end, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stream_both_ways, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_owner_maps_guest_ram, setup_owner_map,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_refused_port_gets_rst, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_port_needs_reserved_source_port,
 						setup, teardown),

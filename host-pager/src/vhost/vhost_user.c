@@ -35,8 +35,9 @@ struct vu_region {
 	uint64_t gpa;
 	uint64_t size;
 	uint64_t uva;		/* front-end's virtual address */
-	void *map;		/* our mmap (from file offset 0) */
+	void *map;		/* mapping of the fd from file offset 0 */
 	size_t map_size;
+	bool owner_map;		/* ops->map_fd's: the owner unmaps it */
 	uint8_t *host;		/* map + mmap_offset: guest byte at gpa */
 };
 
@@ -164,10 +165,16 @@ void *vhost_user_map_gpa(struct vhost_user *vu, uint64_t gpa, uint64_t len)
 	return region_lookup(vu, false, gpa, len, NULL);
 }
 
+static void unmap_region(struct vu_region *r)
+{
+	if (!r->owner_map)
+		munmap(r->map, r->map_size);
+}
+
 static void unmap_regions(struct vhost_user *vu)
 {
 	for (unsigned int i = 0; i < vu->nregions; i++)
-		munmap(vu->regions[i].map, vu->regions[i].map_size);
+		unmap_region(&vu->regions[i]);
 	vu->nregions = 0;
 }
 
@@ -328,9 +335,10 @@ static bool fd_is_eventfd(int fd)
 	return !strcmp(target, "anon_inode:[eventfd]");
 }
 
-static int map_region(struct vhost_user *vu, const struct vhost_user_mem_region *m,
-		      int fd, struct vu_region *r)
+static int map_region(struct vhost_user *vu, const struct vhost_user_mem_table *t,
+		      unsigned int idx, int fd, struct vu_region *r)
 {
+	const struct vhost_user_mem_region *m = &t->regions[idx];
 	struct stat st;
 	uint64_t end;
 	int seals;
@@ -349,9 +357,17 @@ static int map_region(struct vhost_user *vu, const struct vhost_user_mem_region 
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK))
 		log_debug(vu->subject, "memory fd is not sealed against shrinking");
-	r->map = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (r->map == MAP_FAILED)
-		return -errno;
+	r->owner_map = vu->ops->map_fd != NULL;
+	if (r->owner_map) {
+		errno = 0;
+		r->map = vu->ops->map_fd(vu->opaque, fd, end, t->regions, t->nregions);
+		if (!r->map)
+			return errno ? -errno : -ENOMEM;
+	} else {
+		r->map = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (r->map == MAP_FAILED)
+			return -errno;
+	}
 	r->map_size = end;
 	r->gpa = m->guest_phys_addr;
 	r->size = m->memory_size;
@@ -392,7 +408,7 @@ static int set_mem_table(struct vhost_user *vu, const void *payload, uint32_t si
 		return -EINVAL;
 	}
 	for (i = 0; i < t.nregions; i++) {
-		err = map_region(vu, &t.regions[i], fds[i], &nr[i]);
+		err = map_region(vu, &t, i, fds[i], &nr[i]);
 		if (err)
 			break;
 	}
@@ -403,7 +419,7 @@ static int set_mem_table(struct vhost_user *vu, const void *payload, uint32_t si
 		log_warn(vu->subject, "SET_MEM_TABLE: region %u refused: %s", i,
 			 strerror(-err));
 		while (i-- > 0)
-			munmap(nr[i].map, nr[i].map_size);
+			unmap_region(&nr[i]);
 		return err;
 	}
 	if (vu->ops->mem_table)

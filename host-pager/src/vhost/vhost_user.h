@@ -137,6 +137,16 @@ struct vhost_user_ops {
 	 */
 	void (*mem_table)(void *opaque, const struct vhost_user_mem_region *r,
 			  const int *fds, unsigned int n);
+	/*
+	 * Map memory fd @fd (backing a region of the front-end's table @t,
+	 * @n regions, not yet accepted) shared and writable from file offset
+	 * 0 for at least @len bytes; the owner keeps the mapping (it may hand
+	 * out one mapping per file for every region in it) and unmaps it.
+	 * NULL with errno: the table is refused.  NULL op: the back end maps
+	 * each region itself.
+	 */
+	void *(*map_fd)(void *opaque, int fd, uint64_t len,
+			const struct vhost_user_mem_region *t, unsigned int n);
 	/* Config space read for GET_CONFIG; 0 or -errno. */
 	int (*get_config)(void *opaque, uint32_t offset, void *buf, uint32_t len);
 	/* Queue @qidx has new buffers, or just became usable. */

@@ -138,6 +138,7 @@ struct vhost_vsock {
 	void *opaque;
 	struct loop *loop;
 	struct vhost_user *vu;
+	struct vhost_user_ops vu_ops;	/* vsock_vu_ops, + map_fd if the owner maps */
 	char subject[96];
 	char *uds_path;
 	uint64_t guest_cid;
@@ -1268,6 +1269,16 @@ static void vsock_disconnected(void *opaque)
 		while (vs->hash[h])
 			conn_free(vs->hash[h], false);
 	vs->rstq_len = 0;
+	if (vs->ops.disconnected)
+		vs->ops.disconnected(vs->opaque);
+}
+
+static void *vsock_map_fd(void *opaque, int fd, uint64_t len,
+			  const struct vhost_user_mem_region *t, unsigned int n)
+{
+	struct vhost_vsock *vs = opaque;
+
+	return vs->ops.map_fd(vs->opaque, fd, len, t, n);
 }
 
 static const struct vhost_user_ops vsock_vu_ops = {
@@ -1323,7 +1334,10 @@ int vhost_vsock_new(struct loop *loop, const char *subject,
 	if (err)
 		goto fail;
 	vcfg.subject = vs->subject;
-	vs->vu = vhost_user_new(vs->loop, &vcfg, &vsock_vu_ops, vs);
+	vs->vu_ops = vsock_vu_ops;
+	if (vs->ops.map_fd)
+		vs->vu_ops.map_fd = vsock_map_fd;
+	vs->vu = vhost_user_new(vs->loop, &vcfg, &vs->vu_ops, vs);
 	if (!vs->vu) {
 		err = -errno;
 		goto fail;

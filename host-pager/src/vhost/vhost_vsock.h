@@ -2,7 +2,10 @@
 /*
  * vhost_vsock.h - vmnapd's built-in vhost-user-vsock device (one per VM)
  * for QEMU's `-device vhost-user-vsock-pci,chardev=...`: the guest's
- * virtio-vsock streams end in vmnapd.
+ * virtio-vsock streams end in vmnapd.  vmnap-vsockd (api/vsockd.c) runs
+ * the same device in a process of its own, which maps guest RAM itself
+ * (ops->map_fd) and leaves port 5151 bridged; "vmnapd" below is whichever
+ * process runs it.
  *
  * Routing, host CID 2, Firecracker's hybrid-vsock convention:
  *   guest -> host port VMNAP_DEFAULT_PORT  the VM's guest link (vm->link),
@@ -111,6 +114,15 @@ struct vhost_vsock_ops {
 	 * independently of the device); NULL: none, the port is bridged.
 	 */
 	struct guest_link *(*guest_link)(void *opaque);
+	/*
+	 * Map guest RAM fd @fd from offset 0 for at least @len bytes (see
+	 * vhost_user_ops.map_fd): the device then reaches guest RAM only
+	 * through the owner's mappings.  NULL: the device maps each region.
+	 */
+	void *(*map_fd)(void *opaque, int fd, uint64_t len,
+			const struct vhost_user_mem_region *t, unsigned int n);
+	/* The front-end went away (its connections are reset already). */
+	void (*disconnected)(void *opaque);
 };
 
 /*
