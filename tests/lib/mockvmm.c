@@ -31,6 +31,7 @@
 #include "mem_handshake.h"
 #include "mockvmm.h"
 #include "pager.h"
+#include "vm_control.h"
 #include "vmnapd.h"
 
 #define LAT_SAMPLES	4000
@@ -853,6 +854,63 @@ struct pager_stats stats_until_unstuck(struct harness *h, int max_polls)
 		st = stats(h, NULL);
 	}
 	return st;
+}
+
+static void test_error_cb(struct pager *p, int err, const char *what, void *arg)
+{
+	struct harness *h = arg;
+
+	(void)p;
+	h->pager_err = err;
+	h->pager_err_what = what;
+	sem_post(&h->pager_error);
+}
+
+void catch_pager_errors(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_set_error_cb(the_pager(h), test_error_cb, h);
+}
+
+void vm_pager_errors(struct harness *h, void *arg)
+{
+	struct vm *vm = vm_find(&h->d, VM_NAME);
+
+	(void)arg;
+	if (vm)
+		vm_control_pager_attached(vm);
+}
+
+static void lost_cb(struct harness *h, void *arg)
+{
+	struct lost_view *lv = arg;
+	struct vm *vm = vm_find(&h->d, VM_NAME);
+	json_t *o;
+
+	memset(lv, 0, sizeof(*lv));
+	lv->vms_lost = h->d.vms_lost;
+	if (!vm)
+		return;
+	lv->lost_err = vm->lost_err;
+	lv->pager = vm->pager != NULL;
+	o = vm_control_json(vm);
+	snprintf(lv->state, sizeof(lv->state), "%s",
+		 json_string_value(json_object_get(o, "state")) ?: "");
+	snprintf(lv->error, sizeof(lv->error), "%s",
+		 json_string_value(json_object_get(o, "error")) ?: "");
+	json_decref(o);
+}
+
+struct lost_view wait_lost(struct harness *h, int max_polls)
+{
+	struct lost_view lv;
+
+	on_loop(h, lost_cb, &lv);
+	for (int polls = 1; (!lv.lost_err || lv.pager) && polls < max_polls; polls++) {
+		usleep(20000);
+		on_loop(h, lost_cb, &lv);
+	}
+	return lv;
 }
 
 static void offload_done(struct pager *p, int err, void *arg)

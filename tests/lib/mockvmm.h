@@ -153,6 +153,21 @@ struct pager_stats stats(struct harness *h, bool *have);
  * @max_polls; the last stats read either way.
  */
 struct pager_stats stats_until_unstuck(struct harness *h, int max_polls);
+/* Loop thread (on_loop): the pager's errors go to the harness
+ * (h->pager_err, h->pager_err_what, h->pager_error posted) ... */
+void catch_pager_errors(struct harness *h, void *arg);
+/* ... or to the VM layer, as in vmnapd (a lost VM: vm->lost_err, LOST). */
+void vm_pager_errors(struct harness *h, void *arg);
+/* A VM as the API shows it once lost (vm_control_json): */
+struct lost_view {
+	int lost_err;		/* vm->lost_err */
+	bool pager;		/* it still has a pager (its VMM lives) */
+	uint64_t vms_lost;	/* the daemon's count */
+	char state[32], error[256];
+};
+/* Polls every 20 ms (at most @max_polls) until the VM is lost and its
+ * pager gone (its VMM killed, its memory released); the last view. */
+struct lost_view wait_lost(struct harness *h, int max_polls);
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h);
 

@@ -39,6 +39,7 @@ static void test_example_is_the_defaults(void **st)
 	assert_true(s.pressure_enabled);
 	assert_null(s.pressure_cgroup);
 	assert_int_equal(s.pause_timeout_ms, d.pause_timeout_ms);
+	assert_int_equal(s.fault_error_timeout_ms, d.fault_error_timeout_ms);
 	assert_int_equal(s.api_max_body, d.api_max_body);
 	assert_string_equal(s.run_dir, "/run/vmnap");
 	config_free(&s);

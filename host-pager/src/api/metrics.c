@@ -238,6 +238,13 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 		fprintf(f, "vmnap_pager_errors_total{vm=\"%s\",kind=\"offload\"} %llu\n", vm->name,
 			(unsigned long long)st.offload_errors);
 	}
+	help(f, "vmnap_vm_lost", "gauge",
+	     "1 when the VM was lost: a fault the store could not serve, its VMM killed");
+	FOREACH_VM(d, vm)
+		fprintf(f, "vmnap_vm_lost{vm=\"%s\"} %d\n", vm->name, vm->lost_err != 0);
+	help(f, "vmnap_vms_lost_total", "counter",
+	     "VMs lost to a fault the store could not serve (EIO past the bound, checksum)");
+	fprintf(f, "vmnap_vms_lost_total %llu\n", (unsigned long long)d->vms_lost);
 	help(f, "vmnap_fault_latency_seconds", "histogram", "userfaultfd fault service latency");
 	FOREACH_VM(d, vm) {
 		if (!vm->pager)
