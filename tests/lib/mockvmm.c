@@ -777,7 +777,7 @@ int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 			 *b == '/' ? "" : cwd, b);
 		setenv("LD_PRELOAD", preload, 1);
 		setenv("VMNAP_SOCKET", sock_override ? sock_override : sock, 1);
-		setenv("VMNAP_VM", VM_NAME, 1);
+		setenv("VMNAP_VM", harness_vm(h), 1);
 		/* the mock VMM's guest-physical layout is its memfd */
 		setenv("VMNAP_GPA_LAYOUT", "linear", 1);
 		if (allow_unmanaged)
@@ -815,7 +815,7 @@ void vmm_cmd(struct harness *h, char *ans, const char *fmt, ...)
 
 struct pager *the_pager(struct harness *h)
 {
-	struct vm *vm = vm_find(&h->d, VM_NAME);
+	struct vm *vm = vm_find(&h->d, harness_vm(h));
 
 	return vm ? vm->pager : NULL;
 }
@@ -874,7 +874,7 @@ void catch_pager_errors(struct harness *h, void *arg)
 
 void vm_pager_errors(struct harness *h, void *arg)
 {
-	struct vm *vm = vm_find(&h->d, VM_NAME);
+	struct vm *vm = vm_find(&h->d, harness_vm(h));
 
 	(void)arg;
 	if (vm)
@@ -884,7 +884,7 @@ void vm_pager_errors(struct harness *h, void *arg)
 static void lost_cb(struct harness *h, void *arg)
 {
 	struct lost_view *lv = arg;
-	struct vm *vm = vm_find(&h->d, VM_NAME);
+	struct vm *vm = vm_find(&h->d, harness_vm(h));
 	json_t *o;
 
 	memset(lv, 0, sizeof(*lv));

@@ -108,10 +108,17 @@ struct harness {
 	int offload_err;
 	bool mounted;
 	bool signal_storm;	/* eintr mode */
+	const char *vm_name;	/* the VM vmm_spawn() starts and the calls below
+				 * act on; NULL: VM_NAME */
 	sem_t pager_error;	/* storeerr: the error callback ran */
 	int pager_err;
 	const char *pager_err_what;
 };
+
+static inline const char *harness_vm(const struct harness *h)
+{
+	return h->vm_name ? h->vm_name : VM_NAME;
+}
 
 /* First thing in main(): as the mock VMM (--vmm ...) run it and exit; else
  * prepare the test.  1 when the test cannot run here (plan "1..0 # SKIP"
