@@ -33,19 +33,10 @@
 
 struct soak_vm {
 	char name[16];
-	pid_t pid;
-	int to, from;
+	struct vmm_proc p;
 	unsigned int round;	/* the pattern its RAM holds */
 	unsigned int bad;	/* cycles whose digest failed */
 };
-
-static void use(struct harness *h, const struct soak_vm *v)
-{
-	h->vm_name = v->name;
-	h->vmm = v->pid;
-	h->to_vmm = v->to;
-	h->from_vmm = v->from;
-}
 
 static int count_fds(void)
 {
@@ -124,9 +115,8 @@ int main(int argc, char **argv)
 			tap_bail("cannot start VMM %u", i);
 			return 1;
 		}
-		vms[i] = (struct soak_vm){ .pid = h.vmm, .to = h.to_vmm, .from = h.from_vmm,
-					   .round = 1 };
-		snprintf(vms[i].name, sizeof(vms[i].name), "soak%u", i);
+		vms[i].p = vmm_keep(&h);
+		vms[i].round = 1;
 		read_line(h.from_vmm, ans, sizeof(ans));
 		if (strcmp(ans, "ready")) {
 			tap_bail("VMM %u: %s", i, ans);
@@ -140,8 +130,8 @@ int main(int argc, char **argv)
 			struct soak_vm *v = &vms[i];
 			int err, restored = 0;
 
-			use(&h, v);
-			kill(v->pid, SIGSTOP);		/* pause */
+			vmm_use(&h, &v->p);
+			kill(v->p.pid, SIGSTOP);		/* pause */
 			err = offload(&h);
 			offloads++;
 			if (err) {
@@ -149,7 +139,7 @@ int main(int argc, char **argv)
 				tap_diag("cycle %u %s: offload: %s", c, v->name, strerror(-err));
 			}
 			on_loop(&h, resume_cb, &restored);
-			kill(v->pid, SIGCONT);		/* resume */
+			kill(v->p.pid, SIGCONT);		/* resume */
 			on_loop(&h, delivered_cb, NULL);
 			vmm_cmd(&h, ans, "verify %u 2", v->round);
 			digests++;
@@ -178,14 +168,14 @@ int main(int argc, char **argv)
 			tap_diag("cycle %u: %d fds, RSS %ld KiB", c, count_fds(), rss_kib());
 	}
 	for (unsigned int i = 0; i < nvms; i++) {
-		use(&h, &vms[i]);
+		vmm_use(&h, &vms[i].p);
 		vmm_quit(&h);
 	}
 	/* each VMM's exit detaches its pager on the loop: wait for all */
 	for (unsigned int i = 0, polls = 0; i < nvms && polls < GONE_WAIT_POLLS; polls++) {
 		bool have;
 
-		use(&h, &vms[i]);
+		vmm_use(&h, &vms[i].p);
 		(void)stats(&h, &have);
 		if (have)
 			usleep(20000);

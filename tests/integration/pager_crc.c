@@ -7,7 +7,8 @@
  * an offloaded page is never served: the VM is lost at once (a re-read
  * gives the same bytes) - the VMM is killed (SIGKILL; its thread touching
  * the page never got a value), the VM shows state LOST with the error, its
- * store file is gone.  TAP.
+ * store file is gone.  Another VM of the same vmnapd, offloaded too, runs
+ * on: every byte right.  TAP.
  *
  *   pager_crc [MiB]	(default 8)
  */
@@ -25,6 +26,7 @@
 #include "store.h"
 
 #define LOST_WAIT_POLLS		1500	/* x 20 ms: the VMM killed, RAM released */
+#define OTHER_VM		"other"
 #define DATA_PAGE		0	/* page_kind(0) == PK_DATA */
 
 /* A second opener of the same store (as a second vmnapd would be). */
@@ -43,6 +45,7 @@ static void second_open(struct harness *h, void *arg)
 static int mode_crc(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
+	struct vmm_proc other;
 	struct lost_view lv;
 	char ans[LINE_MAX_LEN], path[PATH_MAX + 16], hdr[8], good, want_map_ok;
 	struct store_slot slot;
@@ -50,7 +53,16 @@ static int mode_crc(const char *self, uint64_t mib)
 	int fd, err = 0;
 	uint32_t crc;
 
+	h.vm_name = OTHER_VM;
 	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1)) {
+		tap_bail("harness setup failed");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	other = vmm_keep(&h);
+	tap(!strcmp(ans, "ready") && !offload(&h), "another VM (%s) offloaded", OTHER_VM);
+	h.vm_name = NULL;
+	if (vmm_spawn(&h, self, mib, 1)) {
 		tap_bail("harness setup failed");
 		return 1;
 	}
@@ -104,6 +116,12 @@ static int mode_crc(const char *self, uint64_t mib)
 	err = wait_vmm_exit(&h);
 	tap(err == 128 + SIGKILL, "the VMM was killed (exit %d)", err);
 	tap(access(path, F_OK) < 0 && errno == ENOENT, "its store file is gone");
+	vmm_use(&h, &other);
+	lv = wait_lost(&h, 1);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok") && !lv.lost_err && lv.pager,
+	    "the other VM is unaffected: every byte right (%s), not lost", ans);
+	vmm_quit(&h);
 	return harness_finish(&h);
 }
 int main(int argc, char **argv)

@@ -141,6 +141,25 @@ int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 void vmm_cmd(struct harness *h, char *ans, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int wait_vmm_exit(struct harness *h);
+/* Several VMMs at once: keep the one vmm_spawn() just started (with
+ * h->vm_name) and make a kept one the one vmm_cmd() and the calls below
+ * talk to. */
+struct vmm_proc {
+	const char *vm_name;
+	pid_t pid;
+	int to, from;
+};
+static inline struct vmm_proc vmm_keep(const struct harness *h)
+{
+	return (struct vmm_proc){ h->vm_name, h->vmm, h->to_vmm, h->from_vmm };
+}
+static inline void vmm_use(struct harness *h, const struct vmm_proc *v)
+{
+	h->vm_name = v->vm_name;
+	h->vmm = v->pid;
+	h->to_vmm = v->to;
+	h->from_vmm = v->from;
+}
 /* Tell the mock VMM to quit; its exit status as wait_vmm_exit() gives it. */
 int vmm_quit(struct harness *h);
 
