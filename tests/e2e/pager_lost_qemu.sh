@@ -9,8 +9,9 @@
 # bad slot loses the VM: vmnapd kills QEMU (SIGKILL) - the vCPU blocked in
 # the userfaultfd is never given the wrong bytes (no "MEMFILL VERIFY" line
 # at all, neither OK nor BAD) nor zeros; GET /vms/NAME says "state":
-# "LOST" with the error; a vm_lost event and vmnap_vms_lost_total; the store
-# file is removed; vmnapd still answers.  TAP on stdout.
+# "LOST" with the error, its coordinator (registered, QMP pause backend,
+# managed) no longer manages it; a vm_lost event and vmnap_vms_lost_total;
+# the store file is removed; vmnapd still answers.  TAP on stdout.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -51,7 +52,8 @@ vmnapd_start "$tmp/vmnapd.log" "$RUN/pager-debug.sock" -- \
 	-r "$RUN" -s "$store" -e "$tmp/events.jsonl" -l info
 check "vmnapd listens" test -S "$RUN/mem.sock" -a -S "$RUN/api.sock"
 preload_opts
-guest_start "$VM" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" "${PRELOAD_OPTS[@]}" \
+QMP=$tmp/$VM.qmp
+guest_start "$VM" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" --qmp "$QMP" "${PRELOAD_OPTS[@]}" \
 	-- "memfill $FILL_PERCENT </dev/ttyS1"
 if guest_wait_console "$VM" 'MEMFILL READY' "$READY_TIMEOUT"; then
 	line=$(tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -o 'MEMFILL READY.*')
@@ -65,6 +67,10 @@ else
 	exit 1
 fi
 qpid=$(cat "$GUEST_DIR/$VM.pid" 2>/dev/null)
+api -X PUT "http://vmnapd/vms/$VM" -d '{}' >/dev/null
+check "registered, QMP pause backend" vm_set_qmp_pause "$QMP"
+check "managed" test -n "$(api -X PATCH "http://vmnapd/vms/$VM" -d '{"managed": true}' |
+	grep '"managed":true')"
 
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
 out=$(pager_dbg offload "$VM")
@@ -100,7 +106,8 @@ done
 j=$(vm_json)
 vstate=$(echo "$j" | jget '["state"]') verr=$(echo "$j" | jget '.get("error", "")')
 check "GET /vms/$VM: state $vstate, error: $verr" \
-	test "$vstate" = LOST -a -n "$(echo "$verr" | grep 'checksum mismatch')"
+	test "$vstate" = LOST -a -n "$(echo "$verr" | grep 'checksum mismatch.*killed (1 process')"
+check "its coordinator no longer manages it" test "$(echo "$j" | jget '["managed"]')" = False
 for ((i = 0; i < 100; i++)); do
 	[ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null || break
 	sleep 0.1

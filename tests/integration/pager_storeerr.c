@@ -108,7 +108,8 @@ static int mode_storeerr(const char *self, uint64_t mib)
 	tap(lv.lost_err == -EIO && !lv.pager,
 	    "EIO past %d ms: the VM is lost (%s), its memory released",
 	    FAULT_ERROR_TIMEOUT_MS, strerror(-lv.lost_err));
-	tap(!strcmp(lv.state, "LOST") && strstr(lv.error, "Input/output error"),
+	tap(!strcmp(lv.state, "LOST") && strstr(lv.error, "Input/output error") &&
+	    strstr(lv.error, "killed (1 process"),
 	    "API: state %s, error \"%s\"", lv.state, lv.error);
 	tap(lv.vms_lost == 1, "counted (vms_lost %llu)", (unsigned long long)lv.vms_lost);
 	status = wait_vmm_exit(&h);

@@ -52,12 +52,12 @@ void pager_lose(struct pager *p, int err)
 	unsigned int n = 0, killed = 0;
 	uint64_t one = 1;
 
+	/* the fault thread alone calls this: no second caller meanwhile */
 	pthread_mutex_lock(&p->lock);
 	if (p->lost_err) {
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
-	p->lost_err = err;
 	for (struct pager_mapper *m = p->mappers; m && n < PAGER_MAX_MAPPERS; m = m->next)
 		if (!m->dead && !m->removed && m->pid != getpid())
 			kill_list[n++] = (struct victim){ m->pidfd, m->pid };
@@ -81,6 +81,7 @@ void pager_lose(struct pager *p, int err)
 		"to %u mapper process(es) (a vCPU waiting for the page is never given "
 		"zeros or wrong data)", strerror(-err), killed);
 	pthread_mutex_lock(&p->lock);
+	p->lost_err = err;	/* after the kills: the loop reports them */
 	p->mappers_killed = killed;
 	pthread_mutex_unlock(&p->lock);
 	if (write(p->error_fd, &one, sizeof(one)) < 0)

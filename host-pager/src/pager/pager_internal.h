@@ -246,10 +246,11 @@ int pager_slots_clear_durably(struct pager *p, uint64_t pg, uint64_t n);
  * held. */
 void pager_report_error(struct pager *p, int err, const char *what);
 /* A fault can never be served (the store read keeps failing, or a slot's
- * checksum mismatches): mark the pager lost with @err, SIGKILL every mapper
- * process (a vCPU blocked in the userfaultfd is released only so: its
- * fault must not be answered with zeros or stale data), tell the error
- * callback ("lost").  Once only; any thread, lock not held. */
+ * checksum mismatches): SIGKILL every mapper process (a vCPU blocked in
+ * the userfaultfd is released only so: its fault must not be answered
+ * with zeros or stale data), mark the pager lost with @err, tell the
+ * error callback ("lost").  Once only; the fault thread (it closes the
+ * mappers' pidfds), lock not held. */
 void pager_lose(struct pager *p, int err);
 /* Register every live mapper's ranges MISSING; p->reg_lock held, p->lock
  * not.  The caller sets p->registered. */

@@ -297,6 +297,8 @@ static void vm_lost(struct vm *vm, int err)
 		    json_pack("{s:i,s:s,s:s,s:i}", "err", err, "error", strerror(-err),
 			      "reason", err == -EBADMSG ? "checksum" : "store_io",
 			      "killed", (int)st.mappers_killed));
+	if (vm->coord)	/* nothing left to pause: no more handoffs */
+		coord_set_managed(vm->coord, false);
 }
 
 /* The pager hit an error the VM must not run into blind: fail-safe. */
