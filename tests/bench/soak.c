@@ -14,7 +14,6 @@
  *
  *   soak [CYCLES [VMS [MiB [JSON]]]]	(default 100 4 8, no JSON)
  */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,20 +36,6 @@ struct soak_vm {
 	unsigned int round;	/* the pattern its RAM holds */
 	unsigned int bad;	/* cycles whose digest failed */
 };
-
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1;
-}
 
 static long rss_kib(void)
 {
@@ -172,15 +157,9 @@ int main(int argc, char **argv)
 		vmm_quit(&h);
 	}
 	/* each VMM's exit detaches its pager on the loop: wait for all */
-	for (unsigned int i = 0, polls = 0; i < nvms && polls < GONE_WAIT_POLLS; polls++) {
-		bool have;
-
+	for (unsigned int i = 0; i < nvms; i++) {
 		vmm_use(&h, &vms[i].p);
-		(void)stats(&h, &have);
-		if (have)
-			usleep(20000);
-		else
-			i++;
+		wait_pager_gone(&h, GONE_WAIT_POLLS);
 	}
 	fds_end = count_fds();
 

@@ -25,48 +25,18 @@ GUEST_TIMEOUT=900
 READY_TIMEOUT=600
 LOST_TIMEOUT=300
 
-TAP_NAME="test"
-. tests/lib/tap.sh
-# shellcheck source=tests/lib/guest.sh
-. tests/lib/guest.sh
-[ -e /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no userfaultfd access"
-guest_require "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" "$BUILD/tests/selftests/memfill"
-
-tmp=$(mktemp -d /tmp/vmnap-lost-e2e.XXXXXX)
-RUN=$tmp/run store=$tmp/store
-
-# shellcheck source=tests/lib/vmnapd.sh
-. tests/lib/vmnapd.sh
-finish() {
-	guest_cleanup
-	vmnapd_stop
-	if [ "${failed:-0}" -gt 0 ] || [ -n "${KEEP:-}" ]; then
-		echo "# logs kept in $tmp"
-	else
-		rm -rf "$tmp"
-	fi
-}
-trap finish EXIT
+# shellcheck source=tests/lib/pager_e2e.sh
+. tests/lib/pager_e2e.sh vmnap-lost-e2e
 
 vmnapd_start "$tmp/vmnapd.log" "$RUN/pager-debug.sock" -- \
 	-r "$RUN" -s "$store" -e "$tmp/events.jsonl" -l info
 check "vmnapd listens" test -S "$RUN/mem.sock" -a -S "$RUN/api.sock"
-preload_opts
 QMP=$tmp/$VM.qmp
-guest_start "$VM" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" --qmp "$QMP" "${PRELOAD_OPTS[@]}" \
-	-- "memfill $FILL_PERCENT </dev/ttyS1"
-if guest_wait_console "$VM" 'MEMFILL READY' "$READY_TIMEOUT"; then
-	line=$(tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -o 'MEMFILL READY.*')
-	mib=$(echo "$line" | sed -n 's/.*mib=\([0-9]*\).*/\1/p')
-	check "guest filled ${mib:-?} MiB (>= $MIN_FILL_MIB) with its digest: $line" \
-		test "${mib:-0}" -ge "$MIN_FILL_MIB"
-else
-	not_ok "guest filled its RAM"
-	sed 's/^/# /' "$GUEST_DIR/$VM.err" "$tmp/vmnapd.log" | tail -n 30
+if ! pager_e2e_fill "$FILL_PERCENT" "$MIN_FILL_MIB" "$READY_TIMEOUT" \
+	--mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" --qmp "$QMP"; then
 	echo "1..$n"
 	exit 1
 fi
-qpid=$(cat "$GUEST_DIR/$VM.pid" 2>/dev/null)
 api -X PUT "http://vmnapd/vms/$VM" -d '{}' >/dev/null
 check "registered, QMP pause backend" vm_set_qmp_pause "$QMP"
 check "managed" test -n "$(api -X PATCH "http://vmnapd/vms/$VM" -d '{"managed": true}' |

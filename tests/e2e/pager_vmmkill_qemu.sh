@@ -15,49 +15,24 @@ export BUILD
 VM=pkill
 GUEST_MIB=256
 FILL_PERCENT=45
+MIN_FILL_MIB=64
 GUEST_TIMEOUT=900
 READY_TIMEOUT=600
 GONE_TIMEOUT=30
 
-TAP_NAME="test"
-. tests/lib/tap.sh
-# shellcheck source=tests/lib/guest.sh
-. tests/lib/guest.sh
-[ -e /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no userfaultfd access"
-guest_require "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" "$BUILD/tests/selftests/memfill"
-
-tmp=$(mktemp -d /tmp/vmnap-vmmkill-e2e.XXXXXX)
-RUN=$tmp/run store=$tmp/store
-
-# shellcheck source=tests/lib/vmnapd.sh
-. tests/lib/vmnapd.sh
-finish() {
-	guest_cleanup
-	vmnapd_stop
-	if [ "${failed:-0}" -gt 0 ] || [ -n "${KEEP:-}" ]; then
-		echo "# logs kept in $tmp"
-	else
-		rm -rf "$tmp"
-	fi
-}
-trap finish EXIT
+# shellcheck source=tests/lib/pager_e2e.sh
+. tests/lib/pager_e2e.sh vmnap-vmmkill-e2e
 nfds() { find "/proc/$vmnapd_pid/fd" -mindepth 1 -maxdepth 1 | wc -l; }
 
 vmnapd_start "$tmp/vmnapd.log" "$RUN/pager-debug.sock" -- \
 	-r "$RUN" -s "$store" -l info
 check "vmnapd listens" test -S "$RUN/mem.sock" -a -S "$RUN/api.sock"
 fds0=$(nfds)
-preload_opts
-guest_start "$VM" --mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT" "${PRELOAD_OPTS[@]}" \
-	-- "memfill $FILL_PERCENT </dev/ttyS1"
-if ! guest_wait_console "$VM" 'MEMFILL READY' "$READY_TIMEOUT"; then
-	not_ok "guest filled its RAM"
-	sed 's/^/# /' "$GUEST_DIR/$VM.err" "$tmp/vmnapd.log" | tail -n 30
+if ! pager_e2e_fill "$FILL_PERCENT" "$MIN_FILL_MIB" "$READY_TIMEOUT" \
+	--mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT"; then
 	echo "1..$n"
 	exit 1
 fi
-ok "guest filled its RAM: $(tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -o 'MEMFILL READY.*')"
-qpid=$(cat "$GUEST_DIR/$VM.pid" 2>/dev/null)
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
 out=$(pager_dbg offload "$VM")
 check "offloaded ($(echo "$out" | jget '["stats"]["pages"]["offloaded"]') pages out); vmnapd holds $(($(nfds) - fds0)) more fds" \

@@ -10,7 +10,6 @@
  *
  *   pager_vmmkill [MiB]	(default 16)
  */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,31 +23,9 @@
 
 #define GONE_WAIT_POLLS	1500	/* x 20 ms: the pager released */
 
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1;	/* the DIR's own */
-}
-
 static void hs_stats_cb(struct harness *h, void *arg)
 {
 	mem_handshake_get_stats(&h->d, arg);
-}
-
-static bool pager_gone(struct harness *h)
-{
-	bool have;
-
-	(void)stats(h, &have);
-	return !have;
 }
 
 static int mode_vmmkill(const char *self, uint64_t mib)
@@ -58,7 +35,7 @@ static int mode_vmmkill(const char *self, uint64_t mib)
 	struct pager_stats st;
 	struct lost_view lv;
 	char ans[LINE_MAX_LEN], path[PATH_MAX + 16];
-	int fds0, fds1, status, polls;
+	int fds0, fds1, status;
 
 	if (harness_start(&h, NULL)) {
 		tap_bail("harness setup failed");
@@ -81,9 +58,7 @@ static int mode_vmmkill(const char *self, uint64_t mib)
 	kill(h.vmm, SIGKILL);
 	status = wait_vmm_exit(&h);	/* closes the harness's pipes to it */
 	tap(status == 128 + SIGKILL, "the VMM killed (exit %d)", status);
-	for (polls = 0; !pager_gone(&h) && polls < GONE_WAIT_POLLS; polls++)
-		usleep(20000);
-	tap(polls < GONE_WAIT_POLLS, "its pager released");
+	tap(wait_pager_gone(&h, GONE_WAIT_POLLS), "its pager released");
 	tap(access(path, F_OK) < 0 && errno == ENOENT, "its store file is deleted");
 	fds1 = count_fds();
 	tap(fds1 == fds0, "no fd left: %d open, %d before the VMM came", fds1, fds0);

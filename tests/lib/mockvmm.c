@@ -4,6 +4,7 @@
  * VMM's side (guest RAM patterns, the command loop it serves) and the
  * harness's side (in-process vmnapd, pager calls on its loop thread).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -911,6 +912,32 @@ struct lost_view wait_lost(struct harness *h, int max_polls)
 		on_loop(h, lost_cb, &lv);
 	}
 	return lv;
+}
+
+bool wait_pager_gone(struct harness *h, int max_polls)
+{
+	bool have;
+
+	(void)stats(h, &have);
+	for (int polls = 1; have && polls < max_polls; polls++) {
+		usleep(20000);
+		(void)stats(h, &have);
+	}
+	return !have;
+}
+
+int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;	/* the DIR's own */
 }
 
 static void offload_done(struct pager *p, int err, void *arg)

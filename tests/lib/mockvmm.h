@@ -194,6 +194,11 @@ struct lost_view {
 /* Polls every 20 ms (at most @max_polls) until the VM is lost and its
  * pager gone (its VMM killed, its memory released); the last view. */
 struct lost_view wait_lost(struct harness *h, int max_polls);
+/* Polls every 20 ms (at most @max_polls) until the VM has no pager (its
+ * VMM gone, its memory released); whether it came to that. */
+bool wait_pager_gone(struct harness *h, int max_polls);
+/* Open fds of this process (vmnapd's side runs here). */
+int count_fds(void);
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h);
 
