@@ -79,7 +79,7 @@ check "GET /vms/$VM: state $vstate, error: $verr" \
 	test "$vstate" = LOST -a -n "$(echo "$verr" | grep 'checksum mismatch.*killed (1 process')"
 check "its coordinator no longer manages it" test "$(echo "$j" | jget '["managed"]')" = False
 for ((i = 0; i < 100; i++)); do
-	[ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null || break
+	if [ -z "$qpid" ] || ! kill -0 "$qpid" 2>/dev/null; then break; fi
 	sleep 0.1
 done
 check "QEMU (pid ${qpid:-?}) was killed" sh -c "[ -n '$qpid' ] && ! kill -0 '$qpid' 2>/dev/null"

@@ -66,8 +66,8 @@ struct pager_config {
 	bool direct_io;			/* O_DIRECT on the store (falls back if
 					 * the file system refuses it) */
 	uint32_t fault_error_timeout_ms;	/* a fault the store keeps failing
-					 * this long loses the VM (see
-					 * pager_lost()); 0: never */
+					 * this long loses the VM ("lost" at
+					 * pager_set_error_cb); 0: never */
 };
 /* pager_config.fault_error_timeout_ms by default */
 #define PAGER_FAULT_ERROR_TIMEOUT_MS	30000u
@@ -191,7 +191,7 @@ struct pager_stats {
 	uint64_t recovered_offloaded;	/* ... out of the memfd: OFFLOADED */
 	uint64_t recovered_resident;	/* ... in the memfd: RESIDENT */
 	uint64_t store_bad_slots;	/* store reads whose checksum mismatched */
-	int lost_err;			/* -errno that lost the VM (pager_lost), 0 */
+	int lost_err;			/* -errno that lost the VM ("lost"), or 0 */
 	uint32_t mappers_killed;	/* mapper processes sent SIGKILL for it */
 	const char *store_id;		/* the pager's; valid while it lives */
 	/* dirty tracking */
