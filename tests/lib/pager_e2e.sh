@@ -5,8 +5,9 @@
 # goes through libvmnap-preload.so (source it from the repository root with
 # BUILD and VM set): TAP, guest.sh and vmnapd.sh, the prerequisites (skips
 # without them), a temp dir $tmp (prefix $1) with RUN and store in it, and
-# an EXIT trap that stops the guest and vmnapd and removes $tmp (kept when a
-# check failed or KEEP=1).
+# an EXIT trap that stops the guest and vmnapd, runs pager_e2e_cleanup if
+# the test defines it, and removes $tmp (kept when a check failed or
+# KEEP=1).
 #
 #   pager_e2e_fill PERCENT MIB_AT_LEAST READY_TIMEOUT [guest_start options]
 #       start the guest running memfill PERCENT (it fills that share of its
@@ -29,6 +30,7 @@ RUN=$tmp/run store=$tmp/store
 _pager_e2e_finish() {
 	guest_cleanup
 	vmnapd_stop
+	if declare -F pager_e2e_cleanup >/dev/null; then pager_e2e_cleanup; fi
 	if [ "${failed:-0}" -gt 0 ] || [ -n "${KEEP:-}" ]; then
 		echo "# logs kept in $tmp"
 	else

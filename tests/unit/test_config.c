@@ -58,6 +58,9 @@ static void test_overrides(void **st)
 	assert_true(s.coord.kind[COORD_WAIT_NETWORK].may_offload);
 	assert_false(s.coord.kind[COORD_WAIT_FILE].may_offload);
 	config_free(&s);
+	assert_int_equal(load_text("{\"fault_error_timeout_ms\": 0}", &s, err), 0);
+	assert_int_equal(s.fault_error_timeout_ms, 0);	/* 0: retry for ever */
+	config_free(&s);
 }
 
 static void test_pressure_keys(void **st)
