@@ -23,6 +23,7 @@ TAP_NAME="test"
 guest_require "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" "$BUILD/tests/selftests/memfill"
 
 tmp=$(mktemp -d "/tmp/$1.XXXXXX")
+# shellcheck disable=SC2034  # for the sourcing test
 RUN=$tmp/run store=$tmp/store
 
 # shellcheck source=tests/lib/vmnapd.sh
