@@ -87,17 +87,6 @@ adopted() {
 		tail -n 20 "$tmp/vmnapd-$daemons.log" | sed 's/^/# /'
 	fi
 }
-# verified ROUND WHAT
-verified() {
-	if guest_wait_console "$VM" "MEMFILL VERIFY $1 (OK|BAD)" "$VERIFY_TIMEOUT" &&
-		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -q "MEMFILL VERIFY $1 OK"; then
-		ok "$2: the guest verified every byte against its digest"
-	else
-		not_ok "$2: the guest verified every byte against its digest"
-		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep MEMFILL | sed 's/^/# /'
-	fi
-}
-
 start_vmnapd
 check "vmnapd listens on mem.sock and pager-debug.sock" test -S "$RUN/mem.sock" -a -S "$RUN/pager-debug.sock"
 preload_opts
@@ -128,7 +117,7 @@ check "1: vmnapd killed, guest continued: it waits on its evicted pages (no VERI
 	sh -c "! tr -d '\r' <'$GUEST_DIR/$VM.log' | grep -q 'MEMFILL VERIFY 1'"
 start_vmnapd
 adopted "1 (killed offloaded)"
-verified 1 "1 (killed offloaded)"
+pager_e2e_verified 1 "1 (killed offloaded)"
 
 # 2. killed while the guest reads its RAM back by faults
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
@@ -141,7 +130,7 @@ wait_above 120 "$base" faults
 kill_vmnapd
 start_vmnapd
 adopted "2 (killed mid-restore)"
-verified 2 "2 (killed mid-restore)"
+pager_e2e_verified 2 "2 (killed mid-restore)"
 
 # 3. killed while an offload runs
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
@@ -154,7 +143,7 @@ start_vmnapd
 adopted "3 (killed mid-offload)"
 guest_qmp "$VM" '{"execute":"cont"}' >/dev/null
 guest_send "$VM" verify
-verified 3 "3 (killed mid-offload)"
+pager_e2e_verified 3 "3 (killed mid-offload)"
 
 guest_send "$VM" quit
 rc=0

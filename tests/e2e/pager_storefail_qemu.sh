@@ -60,16 +60,6 @@ fcntl.ioctl(fd, LOOP_SET_STATUS64, bytes(info))
 PY
 }
 offloaded() { echo "$1" | jget '["stats"]["pages"]["offloaded"]'; }
-verified() {
-	if guest_wait_console "$VM" "MEMFILL VERIFY $1 (OK|BAD)" "$VERIFY_TIMEOUT" &&
-		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -q "MEMFILL VERIFY $1 OK"; then
-		ok "$2: the guest verified every byte against its digest"
-	else
-		not_ok "$2: the guest verified every byte against its digest"
-		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep MEMFILL | sed 's/^/# /'
-	fi
-}
-
 mkdir -p "$store"
 truncate -s "${FS_MIB}M" "$tmp/disk.img"
 dev=$(losetup -f --show "$tmp/disk.img") || skip "cannot set up a loop device"
@@ -80,11 +70,8 @@ echo '{"fault_error_timeout_ms": 2000}' >"$tmp/vmnapd.conf"
 vmnapd_start "$tmp/vmnapd.log" "$RUN/pager-debug.sock" -- \
 	-c "$tmp/vmnapd.conf" -r "$RUN" -s "$store" -e "$tmp/events.jsonl" -l info
 check "vmnapd listens; store on ext4 on $dev ($FS_MIB MiB)" test -S "$RUN/mem.sock"
-if ! pager_e2e_fill "$FILL_PERCENT" "$MIN_FILL_MIB" "$READY_TIMEOUT" \
-	--mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT"; then
-	echo "1..$n"
-	exit 1
-fi
+pager_e2e_fill "$FILL_PERCENT" "$MIN_FILL_MIB" "$READY_TIMEOUT" \
+	--mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT"
 
 # 1. ENOSPC
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
@@ -93,7 +80,7 @@ check "1: the offload stops: $(echo "$out" | jget '["error"]') ($(offloaded "$ou
 	test "$(echo "$out" | jget '["error"]')" = "No space left on device"
 guest_qmp "$VM" '{"execute":"cont"}' >/dev/null
 guest_send "$VM" verify
-verified 1 "1 (ENOSPC)"
+pager_e2e_verified 1 "1 (ENOSPC)"
 
 # 2. EIO during an offload
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
@@ -104,7 +91,7 @@ check "2: the offload stops: $(echo "$out" | jget '["error"]')" \
 check "2: the device is back" limit 0
 guest_qmp "$VM" '{"execute":"cont"}' >/dev/null
 guest_send "$VM" verify
-verified 2 "2 (EIO during the offload)"
+pager_e2e_verified 2 "2 (EIO during the offload)"
 
 # 3. EIO on faults, for good
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null

@@ -28,11 +28,8 @@ vmnapd_start "$tmp/vmnapd.log" "$RUN/pager-debug.sock" -- \
 	-r "$RUN" -s "$store" -l info
 check "vmnapd listens" test -S "$RUN/mem.sock" -a -S "$RUN/api.sock"
 fds0=$(nfds)
-if ! pager_e2e_fill "$FILL_PERCENT" "$MIN_FILL_MIB" "$READY_TIMEOUT" \
-	--mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT"; then
-	echo "1..$n"
-	exit 1
-fi
+pager_e2e_fill "$FILL_PERCENT" "$MIN_FILL_MIB" "$READY_TIMEOUT" \
+	--mem "$GUEST_MIB" --timeout "$GUEST_TIMEOUT"
 guest_qmp "$VM" '{"execute":"stop"}' >/dev/null
 out=$(pager_dbg offload "$VM")
 check "offloaded ($(echo "$out" | jget '["stats"]["pages"]["offloaded"]') pages out); vmnapd holds $(($(nfds) - fds0)) more fds" \

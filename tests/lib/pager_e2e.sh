@@ -13,7 +13,10 @@
 #       start the guest running memfill PERCENT (it fills that share of its
 #       RAM with a pattern and keeps its digest); wait for MEMFILL READY;
 #       one check that it filled >= MIB_AT_LEAST MiB; qpid: QEMU's pid.
-#       Returns 1 (after the not_ok) when the guest never got ready.
+#       Ends the test (not_ok, plan, exit 1) when the guest never got ready.
+#   pager_e2e_verified ROUND WHAT
+#       after "verify" was sent: one check that the guest printed
+#       MEMFILL VERIFY ROUND OK (within VERIFY_TIMEOUT, default 600 s)
 
 TAP_NAME="test"
 . tests/lib/tap.sh
@@ -48,11 +51,22 @@ pager_e2e_fill() {
 	if ! guest_wait_console "$VM" 'MEMFILL READY' "$timeout"; then
 		not_ok "guest filled its RAM"
 		sed 's/^/# /' "$GUEST_DIR/$VM.err" | tail -n 30
-		return 1
+		echo "1..$n"
+		exit 1
 	fi
 	line=$(tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -o 'MEMFILL READY.*')
 	mib=$(echo "$line" | sed -n 's/.*mib=\([0-9]*\).*/\1/p')
 	check "guest filled ${mib:-?} MiB (>= $least) with its digest: $line" \
 		test "${mib:-0}" -ge "$least"
 	qpid=$(cat "$GUEST_DIR/$VM.pid" 2>/dev/null)
+}
+
+pager_e2e_verified() {
+	if guest_wait_console "$VM" "MEMFILL VERIFY $1 (OK|BAD)" "${VERIFY_TIMEOUT:-600}" &&
+		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep -q "MEMFILL VERIFY $1 OK"; then
+		ok "$2: the guest verified every byte against its digest"
+	else
+		not_ok "$2: the guest verified every byte against its digest"
+		tr -d '\r' <"$GUEST_DIR/$VM.log" | grep MEMFILL | sed 's/^/# /'
+	fi
 }
