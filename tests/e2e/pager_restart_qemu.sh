@@ -34,20 +34,9 @@ VERIFY_TIMEOUT=600
 ADOPT_TIMEOUT=60
 DOWN_SEC=3		# how long the guest is watched while no vmnapd runs
 
-TAP_NAME="test"
-. tests/lib/tap.sh
-# shellcheck source=tests/lib/guest.sh
-. tests/lib/guest.sh
-[ -e /dev/userfaultfd ] || [ "$(id -u)" = 0 ] || skip "no userfaultfd access"
-guest_require "$BUILD/vmnapd" "$BUILD/libvmnap-preload.so" "$BUILD/tests/selftests/memfill"
-
-tmp=$(mktemp -d /tmp/vmnap-restart-e2e.XXXXXX)
-RUN=$tmp/run store=$tmp/store
+# shellcheck source=tests/lib/pager_e2e.sh
+. tests/lib/pager_e2e.sh vmnap-restart-e2e
 daemons=0
-
-# shellcheck source=tests/lib/vmnapd.sh
-. tests/lib/vmnapd.sh
-trap 'vmnapd_cleanup "$tmp"' EXIT
 
 start_vmnapd() {
 	daemons=$((daemons + 1))

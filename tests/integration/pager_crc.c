@@ -2,47 +2,32 @@
 /*
  * pager_crc.c - the store is durable and checked (mock VMM, mockvmm.h):
  * after an offload the store file carries a versioned header and a slot
- * map with each stored page's crc32c; a slot whose bytes change under an
- * offloaded page is never served (the faulting thread stays blocked, the
- * error callback hears -EBADMSG, the mismatch is counted); with the bytes
- * back the retried fault is served and every byte is right.  A second
- * pager cannot open the store while the first holds its lock.  TAP.
+ * map with each stored page's crc32c.  A second pager cannot open the
+ * store while the first holds its lock.  A slot whose bytes change under
+ * an offloaded page is never served: the VM is lost at once (a re-read
+ * gives the same bytes) - the VMM is killed (SIGKILL; its thread touching
+ * the page never got a value), the VM shows state LOST with the error, its
+ * store file is gone.  Another VM of the same vmnapd, offloaded too, runs
+ * on: every byte right.  TAP.
  *
  *   pager_crc [MiB]	(default 8)
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mockvmm.h"
 #include "pager.h"
 #include "store.h"
 
-#define ERROR_WAIT_S		5
-#define RETRY_WAIT_POLLS	200	/* x 20 ms */
+#define LOST_WAIT_POLLS		1500	/* x 20 ms: the VMM killed, RAM released */
+#define OTHER_VM		"other"
 #define DATA_PAGE		0	/* page_kind(0) == PK_DATA */
-
-static void pager_error_cb(struct pager *p, int err, const char *what, void *arg)
-{
-	struct harness *h = arg;
-
-	(void)p;
-	h->pager_err = err;
-	h->pager_err_what = what;
-	sem_post(&h->pager_error);
-}
-
-static void set_error_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_set_error_cb(the_pager(h), pager_error_cb, h);
-}
 
 /* A second opener of the same store (as a second vmnapd would be). */
 static void second_open(struct harness *h, void *arg)
@@ -60,22 +45,29 @@ static void second_open(struct harness *h, void *arg)
 static int mode_crc(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
-	struct pager_stats st;
+	struct vmm_proc other;
+	struct lost_view lv;
 	char ans[LINE_MAX_LEN], path[PATH_MAX + 16], hdr[8], good, want_map_ok;
 	struct store_slot slot;
-	struct timespec ts;
 	uint64_t npages = (mib << 20) / PAGE;
 	int fd, err = 0;
 	uint32_t crc;
 
-	sem_init(&h.pager_error, 0, 0);
+	h.vm_name = OTHER_VM;
 	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1)) {
 		tap_bail("harness setup failed");
 		return 1;
 	}
 	read_line(h.from_vmm, ans, sizeof(ans));
+	other = vmm_keep(&h);
+	tap(!strcmp(ans, "ready") && !offload(&h), "another VM (%s) offloaded", OTHER_VM);
+	h.vm_name = NULL;
+	if (vmm_spawn(&h, self, mib, 1)) {
+		tap_bail("harness setup failed");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
 	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
-	on_loop(&h, set_error_cb, NULL);
 	tap(!offload(&h), "offloaded");
 
 	snprintf(path, sizeof(path), "%s/%s.store", h.store_dir, VM_NAME);
@@ -109,34 +101,30 @@ static int mode_crc(const char *self, uint64_t mib)
 		tap_bail("cannot corrupt the slot: %s", strerror(errno));
 		return 1;
 	}
+	close(fd);
 	/* the slot is read through the page cache or O_DIRECT: either way
 	 * the file now holds the bad byte */
 	vmm_cmd(&h, ans, "peek %d", DATA_PAGE);
-	tap(!strcmp(ans, "blocked"),
-	    "a slot whose checksum mismatches is not served: the thread stays blocked (%s)", ans);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ERROR_WAIT_S;
-	tap(!sem_timedwait(&h.pager_error, &ts) && h.pager_err == -EBADMSG &&
-	    !strcmp(h.pager_err_what, "fault"), "error callback: %s (%s)",
-	    strerror(-h.pager_err), h.pager_err_what ? h.pager_err_what : "none");
-	st = stats(&h, NULL);
-	tap(st.store_bad_slots > 0 && st.faults_stuck == 1,
-	    "mismatch counted (%llu), fault waits", (unsigned long long)st.store_bad_slots);
-
-	good ^= 0x5a;
-	if (pwrite(fd, &good, 1, STORE_DATA_OFF + DATA_PAGE * PAGE + 100) != 1) {
-		tap_bail("cannot repair the slot: %s", strerror(errno));
-		return 1;
-	}
-	close(fd);
-	st = stats_until_unstuck(&h, RETRY_WAIT_POLLS);
-	tap(!st.faults_stuck, "slot repaired: the waiting fault was served on retry");
+	tap(strncmp(ans, "value", 5) != 0,
+	    "a slot whose checksum mismatches is never served (%s)", ans);
+	lv = wait_lost(&h, LOST_WAIT_POLLS);
+	tap(lv.lost_err == -EBADMSG && !lv.pager, "the VM is lost at once: %s, memory released",
+	    strerror(-lv.lost_err));
+	tap(!strcmp(lv.state, "LOST") && strstr(lv.error, "checksum mismatch") &&
+	    strstr(lv.error, "killed (1 process"),
+	    "API: state %s, error \"%s\"", lv.state, lv.error);
+	tap(lv.vms_lost == 1, "counted (vms_lost %llu)", (unsigned long long)lv.vms_lost);
+	err = wait_vmm_exit(&h);
+	tap(err == 128 + SIGKILL, "the VMM was killed (exit %d)", err);
+	tap(access(path, F_OK) < 0 && errno == ENOENT, "its store file is gone");
+	vmm_use(&h, &other);
+	lv = wait_lost(&h, 1);
 	vmm_cmd(&h, ans, "verify 1 2");
-	tap(!strcmp(ans, "ok"), "every byte right (%s)", ans);
+	tap(!strcmp(ans, "ok") && !lv.lost_err && lv.pager,
+	    "the other VM is unaffected: every byte right (%s), not lost", ans);
 	vmm_quit(&h);
 	return harness_finish(&h);
 }
-
 int main(int argc, char **argv)
 {
 	if (mockvmm_init(argc, argv))

@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * pager_storeerr.c - the store fails under a fault (mock VMM, mockvmm.h): the
- * faulting thread stays blocked (never zeros), the error callback hears of
- * it; once the store is back the retried fault is served and every byte is
- * right.  TAP.
+ * pager_storeerr.c - the store fails under a fault (mock VMM, mockvmm.h).
+ * For a while (transient EIO): the faulting thread stays blocked (never
+ * zeros), the error callback hears of it; once the store is back the
+ * retried fault is served and every byte is right.  For good (EIO past
+ * fault_error_timeout_ms): the VM is lost - its VMM killed (SIGKILL), state
+ * LOST with the error, counted, its store file gone.  The store is taken
+ * away by truncating it (reads past the end: EIO); pager_blockdev does the
+ * same on a failing block device.  TAP.
  *
  *   pager_storeerr [MiB]	(default 8)
  */
 #include <fcntl.h>
 #include <limits.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <errno.h>
@@ -23,41 +28,31 @@
 
 #define ERROR_WAIT_S		5
 #define RETRY_WAIT_POLLS	200	/* x 20 ms: served once the store is back */
-
-static void pager_error_cb(struct pager *p, int err, const char *what, void *arg)
-{
-	struct harness *h = arg;
-
-	(void)p;
-	h->pager_err = err;
-	h->pager_err_what = what;
-	sem_post(&h->pager_error);
-}
-
-static void set_error_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_set_error_cb(the_pager(h), pager_error_cb, h);
-}
+#define FAULT_ERROR_TIMEOUT_MS	3000	/* the store back well within it */
+#define LOST_WAIT_POLLS		1500	/* x 20 ms */
 
 static int mode_storeerr(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
+	struct pager_config pcfg;
 	struct pager_stats st;
+	struct lost_view lv;
 	char ans[LINE_MAX_LEN], path[PATH_MAX + 16];
 	struct timespec ts;
 	struct stat sb;
 	char *saved = NULL;
-	int fd;
+	int fd, status;
 
 	sem_init(&h.pager_error, 0, 0);
-	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1)) {
+	pager_config_default(&pcfg, "");
+	pcfg.fault_error_timeout_ms = FAULT_ERROR_TIMEOUT_MS;
+	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
 		tap_bail("harness setup failed");
 		return 1;
 	}
 	read_line(h.from_vmm, ans, sizeof(ans));
 	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
-	on_loop(&h, set_error_cb, NULL);
+	on_loop(&h, catch_pager_errors, NULL);
 	tap(!offload(&h), "offloaded");
 
 	/* the store loses its contents: every slot read fails (EIO) */
@@ -92,13 +87,35 @@ static int mode_storeerr(const char *self, uint64_t mib)
 		tap_bail("cannot put the store back: %s", strerror(errno));
 		return 1;
 	}
-	close(fd);
-	free(saved);
 	st = stats_until_unstuck(&h, RETRY_WAIT_POLLS);
-	tap(!st.faults_stuck, "store back: the waiting fault was served on retry");
+	tap(!st.faults_stuck && !st.lost_err,
+	    "store back: the waiting fault was served on retry, the VM lives");
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "every byte right, the blocked page included (%s)", ans);
-	vmm_quit(&h);
+
+	/* the store fails for good: past fault_error_timeout_ms the VM is lost */
+	on_loop(&h, vm_pager_errors, NULL);	/* as vmnapd: the VM layer hears it */
+	tap(!offload(&h), "offloaded again");
+	if (ftruncate(fd, 0)) {
+		tap_bail("cannot take the store away: %s", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	free(saved);
+	vmm_cmd(&h, ans, "peek 0");
+	tap(!strcmp(ans, "blocked"), "the fault blocks again, no zeros (%s)", ans);
+	lv = wait_lost(&h, LOST_WAIT_POLLS);
+	tap(lv.lost_err == -EIO && !lv.pager,
+	    "EIO past %d ms: the VM is lost (%s), its memory released",
+	    FAULT_ERROR_TIMEOUT_MS, strerror(-lv.lost_err));
+	tap(!strcmp(lv.state, "LOST") && strstr(lv.error, "Input/output error") &&
+	    strstr(lv.error, "killed (1 process"),
+	    "API: state %s, error \"%s\"", lv.state, lv.error);
+	tap(lv.vms_lost == 1, "counted (vms_lost %llu)", (unsigned long long)lv.vms_lost);
+	status = wait_vmm_exit(&h);
+	tap(status == 128 + SIGKILL, "the VMM was killed, its blocked thread never served "
+	    "(exit %d)", status);
+	tap(access(path, F_OK) < 0 && errno == ENOENT, "its store file is gone");
 	return harness_finish(&h);
 }
 

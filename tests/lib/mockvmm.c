@@ -4,6 +4,7 @@
  * VMM's side (guest RAM patterns, the command loop it serves) and the
  * harness's side (in-process vmnapd, pager calls on its loop thread).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,6 +32,7 @@
 #include "mem_handshake.h"
 #include "mockvmm.h"
 #include "pager.h"
+#include "vm_control.h"
 #include "vmnapd.h"
 
 #define LAT_SAMPLES	4000
@@ -776,7 +778,7 @@ int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 			 *b == '/' ? "" : cwd, b);
 		setenv("LD_PRELOAD", preload, 1);
 		setenv("VMNAP_SOCKET", sock_override ? sock_override : sock, 1);
-		setenv("VMNAP_VM", VM_NAME, 1);
+		setenv("VMNAP_VM", harness_vm(h), 1);
 		/* the mock VMM's guest-physical layout is its memfd */
 		setenv("VMNAP_GPA_LAYOUT", "linear", 1);
 		if (allow_unmanaged)
@@ -814,7 +816,7 @@ void vmm_cmd(struct harness *h, char *ans, const char *fmt, ...)
 
 struct pager *the_pager(struct harness *h)
 {
-	struct vm *vm = vm_find(&h->d, VM_NAME);
+	struct vm *vm = vm_find(&h->d, harness_vm(h));
 
 	return vm ? vm->pager : NULL;
 }
@@ -853,6 +855,89 @@ struct pager_stats stats_until_unstuck(struct harness *h, int max_polls)
 		st = stats(h, NULL);
 	}
 	return st;
+}
+
+static void test_error_cb(struct pager *p, int err, const char *what, void *arg)
+{
+	struct harness *h = arg;
+
+	(void)p;
+	h->pager_err = err;
+	h->pager_err_what = what;
+	sem_post(&h->pager_error);
+}
+
+void catch_pager_errors(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_set_error_cb(the_pager(h), test_error_cb, h);
+}
+
+void vm_pager_errors(struct harness *h, void *arg)
+{
+	struct vm *vm = vm_find(&h->d, harness_vm(h));
+
+	(void)arg;
+	if (vm)
+		vm_control_pager_attached(vm);
+}
+
+static void lost_cb(struct harness *h, void *arg)
+{
+	struct lost_view *lv = arg;
+	struct vm *vm = vm_find(&h->d, harness_vm(h));
+	json_t *o;
+
+	memset(lv, 0, sizeof(*lv));
+	lv->vms_lost = h->d.vms_lost;
+	if (!vm)
+		return;
+	lv->lost_err = vm->lost_err;
+	lv->pager = vm->pager != NULL;
+	o = vm_control_json(vm);
+	snprintf(lv->state, sizeof(lv->state), "%s",
+		 json_string_value(json_object_get(o, "state")) ?: "");
+	snprintf(lv->error, sizeof(lv->error), "%s",
+		 json_string_value(json_object_get(o, "error")) ?: "");
+	json_decref(o);
+}
+
+struct lost_view wait_lost(struct harness *h, int max_polls)
+{
+	struct lost_view lv;
+
+	on_loop(h, lost_cb, &lv);
+	for (int polls = 1; (!lv.lost_err || lv.pager) && polls < max_polls; polls++) {
+		usleep(20000);
+		on_loop(h, lost_cb, &lv);
+	}
+	return lv;
+}
+
+bool wait_pager_gone(struct harness *h, int max_polls)
+{
+	bool have;
+
+	(void)stats(h, &have);
+	for (int polls = 1; have && polls < max_polls; polls++) {
+		usleep(20000);
+		(void)stats(h, &have);
+	}
+	return !have;
+}
+
+int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;	/* the DIR's own */
 }
 
 static void offload_done(struct pager *p, int err, void *arg)

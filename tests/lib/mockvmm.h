@@ -108,10 +108,17 @@ struct harness {
 	int offload_err;
 	bool mounted;
 	bool signal_storm;	/* eintr mode */
+	const char *vm_name;	/* the VM vmm_spawn() starts and the calls below
+				 * act on; NULL: VM_NAME */
 	sem_t pager_error;	/* storeerr: the error callback ran */
 	int pager_err;
 	const char *pager_err_what;
 };
+
+static inline const char *harness_vm(const struct harness *h)
+{
+	return h->vm_name ? h->vm_name : VM_NAME;
+}
 
 /* First thing in main(): as the mock VMM (--vmm ...) run it and exit; else
  * prepare the test.  1 when the test cannot run here (plan "1..0 # SKIP"
@@ -134,6 +141,25 @@ int vmm_spawn_opts(struct harness *h, const char *self, uint64_t mib,
 void vmm_cmd(struct harness *h, char *ans, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int wait_vmm_exit(struct harness *h);
+/* Several VMMs at once: keep the one vmm_spawn() just started (with
+ * h->vm_name) and make a kept one the one vmm_cmd() and the calls below
+ * talk to. */
+struct vmm_proc {
+	const char *vm_name;
+	pid_t pid;
+	int to, from;
+};
+static inline struct vmm_proc vmm_keep(const struct harness *h)
+{
+	return (struct vmm_proc){ h->vm_name, h->vmm, h->to_vmm, h->from_vmm };
+}
+static inline void vmm_use(struct harness *h, const struct vmm_proc *v)
+{
+	h->vm_name = v->vm_name;
+	h->vmm = v->pid;
+	h->to_vmm = v->to;
+	h->from_vmm = v->from;
+}
 /* Tell the mock VMM to quit; its exit status as wait_vmm_exit() gives it. */
 int vmm_quit(struct harness *h);
 
@@ -153,6 +179,26 @@ struct pager_stats stats(struct harness *h, bool *have);
  * @max_polls; the last stats read either way.
  */
 struct pager_stats stats_until_unstuck(struct harness *h, int max_polls);
+/* Loop thread (on_loop): the pager's errors go to the harness
+ * (h->pager_err, h->pager_err_what, h->pager_error posted) ... */
+void catch_pager_errors(struct harness *h, void *arg);
+/* ... or to the VM layer, as in vmnapd (a lost VM: vm->lost_err, LOST). */
+void vm_pager_errors(struct harness *h, void *arg);
+/* A VM as the API shows it once lost (vm_control_json): */
+struct lost_view {
+	int lost_err;		/* vm->lost_err */
+	bool pager;		/* it still has a pager (its VMM lives) */
+	uint64_t vms_lost;	/* the daemon's count */
+	char state[32], error[256];
+};
+/* Polls every 20 ms (at most @max_polls) until the VM is lost and its
+ * pager gone (its VMM killed, its memory released); the last view. */
+struct lost_view wait_lost(struct harness *h, int max_polls);
+/* Polls every 20 ms (at most @max_polls) until the VM has no pager (its
+ * VMM gone, its memory released); whether it came to that. */
+bool wait_pager_gone(struct harness *h, int max_polls);
+/* Open fds of this process (vmnapd's side runs here). */
+int count_fds(void);
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h);
 

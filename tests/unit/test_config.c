@@ -39,6 +39,7 @@ static void test_example_is_the_defaults(void **st)
 	assert_true(s.pressure_enabled);
 	assert_null(s.pressure_cgroup);
 	assert_int_equal(s.pause_timeout_ms, d.pause_timeout_ms);
+	assert_int_equal(s.fault_error_timeout_ms, d.fault_error_timeout_ms);
 	assert_int_equal(s.api_max_body, d.api_max_body);
 	assert_string_equal(s.run_dir, "/run/vmnap");
 	config_free(&s);
@@ -56,6 +57,9 @@ static void test_overrides(void **st)
 	assert_int_equal(s.coord.offload_after_ns, 50 * MS);
 	assert_true(s.coord.kind[COORD_WAIT_NETWORK].may_offload);
 	assert_false(s.coord.kind[COORD_WAIT_FILE].may_offload);
+	config_free(&s);
+	assert_int_equal(load_text("{\"fault_error_timeout_ms\": 0}", &s, err), 0);
+	assert_int_equal(s.fault_error_timeout_ms, 0);	/* 0: retry for ever */
 	config_free(&s);
 }
 

@@ -238,6 +238,13 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 		fprintf(f, "vmnap_pager_errors_total{vm=\"%s\",kind=\"offload\"} %llu\n", vm->name,
 			(unsigned long long)st.offload_errors);
 	}
+	help(f, "vmnap_vm_lost", "gauge",
+	     "1 when the VM was lost: a fault the store could not serve, its VMM killed");
+	FOREACH_VM(d, vm)
+		fprintf(f, "vmnap_vm_lost{vm=\"%s\"} %d\n", vm->name, vm->lost_err != 0);
+	help(f, "vmnap_vms_lost_total", "counter",
+	     "VMs lost to a fault the store could not serve (EIO past the bound, checksum)");
+	fprintf(f, "vmnap_vms_lost_total %llu\n", (unsigned long long)d->vms_lost);
 	help(f, "vmnap_fault_latency_seconds", "histogram", "userfaultfd fault service latency");
 	FOREACH_VM(d, vm) {
 		if (!vm->pager)
@@ -338,6 +345,9 @@ static void rejection_metrics(FILE *f, struct vmnapd *d)
 	mem_handshake_get_stats(d, &hs);
 	help(f, "vmnap_handshake_accepted_total", "counter", "memory handshakes accepted");
 	fprintf(f, "vmnap_handshake_accepted_total %llu\n", (unsigned long long)hs.accepted);
+	help(f, "vmnap_mappers_gone_total", "counter",
+	     "VMM processes whose memory connection closed (exited or killed)");
+	fprintf(f, "vmnap_mappers_gone_total %llu\n", (unsigned long long)hs.mappers_gone);
 	help(f, "vmnap_handshake_refused_total", "counter", "memory handshakes refused, by reason");
 	for (int r = 0; r < HS_REFUSALS; r++)
 		fprintf(f, "vmnap_handshake_refused_total{reason=\"%s\"} %llu\n",
@@ -365,8 +375,9 @@ json_t *metrics_rejections_json(struct vmnapd *d)
 		json_object_set_new(refused, mem_hs_refusal_name((enum mem_hs_refusal)r),
 				    json_integer((json_int_t)hs.refused[r]));
 	guest_link_listen_vsock_get_stats(d, &vs);
-	return json_pack("{s:{s:I,s:o},s:{s:I,s:I,s:I}}",
+	return json_pack("{s:{s:I,s:I,s:o},s:{s:I,s:I,s:I}}",
 			 "mem_handshake", "accepted", (json_int_t)hs.accepted,
+			 "mappers_gone", (json_int_t)hs.mappers_gone,
 			 "refused", refused,
 			 "vsock_listener", "unknown_cid", (json_int_t)vs.unknown_cid,
 			 "unreserved_port", (json_int_t)vs.unreserved_port,

@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -52,6 +53,7 @@ void pager_config_default(struct pager_config *cfg, const char *store_dir)
 		.prefetch = true,
 		.critical_budget_ns = PAGER_CRITICAL_BUDGET_NS,
 		.direct_io = true,
+		.fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS,
 	};
 }
 
@@ -126,7 +128,7 @@ static void error_cb(struct loop *l, int fd, uint32_t events, void *arg)
 	struct pager *p = arg;
 	const char *what;
 	uint64_t v;
-	int err;
+	int err, lost;
 
 	(void)l;
 	(void)events;
@@ -136,9 +138,13 @@ static void error_cb(struct loop *l, int fd, uint32_t events, void *arg)
 	err = p->pending_err;
 	what = p->pending_what;
 	p->pending_err = 0;
+	lost = p->lost_err && !p->lost_told ? p->lost_err : 0;
+	p->lost_told = p->lost_told || lost;
 	pthread_mutex_unlock(&p->lock);
 	if (err && p->error_cb)
 		p->error_cb(p, err, what, p->error_arg);
+	if (lost && p->error_cb)	/* never folded into another error */
+		p->error_cb(p, lost, "lost", p->error_arg);
 }
 
 void pager_set_error_cb(struct pager *p,
@@ -355,6 +361,7 @@ void pager_free(struct pager *p)
 {
 	bool live_mappers = false;
 	uint64_t out;
+	int lost;
 
 	if (!p)
 		return;
@@ -365,6 +372,14 @@ void pager_free(struct pager *p)
 	p->offloading = false;
 	loop_del_fd(p->loop, p->offload_done_fd);
 	loop_del_fd(p->loop, p->error_fd);
+	/* a lost VM's processes die before the loop may read error_fd (their
+	 * exit detaches the pager): tell the owner now, it keeps the state */
+	pthread_mutex_lock(&p->lock);
+	lost = p->lost_told ? 0 : p->lost_err;
+	p->lost_told = true;
+	pthread_mutex_unlock(&p->lock);
+	if (lost && p->error_cb)
+		p->error_cb(p, lost, "lost", p->error_arg);
 	p->error_cb = NULL;	/* detaching: nobody to tell */
 	pthread_mutex_lock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m; m = m->next)
@@ -393,6 +408,8 @@ void pager_free(struct pager *p)
 		close(m->uffd);
 		if (m->pagemap_fd >= 0)
 			close(m->pagemap_fd);
+		if (m->pidfd >= 0)
+			close(m->pidfd);
 		free(m);
 	}
 	for (unsigned int i = 0; i < p->nr_regions; i++) {
@@ -441,6 +458,9 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 		return -ENOMEM;
 	m->uffd = uffd;
 	m->pid = pid;
+	/* to SIGKILL it if the VM is lost (pager_lose); the caller's
+	 * connection from @pid is open, so @pid is that process */
+	m->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	memcpy(m->host_addr, host_addr, nr * sizeof(*host_addr));
 	pager_dirty_mapper_init(p, m);
 	for (unsigned int i = 0; i < nr; i++)
@@ -467,6 +487,8 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 	if (err) {
 		if (m->pagemap_fd >= 0)
 			close(m->pagemap_fd);
+		if (m->pidfd >= 0)
+			close(m->pidfd);
 		free(m);
 		return err;
 	}
@@ -940,6 +962,8 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->recovered_resident = p->rec_resident;
 	st->store_bad_slots = __atomic_load_n(&p->store.bad_slots, __ATOMIC_RELAXED);
 	st->store_id = p->store.id;
+	st->lost_err = p->lost_err;
+	st->mappers_killed = p->mappers_killed;
 	st->dirty_tracking = p->track;
 	st->dirty_tracking_reason = p->track == PAGER_DIRTY_UNKNOWN ?
 				    "not decided: no offload registered the mappers yet" :

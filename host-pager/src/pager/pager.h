@@ -65,7 +65,12 @@ struct pager_config {
 					 * (0: no pre-resume restore) */
 	bool direct_io;			/* O_DIRECT on the store (falls back if
 					 * the file system refuses it) */
+	uint32_t fault_error_timeout_ms;	/* a fault the store keeps failing
+					 * this long loses the VM ("lost" at
+					 * pager_set_error_cb); 0: never */
 };
+/* pager_config.fault_error_timeout_ms by default */
+#define PAGER_FAULT_ERROR_TIMEOUT_MS	30000u
 
 void pager_config_default(struct pager_config *cfg, const char *store_dir);
 
@@ -186,6 +191,8 @@ struct pager_stats {
 	uint64_t recovered_offloaded;	/* ... out of the memfd: OFFLOADED */
 	uint64_t recovered_resident;	/* ... in the memfd: RESIDENT */
 	uint64_t store_bad_slots;	/* store reads whose checksum mismatched */
+	int lost_err;			/* -errno that lost the VM ("lost"), or 0 */
+	uint32_t mappers_killed;	/* mapper processes sent SIGKILL for it */
 	const char *store_id;		/* the pager's; valid while it lives */
 	/* dirty tracking */
 	enum pager_dirty_tracking dirty_tracking;
@@ -277,6 +284,13 @@ const char *pager_gpa_source_name(enum pager_gpa_source s);
  * error.  @cb runs on the loop thread with -errno and what failed
  * ("fault", "restore", "offload"); several errors before it runs are
  * reported once (every one is counted in pager_stats).  NULL: none.
+ *
+ * "lost" (once, never folded into another): a fault can never be served
+ * - its store read failed for longer than fault_error_timeout_ms, or the
+ * slot's crc32c mismatched (-EBADMSG).  The pager has sent SIGKILL to
+ * every mapper process (the VMM): a vCPU blocked on that page is released
+ * only by its process dying, never by zeros or wrong data.  Faults are no
+ * longer served; pager_stats.lost_err keeps the error.
  */
 void pager_set_error_cb(struct pager *p,
 			void (*cb)(struct pager *p, int err, const char *what, void *arg),

@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -39,6 +41,48 @@ void pager_report_error(struct pager *p, int err, const char *what)
 		p->pending_err = err;
 		p->pending_what = what;
 	}
+	pthread_mutex_unlock(&p->lock);
+	if (write(p->error_fd, &one, sizeof(one)) < 0)
+		log_err(p->subject, "cannot signal a pager error: %s", strerror(errno));
+}
+
+void pager_lose(struct pager *p, int err)
+{
+	struct victim { int pidfd; pid_t pid; } kill_list[PAGER_MAX_MAPPERS];
+	unsigned int n = 0, killed = 0;
+	uint64_t one = 1;
+
+	/* the fault thread alone calls this: no second caller meanwhile */
+	pthread_mutex_lock(&p->lock);
+	if (p->lost_err) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	for (struct pager_mapper *m = p->mappers; m && n < PAGER_MAX_MAPPERS; m = m->next)
+		if (!m->dead && !m->removed && m->pid != getpid())
+			kill_list[n++] = (struct victim){ m->pidfd, m->pid };
+	pthread_mutex_unlock(&p->lock);
+	/* the fault thread closes a mapper's pidfd: called there, they stay
+	 * open.  A pidfd cannot reach a recycled pid; without one (no
+	 * pidfd_open) the handshake connection, open until the process
+	 * exits, still pins it */
+	for (unsigned int i = 0; i < n; i++) {
+		int r = kill_list[i].pidfd >= 0 ?
+			(int)syscall(SYS_pidfd_send_signal, kill_list[i].pidfd, SIGKILL, NULL, 0) :
+			kill(kill_list[i].pid, SIGKILL);
+
+		if (!r || errno == ESRCH)
+			killed += !r;
+		else
+			log_err(p->subject, "cannot kill mapper pid %d: %s",
+				(int)kill_list[i].pid, strerror(errno));
+	}
+	log_err(p->subject, "VM lost: a fault can never be served (%s); SIGKILL sent "
+		"to %u mapper process(es) (a vCPU waiting for the page is never given "
+		"zeros or wrong data)", strerror(-err), killed);
+	pthread_mutex_lock(&p->lock);
+	p->lost_err = err;	/* after the kills: the loop reports them */
+	p->mappers_killed = killed;
 	pthread_mutex_unlock(&p->lock);
 	if (write(p->error_fd, &one, sizeof(one)) < 0)
 		log_err(p->subject, "cannot signal a pager error: %s", strerror(errno));

@@ -18,7 +18,11 @@
  * never answered with zeros: the page stays OFFLOADED, the faulting thread
  * stays blocked, the error goes to the pager's error callback once, and
  * the fault is tried again every FAULT_RETRY_MS until it is served (the
- * store came back, or the page became resident another way).
+ * store came back, or the page became resident another way) - for at most
+ * pager_config.fault_error_timeout_ms.  A fault still failing then, or one
+ * whose slot fails its checksum (-EBADMSG: retrying reads the same bytes),
+ * loses the VM (pager_lose(): its processes are killed; nothing waits for
+ * good).
  */
 #include <errno.h>
 #include <linux/userfaultfd.h>
@@ -47,6 +51,7 @@
 struct stuck_fault {
 	struct pager_mapper *m;
 	uint64_t addr;
+	uint64_t since_ns;	/* when it first failed */
 };
 
 struct fault_ctx {
@@ -377,12 +382,32 @@ static void stuck_count(struct fault_ctx *fc)
 	pthread_mutex_unlock(&fc->p->lock);
 }
 
-/* Remember an unserved fault (handle_fault's -errno @err) for a retry. */
+/* The VM cannot go on: a fault failed with @err since @since_ns. */
+static bool fault_hopeless(struct fault_ctx *fc, int err, uint64_t since_ns)
+{
+	uint32_t limit = fc->p->cfg.fault_error_timeout_ms;
+
+	if (err == -EAGAIN)
+		return false;	/* the VMM's mm is changing: not a store error */
+	if (err == -EBADMSG)
+		return true;	/* the slot's bytes are wrong: a re-read is too */
+	return limit && now_ns() - since_ns >= limit * 1000000ull;
+}
+
+/* Remember an unserved fault (handle_fault's -errno @err, failing since
+ * @since_ns) for a retry; or lose the VM if there is no hope. */
 static void stuck_add(struct fault_ctx *fc, struct pager_mapper *m, uint64_t addr,
-		      int err)
+		      int err, uint64_t since_ns)
 {
 	uint64_t soon = now_ns() + FAULT_EAGAIN_RETRY_MS * 1000000ull;
 
+	if (fault_hopeless(fc, err, since_ns)) {
+		log_err(fc->p->subject, "mapper pid %d: fault at %#llx: %s%s", (int)m->pid,
+			(unsigned long long)addr, strerror(-err),
+			err == -EBADMSG ? " (checksum mismatch)" :
+			" for longer than fault_error_timeout_ms");
+		pager_lose(fc->p, err);
+	}
 	for (unsigned int i = 0; i < fc->nstuck; i++)
 		if (fc->stuck[i].m == m && fc->stuck[i].addr == addr)
 			return;
@@ -396,11 +421,24 @@ static void stuck_add(struct fault_ctx *fc, struct pager_mapper *m, uint64_t add
 		fc->retry_at_ns = now_ns() + FAULT_RETRY_MS * 1000000ull;
 	if (err == -EAGAIN && fc->retry_at_ns > soon)
 		fc->retry_at_ns = soon;
-	fc->stuck[fc->nstuck++] = (struct stuck_fault){ .m = m, .addr = addr };
+	fc->stuck[fc->nstuck++] = (struct stuck_fault){
+		.m = m, .addr = addr, .since_ns = since_ns,
+	};
 	stuck_count(fc);
 }
 
-/* Try every stuck fault again once its time has come. */
+static bool pager_is_lost(struct pager *p)
+{
+	bool lost;
+
+	pthread_mutex_lock(&p->lock);
+	lost = p->lost_err != 0;
+	pthread_mutex_unlock(&p->lock);
+	return lost;
+}
+
+/* Try every stuck fault again once its time has come (not once the VM is
+ * lost: its threads wait to be killed). */
 static void stuck_retry(struct fault_ctx *fc)
 {
 	struct stuck_fault again[MAX_STUCK_FAULTS];
@@ -408,13 +446,17 @@ static void stuck_retry(struct fault_ctx *fc)
 
 	if (!n || now_ns() < fc->retry_at_ns)
 		return;
+	if (pager_is_lost(fc->p)) {
+		fc->retry_at_ns = UINT64_MAX;
+		return;
+	}
 	memcpy(again, fc->stuck, n * sizeof(again[0]));
 	fc->nstuck = 0;
 	for (unsigned int i = 0; i < n; i++) {
 		int err = handle_fault(fc, again[i].m, again[i].addr, true);
 
 		if (err)
-			stuck_add(fc, again[i].m, again[i].addr, err);
+			stuck_add(fc, again[i].m, again[i].addr, err, again[i].since_ns);
 	}
 	stuck_count(fc);
 }
@@ -424,7 +466,7 @@ static int poll_timeout_ms(const struct fault_ctx *fc)
 {
 	uint64_t now = now_ns();
 
-	if (!fc->nstuck)
+	if (!fc->nstuck || fc->retry_at_ns == UINT64_MAX)
 		return -1;
 	if (fc->retry_at_ns <= now)
 		return 0;
@@ -624,9 +666,12 @@ static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
 					handle_wp_fault(fc, m, msg->arg.pagefault.address);
 					break;
 				}
+				if (pager_is_lost(fc->p))
+					break;	/* its processes are being killed */
 				err = handle_fault(fc, m, msg->arg.pagefault.address, false);
 				if (err)
-					stuck_add(fc, m, msg->arg.pagefault.address, err);
+					stuck_add(fc, m, msg->arg.pagefault.address, err,
+						  now_ns());
 				break;
 			case UFFD_EVENT_REMOVE:
 				event_remove(fc, m, msg->arg.remove.start, msg->arg.remove.end);
@@ -690,6 +735,8 @@ static nfds_t poll_set(struct fault_ctx *fc)
 		close(m->uffd);
 		if (m->pagemap_fd >= 0)
 			close(m->pagemap_fd);
+		if (m->pidfd >= 0)
+			close(m->pidfd);
 		free(m);
 	}
 	return n;

@@ -89,6 +89,7 @@ struct pager_mapper {
 	/* dirty tracking */
 	int pagemap_fd;		/* /proc/PID/pagemap, or -1 */
 	bool wp;		/* its ranges registered with MODE_WP too */
+	int pidfd;		/* the process (pidfd_open at add), or -1 */
 };
 
 struct pager {
@@ -158,6 +159,11 @@ struct pager {
 	void *error_arg;
 	int pending_err;		/* under lock; 0: none */
 	const char *pending_what;
+	/* the VM is lost (pager_lose): a fault can never be served; under
+	 * lock, set once */
+	int lost_err;
+	bool lost_told;			/* the error callback heard "lost" */
+	uint32_t mappers_killed;
 
 	/* statistics (under lock) */
 	uint64_t faults, fault_pages, zero_faults, eexist, prefetch_pages;
@@ -239,6 +245,13 @@ int pager_slots_clear_durably(struct pager *p, uint64_t pg, uint64_t n);
  * loop thread tell pager_set_error_cb's callback.  Any thread, lock not
  * held. */
 void pager_report_error(struct pager *p, int err, const char *what);
+/* A fault can never be served (the store read keeps failing, or a slot's
+ * checksum mismatches): SIGKILL every mapper process (a vCPU blocked in
+ * the userfaultfd is released only so: its fault must not be answered
+ * with zeros or stale data), mark the pager lost with @err, tell the
+ * error callback ("lost").  Once only; the fault thread (it closes the
+ * mappers' pidfds), lock not held. */
+void pager_lose(struct pager *p, int err);
 /* Register every live mapper's ranges MISSING; p->reg_lock held, p->lock
  * not.  The caller sets p->registered. */
 int pager_register_all(struct pager *p);

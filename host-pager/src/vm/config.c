@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "pager.h"
 #include "pause.h"
 
 #define NS_PER_MS	1000000ull
@@ -32,6 +33,7 @@ void config_default(struct vmnapd_settings *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->pause_timeout_ms = PAUSE_DEFAULT_TIMEOUT_MS;
+	s->fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS;
 	s->api_max_body = CONFIG_DEFAULT_API_BODY;
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
 	s->api_conn_timeout_s = CONFIG_DEFAULT_API_TIMEOUT_S;
@@ -333,6 +335,8 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 			ret = get_str(key, v, &s->log_level, err, n);
 		else if (!strcmp(key, "pause_timeout_ms"))
 			ret = get_u32("", key, v, 1, &s->pause_timeout_ms, err, n);
+		else if (!strcmp(key, "fault_error_timeout_ms"))
+			ret = get_u32("", key, v, 0, &s->fault_error_timeout_ms, err, n);
 		else if (!strcmp(key, "api"))
 			ret = api_from_json(v, s, err, n);
 		else if (!strcmp(key, "coordinator"))

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "usock.h"
 #include "loop.h"
+#include "config.h"
 #include "mem_handshake.h"
 #include "vm_control.h"
 #include "pager.h"
@@ -402,6 +403,8 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 				"Firecracker form: anonymous memory, no memfd to punch");
 		if (rq->gpa_source != PAGER_GPA_STATED)
 			pager_set_gpa_source(vm->pager, rq->gpa_source);
+		vm->lost_err = 0;	/* a VMM handed its memory in: the VM lives */
+		vm->lost_error[0] = '\0';
 		vm_control_pager_attached(vm);	/* pager errors -> coordinator */
 	} else if (pager_regions_match(vm->pager, rq->rd, rq->nr)) {
 		refuse(c, HS_REFUSE_VM, "vm '%s' already has different guest RAM", rq->name);
@@ -665,8 +668,11 @@ int mem_handshake_start(struct vmnapd *d, const char *path,
 	log_ratelimit_init(&hs->log_rl, HS_LOG_INTERVAL_NS, HS_LOG_BURST, now_ns());
 	if (cfg)
 		hs->cfg = *cfg;
-	else
+	else {
 		pager_config_default(&hs->cfg, d->cfg.store_dir);
+		if (d->settings)
+			hs->cfg.fault_error_timeout_ms = d->settings->fault_error_timeout_ms;
+	}
 	if (path)
 		n = snprintf(hs->path, sizeof(hs->path), "%s", path);
 	else

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* views.c - JSON views of the parts' statistics; see views.h. */
 #include <jansson.h>
+#include <string.h>
 
 #include "pager.h"
 #include "views.h"
@@ -83,6 +84,10 @@ json_t *pager_stats_json(struct pager *p)
 			"store_written_bytes", (json_int_t)st.store_written_bytes));
 		json_object_set_new(o, "store_bad_slots",
 				    json_integer((json_int_t)st.store_bad_slots));
+		if (st.lost_err)
+			json_object_set_new(o, "lost", json_pack("{s:i,s:s,s:i}",
+				"err", st.lost_err, "error", strerror(-st.lost_err),
+				"mappers_killed", (int)st.mappers_killed));
 		if (st.not_evictable_reason)
 			json_object_set_new(o, "not_evictable_reason",
 					    json_string(st.not_evictable_reason));

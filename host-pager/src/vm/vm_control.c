@@ -278,12 +278,39 @@ static int ctl_offload(void *arg)
 	return err;
 }
 
+/* The pager gave up on a fault (pager.h "lost"): it killed the VMM.  The
+ * VM stays listed as LOST with the error until it is deleted or its VMM
+ * hands its memory in again. */
+static void vm_lost(struct vm *vm, int err)
+{
+	struct pager_stats st;
+
+	pager_get_stats(vm->pager, &st);
+	vm->lost_err = err;
+	snprintf(vm->lost_error, sizeof(vm->lost_error),
+		 "a fault could not be served: %s%s; the VMM was killed (%u process(es))",
+		 strerror(-err), err == -EBADMSG ? " (store slot checksum mismatch)" :
+		 " (store read failing past fault_error_timeout_ms)", st.mappers_killed);
+	vm->d->vms_lost++;
+	log_err(vm->subject, "LOST: %s", vm->lost_error);
+	events_emit(vm->d, vm->name, "vm_lost",
+		    json_pack("{s:i,s:s,s:s,s:i}", "err", err, "error", strerror(-err),
+			      "reason", err == -EBADMSG ? "checksum" : "store_io",
+			      "killed", (int)st.mappers_killed));
+	if (vm->coord)	/* nothing left to pause: no more handoffs */
+		coord_set_managed(vm->coord, false);
+}
+
 /* The pager hit an error the VM must not run into blind: fail-safe. */
 static void pager_error(struct pager *p, int err, const char *what, void *arg)
 {
 	struct vm *vm = arg;
 
 	(void)p;
+	if (!strcmp(what, "lost")) {
+		vm_lost(vm, err);
+		return;
+	}
 	if (!vm->control)
 		return;
 	log_err(vm->subject, "pager error (%s): %s", what, strerror(-err));
@@ -296,7 +323,7 @@ static void pager_error(struct pager *p, int err, const char *what, void *arg)
 
 void vm_control_pager_attached(struct vm *vm)
 {
-	if (vm->pager && vm->control)
+	if (vm->pager)
 		pager_set_error_cb(vm->pager, pager_error, vm);
 }
 
@@ -689,8 +716,6 @@ void vm_control_detach(struct vm *vm)
 
 	if (!ctl)
 		return;
-	if (vm->pager)
-		pager_set_error_cb(vm->pager, NULL, NULL);
 	if (vm->coord) {
 		enum coord_state s = coord_state(vm->coord);
 
@@ -846,6 +871,10 @@ json_t *vm_control_json(struct vm *vm)
 	} else {
 		json_object_set_new(o, "state", json_string("UNCONTROLLED"));
 		json_object_set_new(o, "managed", json_false());
+	}
+	if (vm->lost_err) {
+		json_object_set_new(o, "state", json_string("LOST"));
+		json_object_set_new(o, "error", json_string(vm->lost_error));
 	}
 	if (vm->pause) {
 		const char *why = vm_control_clock_refusal(vm->pause);

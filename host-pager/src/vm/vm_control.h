@@ -67,7 +67,9 @@ const char *vm_control_clock_refusal(const struct pause_backend *pb);
 /* Undo vm_control_attach (resumes a paused VM first).  NULL-safe. */
 void vm_control_detach(struct vm *vm);
 /* vm->pager appeared (memory handshake): route its errors to the
- * coordinator (coord_pager_error, fail-safe resume).  No-op without one. */
+ * coordinator (coord_pager_error, fail-safe resume; none without one) and
+ * a lost VM (pager.h "lost") to vm->lost_err, a log line and a "vm_lost"
+ * event, with or without a coordinator. */
 void vm_control_pager_attached(struct vm *vm);
 /* The VMM's pid for PSS and cgroup memory (0: from the pause backend). */
 void vm_control_set_vmm_pid(struct vm *vm, pid_t pid);

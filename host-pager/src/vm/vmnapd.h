@@ -58,6 +58,10 @@ struct vm {
 	struct pause_backend *pause;
 	struct coord *coord;
 	struct vm_control *control;	/* coordinator glue (vm_control.c) */
+	/* LOST: its pager could never serve a fault again (pager.h "lost")
+	 * and killed the VMM; kept after the pager is gone.  0: not lost */
+	int lost_err;
+	char lost_error[160];	/* what the API says */
 };
 
 struct vmnapd {
@@ -73,6 +77,7 @@ struct vmnapd {
 	void *pager_debug;	/* pager debug endpoint (pager_debug.c) */
 	struct guest_link_vsock_listener *link_vsock;	/* AF_VSOCK guest links */
 	void *pressure;		/* memory pressure watch (pressure_watch.c) */
+	uint64_t vms_lost;	/* VMs lost to a fault the store cannot serve */
 };
 
 /* A name is 1..VM_NAME_MAX-1 of [A-Za-z0-9_.-] and not "." or "..". */
