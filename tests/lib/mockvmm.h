@@ -32,6 +32,7 @@
 #ifndef VMNAP_TESTS_MOCKVMM_H
 #define VMNAP_TESTS_MOCKVMM_H
 
+#include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -155,6 +156,33 @@ struct pager_stats stats(struct harness *h, bool *have);
 struct pager_stats stats_until_unstuck(struct harness *h, int max_polls);
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h);
+
+/* ---------------------------------------------------- a vmnapd process */
+/*
+ * Tests of vmnapd as a process (build/vmnapd, $BUILD) under the mock VMM:
+ * the harness's dirs are set by the test, harness_start() is not called.
+ */
+#define POLL_US		20000
+#define WAIT_POLLS	1500	/* x 20 ms: a (re)started vmnapd adopts the VM */
+
+/* Is vmnapd built?  0 or -1. */
+int vmnapd_find(void);
+/* Start it on h's run and store dirs (log: <dir>/vmnapd-@n.log); returns
+ * once its pager-debug endpoint answers. */
+void vmnapd_spawn(struct harness *h, int n);
+/* Signal it and wait: its wait status, -1 if none ran. */
+int vmnapd_kill(int sig);
+pid_t vmnapd_pid(void);
+/* One command to the pager-debug endpoint: its JSON answer or NULL. */
+json_t *vmnapd_dbg(struct harness *h, const char *cmd);
+/* @method /vms/mock on the control API: the HTTP status (0: no answer),
+ * the JSON body in *@body (NULL: not wanted). */
+int vmnapd_api_vm(struct harness *h, const char *method, json_t **body);
+json_t *api_vm(struct harness *h);	/* GET /vms/mock: the body or NULL */
+/* o[a][b][c] (b, c may be NULL) as an integer, 0 when absent. */
+json_int_t jint(json_t *o, const char *a, const char *b, const char *c);
+/* Until the VM's pager (re)appears with a mapper: its stats, or NULL. */
+json_t *wait_vm(struct harness *h);
 
 /* End a scenario: stop the harness, print the TAP plan; the exit status. */
 static inline int harness_finish(struct harness *h)
