@@ -709,6 +709,7 @@ int harness_start(struct harness *h, const struct pager_config *pcfg_in)
 	h->call_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	sem_init(&h->call_done, 0, 0);
 	sem_init(&h->offload_done, 0, 0);
+	sem_init(&h->resident_done, 0, 0);
 	loop_add_fd(h->d.loop, h->call_fd, EPOLLIN, on_call, h);
 	if (pcfg_in)
 		pcfg = *pcfg_in;
@@ -885,6 +886,46 @@ int offload(struct harness *h)
 	while (sem_wait(&h->offload_done) && errno == EINTR)
 		;
 	return h->offload_err;
+}
+
+static void resident_done(struct pager *p, void *arg)
+{
+	struct harness *h = arg;
+
+	(void)p;
+	sem_post(&h->resident_done);
+}
+
+static void resident_async_cb(struct harness *h, void *arg)
+{
+	struct resident_call *rc = arg;
+	struct pager *p = the_pager(h);
+
+	if (!p) {
+		rc->err = -ENOENT;
+		return;
+	}
+	pager_set_resident_cb(p, resident_done, h);
+	rc->err = pager_make_resident_async(p, rc->gpa, rc->len);
+}
+
+int resident_async(struct harness *h, uint64_t gpa, uint64_t len, bool *told)
+{
+	struct resident_call rc = { .gpa = gpa, .len = len };
+	struct timespec ts;
+
+	while (!sem_trywait(&h->resident_done))
+		;	/* callbacks of earlier requests */
+	on_loop(h, resident_async_cb, &rc);
+	*told = false;
+	if (rc.err != -EAGAIN)
+		return rc.err;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += RESIDENT_WAIT_S;
+	while (sem_timedwait(&h->resident_done, &ts) && errno == EINTR)
+		;
+	*told = errno != ETIMEDOUT;
+	return rc.err;
 }
 
 void resumed_cb(struct harness *h, void *arg)

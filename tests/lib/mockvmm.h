@@ -107,6 +107,7 @@ struct harness {
 	int to_vmm, from_vmm;
 	sem_t offload_done;
 	int offload_err;
+	sem_t resident_done;	/* the pager's resident callback ran */
 	bool mounted;
 	bool signal_storm;	/* eintr mode */
 	sem_t pager_error;	/* storeerr: the error callback ran */
@@ -156,6 +157,17 @@ struct pager_stats stats(struct harness *h, bool *have);
 struct pager_stats stats_until_unstuck(struct harness *h, int max_polls);
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h);
+/*
+ * pager_make_resident_async(gpa, len) on the loop thread: its answer; on
+ * -EAGAIN, waits (at most RESIDENT_WAIT_S) for the pager's resident
+ * callback, *@told says whether it came.
+ */
+#define RESIDENT_WAIT_S	30
+struct resident_call {
+	uint64_t gpa, len;
+	int err;
+};
+int resident_async(struct harness *h, uint64_t gpa, uint64_t len, bool *told);
 
 /* ---------------------------------------------------- a vmnapd process */
 /*

@@ -25,7 +25,6 @@
 #define DEFAULT_WRITE_QUEUE_DEPTH	8
 #define DEFAULT_PREFETCH_MIN_BYTES	(64u << 10)
 #define DEFAULT_PREFETCH_MAX_BYTES	(4u << 20)
-#define RESTORE_RUN_MAX_PAGES		256	/* make_resident, detach */
 
 static const char *const page_state_names[PAGE_STATES] = {
 	[PAGE_RESIDENT] = "resident",
@@ -203,17 +202,25 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 		return -ENOMEM;
 	p->loop = loop;
 	p->owner = owner;
-	p->subject = subject;
+	/* a copy: a pager being reaped outlives its owner's subject */
+	p->subject_own = strdup(subject);
+	if (!p->subject_own) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->subject = p->subject_own;
 	p->cfg = *cfg;
 	p->store.fd = -1;
 	p->fault_wake_fd = -1;
 	p->offload_done_fd = -1;
 	p->error_fd = -1;
+	p->resident_fd = -1;
 	p->evictable = true;
 	pthread_mutex_init(&p->reg_lock, NULL);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->state_cv, NULL);
 	pthread_cond_init(&p->prefetch_cv, NULL);
+	pthread_cond_init(&p->resident_cv, NULL);
 	err = regions_init(p, rd, nr);
 	if (err)
 		goto fail;
@@ -245,7 +252,9 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	p->fault_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->offload_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->error_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (p->fault_wake_fd < 0 || p->offload_done_fd < 0 || p->error_fd < 0) {
+	p->resident_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->fault_wake_fd < 0 || p->offload_done_fd < 0 || p->error_fd < 0 ||
+	    p->resident_fd < 0) {
 		err = -errno;
 		goto fail;
 	}
@@ -258,9 +267,17 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 		loop_del_fd(p->loop, p->offload_done_fd);
 		goto fail;
 	}
+	err = loop_add_fd(p->loop, p->resident_fd, EPOLLIN, pager_resident_done_cb, p);
+	if (err) {
+		loop_del_fd(p->loop, p->offload_done_fd);
+		loop_del_fd(p->loop, p->error_fd);
+		goto fail;
+	}
 	err = pager_fault_thread_start(p);
 	if (!err)
 		err = pager_prefetch_thread_start(p);
+	if (!err)
+		err = pager_resident_thread_start(p);
 	if (err)
 		goto fail_loop;
 	*out = p;
@@ -270,9 +287,11 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	return 0;
 
 fail_loop:
+	pager_prefetch_thread_stop(p);
 	pager_fault_thread_stop(p);
 	loop_del_fd(p->loop, p->offload_done_fd);
 	loop_del_fd(p->loop, p->error_fd);
+	loop_del_fd(p->loop, p->resident_fd);
 fail:
 	if (p->fault_wake_fd >= 0)
 		close(p->fault_wake_fd);
@@ -280,12 +299,16 @@ fail:
 		close(p->offload_done_fd);
 	if (p->error_fd >= 0)
 		close(p->error_fd);
+	if (p->resident_fd >= 0)
+		close(p->resident_fd);
 	store_close(&p->store, false);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
+	pthread_cond_destroy(&p->resident_cv);
+	free(p->subject_own);
 	free(p);
 	return err;
 }
@@ -358,6 +381,7 @@ void pager_free(struct pager *p)
 
 	if (!p)
 		return;
+	pager_resident_thread_stop(p);
 	pager_prefetch_thread_stop(p);
 	if (p->offloading)
 		atomic_store(&p->offload_abort, true);
@@ -365,7 +389,9 @@ void pager_free(struct pager *p)
 	p->offloading = false;
 	loop_del_fd(p->loop, p->offload_done_fd);
 	loop_del_fd(p->loop, p->error_fd);
+	loop_del_fd(p->loop, p->resident_fd);
 	p->error_cb = NULL;	/* detaching: nobody to tell */
+	p->resident_cb = NULL;
 	pthread_mutex_lock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m; m = m->next)
 		live_mappers |= !m->dead;
@@ -409,11 +435,14 @@ void pager_free(struct pager *p)
 	close(p->fault_wake_fd);
 	close(p->offload_done_fd);
 	close(p->error_fd);
+	close(p->resident_fd);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
+	pthread_cond_destroy(&p->resident_cv);
 	log_info(p->subject, "pager detached");
+	free(p->subject_own);
 	free(p);
 }
 
@@ -519,27 +548,6 @@ void pager_remove_mapper(struct pager *p, struct pager_mapper *m)
 }
 
 /*
- * The pages behind the start of [gpa, gpa+len) that one GPA range holds
- * (never crossing a pager region); -ERANGE if @gpa is in none.  Lock held.
- */
-static int gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
-			    uint64_t *pg, uint64_t *n)
-{
-	for (unsigned int i = 0; i < p->nr_gpa; i++) {
-		const struct pager_gpa_range *g = &p->gpa_map[i];
-
-		if (gpa >= g->gpa && gpa - g->gpa < g->size) {
-			uint64_t avail = g->size - (gpa - g->gpa);
-
-			*pg = g->first_page + (gpa - g->gpa) / PAGER_PAGE_SIZE;
-			*n = (len < avail ? len : avail) / PAGER_PAGE_SIZE;
-			return 0;
-		}
-	}
-	return -ERANGE;
-}
-
-/*
  * May a GPA operation act on [gpa, gpa+len)?  Only with a trusted map and
  * only if every page of it is mapped, so a refusal changes nothing.
  * -EINVAL, -ENXIO (map guessed: counted; *log_now set the first time),
@@ -559,7 +567,7 @@ static int gpa_range_check_locked(struct pager *p, uint64_t gpa, uint64_t len,
 		return -ENXIO;
 	}
 	while (len) {
-		if (gpa_chunk_locked(p, gpa, len, &pg, &n))
+		if (pager_gpa_chunk_locked(p, gpa, len, &pg, &n))
 			return -ERANGE;
 		gpa += n * PAGER_PAGE_SIZE;
 		len -= n * PAGER_PAGE_SIZE;
@@ -588,7 +596,7 @@ static void mark_dirty_locked(struct pager *p, uint64_t gpa, uint64_t len)
 
 	if (!p->count[PAGE_CLEAN] && !p->count[PAGE_IN_FLIGHT])
 		return;
-	while (len && !gpa_chunk_locked(p, gpa, len, &pg, &n) && n) {
+	while (len && !pager_gpa_chunk_locked(p, gpa, len, &pg, &n) && n) {
 		for (uint64_t i = pg; i < pg + n; i++)
 			p->dirty_own += pager_dirty_note_locked(p, i);
 		gpa += n * PAGER_PAGE_SIZE;
@@ -596,19 +604,21 @@ static void mark_dirty_locked(struct pager *p, uint64_t gpa, uint64_t len)
 	}
 }
 
+/* Widen [*gpa, *gpa + *len) to whole pages: callers pass byte ranges. */
+static void page_align(uint64_t *gpa, uint64_t *len)
+{
+	*len += *gpa % PAGER_PAGE_SIZE;
+	*gpa -= *gpa % PAGER_PAGE_SIZE;
+	*len = (*len + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+}
+
 int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 {
-	uint64_t gpa0, len0;
 	bool log_now = false;
 	void *buf;
 	int err;
 
-	/* Widen to whole pages: callers pass byte ranges of buffers. */
-	len += gpa % PAGER_PAGE_SIZE;
-	gpa -= gpa % PAGER_PAGE_SIZE;
-	len = (len + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
-	gpa0 = gpa;
-	len0 = len;
+	page_align(&gpa, &len);
 	pthread_mutex_lock(&p->lock);
 	err = gpa_range_check_locked(p, gpa, len, &log_now);
 	if (!err && !p->count[PAGE_OFFLOADED] && !p->count[PAGE_IN_FLIGHT]) {
@@ -624,35 +634,52 @@ int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 	buf = store_buf_alloc(RESTORE_RUN_MAX_PAGES * PAGER_PAGE_SIZE);
 	if (!buf)
 		return -ENOMEM;
-	while (len && !err) {
-		uint64_t pg, n, end, run;
-
-		pthread_mutex_lock(&p->lock);
-		err = gpa_chunk_locked(p, gpa, len, &pg, &n);
-		pthread_mutex_unlock(&p->lock);
-		if (err)
-			break;
-		gpa += n * PAGER_PAGE_SIZE;
-		len -= n * PAGER_PAGE_SIZE;
-		for (end = pg + n; !err && pg < end;) {
-			pthread_mutex_lock(&p->lock);
-			while (pg_state(p, pg) == PAGE_IN_FLIGHT)
-				pthread_cond_wait(&p->state_cv, &p->lock);
-			run = pager_claim_run_locked(p, pg, end - pg < RESTORE_RUN_MAX_PAGES ?
-						     end - pg : RESTORE_RUN_MAX_PAGES, 0);
-			pthread_mutex_unlock(&p->lock);
-			if (!run) {
-				pg++;
-				continue;
-			}
-			err = pager_restore_run(p, pg, run, buf);
-			pg += run;
-		}
-	}
+	err = pager_restore_gpa(p, gpa, len, buf);
 	free(buf);
 	pthread_mutex_lock(&p->lock);
-	mark_dirty_locked(p, gpa0, len0);
+	mark_dirty_locked(p, gpa, len);
 	pthread_mutex_unlock(&p->lock);
+	return err;
+}
+
+/* Is every page of the checked range [gpa, gpa+len) in the memfd (not
+ * OFFLOADED, not being moved)?  Lock held. */
+static bool range_resident_locked(struct pager *p, uint64_t gpa, uint64_t len)
+{
+	uint64_t pg, n;
+
+	if (!p->count[PAGE_OFFLOADED] && !p->count[PAGE_IN_FLIGHT])
+		return true;
+	while (len && !pager_gpa_chunk_locked(p, gpa, len, &pg, &n) && n) {
+		for (uint64_t i = pg; i < pg + n; i++) {
+			enum pager_page_state s = pg_state(p, i);
+
+			if (s == PAGE_OFFLOADED || s == PAGE_IN_FLIGHT)
+				return false;
+		}
+		gpa += n * PAGER_PAGE_SIZE;
+		len -= n * PAGER_PAGE_SIZE;
+	}
+	return true;
+}
+
+int pager_make_resident_async(struct pager *p, uint64_t gpa, uint64_t len)
+{
+	bool log_now = false, queued = false;
+	int err;
+
+	page_align(&gpa, &len);
+	pthread_mutex_lock(&p->lock);
+	err = gpa_range_check_locked(p, gpa, len, &log_now);
+	if (!err && range_resident_locked(p, gpa, len))
+		mark_dirty_locked(p, gpa, len);
+	else if (!err)
+		err = pager_resident_ask_locked(p, gpa, len, &queued);
+	pthread_mutex_unlock(&p->lock);
+	if (log_now)
+		gpa_refused_log(p, "make_resident", gpa, len);
+	if (queued)
+		pthread_cond_signal(&p->resident_cv);
 	return err;
 }
 
@@ -677,7 +704,7 @@ int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len)
 		int e;
 
 		pthread_mutex_lock(&p->lock);
-		err = gpa_chunk_locked(p, g, left, &pg, &n);
+		err = pager_gpa_chunk_locked(p, g, left, &pg, &n);
 		pthread_mutex_unlock(&p->lock);
 		if (err)
 			break;
@@ -913,6 +940,8 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->offload_cancels = p->offload_cancels;
 	st->fault_errors = p->fault_errors;
 	st->restore_errors = p->restore_errors;
+	st->resident_asked = p->resident_asked;
+	st->resident_failed = p->resident_failed;
 	st->fault_retries = p->fault_retries;
 	st->faults_stuck = p->faults_stuck;
 	st->last_offload_ns = p->last_offload_ns;
@@ -983,7 +1012,7 @@ int pager_gpa_to_memfd(struct pager *p, uint64_t gpa, int *memfd,
 
 	pthread_mutex_lock(&p->lock);
 	if (gpa_trusted(p))
-		err = gpa_chunk_locked(p, gpa, PAGER_PAGE_SIZE, &pg, &n);
+		err = pager_gpa_chunk_locked(p, gpa, PAGER_PAGE_SIZE, &pg, &n);
 	pthread_mutex_unlock(&p->lock);
 	if (err)
 		return err;

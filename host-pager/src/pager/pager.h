@@ -155,6 +155,8 @@ struct pager_stats {
 	uint64_t offload_cancels;	/* offloads stopped by pager_offload_cancel */
 	uint64_t fault_errors;		/* faults that could not be served (yet) */
 	uint64_t restore_errors;	/* store reads failed: prefetch, make_resident */
+	uint64_t resident_asked;	/* make_resident_async ranges queued */
+	uint64_t resident_failed;	/* ... that could not be made resident */
 	uint64_t fault_retries;		/* unserved faults tried again */
 	uint32_t faults_stuck;		/* faulting threads waiting for a retry */
 	uint64_t last_offload_ns;	/* duration of the last offload */
@@ -290,6 +292,19 @@ void pager_set_error_cb(struct pager *p,
  * the next offload writes them.  Any thread. -errno.
  */
 int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len);
+/*
+ * The same without waiting, for the loop thread: 0 when [gpa, gpa+len) is
+ * resident now (its CLEAN pages made RESIDENT, as above); -EAGAIN when
+ * pages of it are out: the pager's residency worker reads them back and
+ * then the callback of pager_set_resident_cb runs on the loop thread (ask
+ * again then); the error of an earlier request for the range that failed
+ * (-EIO, -EBADMSG, told once); -ERANGE, -ENXIO, -EINVAL as above.
+ */
+int pager_make_resident_async(struct pager *p, uint64_t gpa, uint64_t len);
+/* Memory asked for by pager_make_resident_async was restored (or failed).
+ * @cb runs on the loop thread; NULL: none. */
+void pager_set_resident_cb(struct pager *p, void (*cb)(struct pager *p, void *arg),
+			   void *arg);
 
 /*
  * Offload every resident page: zero pages punched, the rest written to the
