@@ -89,21 +89,11 @@ static int mode_restart(const char *self, uint64_t mib)
 	struct stat sb;
 	json_int_t base;
 	json_t *j;
-	int n = 0;
+	int n = 0, err;
 
-	if (vmnapd_find()) {
-		tap_skip_all("no vmnapd built (make all)");
-		return 0;
-	}
-	snprintf(h.dir, sizeof(h.dir), "/tmp/vmnap-restart-XXXXXX");
-	if (!mkdtemp(h.dir)) {
-		tap_bail("mkdtemp: %s", strerror(errno));
-		return 1;
-	}
-	snprintf(h.run_dir, sizeof(h.run_dir), "%s/run", h.dir);
-	snprintf(h.store_dir, sizeof(h.store_dir), "%s/store", h.dir);
-	mkdir(h.run_dir, 0700);
-	mkdir(h.store_dir, 0700);
+	err = vmnapd_setup(&h, "restart");
+	if (err)
+		return err < 0;
 	snprintf(path, sizeof(path), "%s/%s.store", h.store_dir, VM_NAME);
 	page_pattern(0, 1, w0);
 	snprintf(want, sizeof(want), "value %#llx", (unsigned long long)w0[0]);
@@ -223,14 +213,7 @@ static int mode_restart(const char *self, uint64_t mib)
 	for (int i = 0; i < WAIT_POLLS && !stat(path, &sb); i++)
 		usleep(POLL_US);
 	tap(stat(path, &sb) < 0, "the VMM gone, its store file is removed");
-	vmnapd_kill(SIGTERM);
-	if (!tap_state.failed) {
-		snprintf(path, sizeof(path), "rm -rf '%s'", h.dir);
-		if (system(path))
-			tap_diag("cannot remove %s", h.dir);
-	} else {
-		tap_diag("kept %s (vmnapd-N.log)", h.dir);
-	}
+	vmnapd_finish(&h, tap_state.failed);
 	return tap_done();
 }
 

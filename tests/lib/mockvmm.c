@@ -737,6 +737,7 @@ void harness_stop(struct harness *h)
 
 	on_loop(h, stop_cb, NULL);
 	pthread_join(h->loop_thread, NULL);
+	pager_reapers_wait();	/* vm_free handed the pagers to reapers */
 	loop_free(h->d.loop);
 	if (h->mounted)
 		umount2(h->store_dir, MNT_DETACH);
@@ -981,11 +982,38 @@ uint64_t mockvmm_arg(int argc, char **argv, int i, uint64_t dflt)
 static char g_vmnapd[PATH_MAX];
 static pid_t g_pid = -1;
 
-int vmnapd_find(void)
+int vmnapd_setup(struct harness *h, const char *tag)
 {
 	snprintf(g_vmnapd, sizeof(g_vmnapd), "%s/vmnapd",
 		 getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build");
-	return access(g_vmnapd, X_OK) ? -1 : 0;
+	if (access(g_vmnapd, X_OK)) {
+		tap_skip_all("no %s (make all)", g_vmnapd);
+		return 1;
+	}
+	snprintf(h->dir, sizeof(h->dir), "/tmp/vmnap-%s-XXXXXX", tag);
+	if (!mkdtemp(h->dir)) {
+		tap_bail("mkdtemp: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(h->run_dir, sizeof(h->run_dir), "%s/run", h->dir);
+	snprintf(h->store_dir, sizeof(h->store_dir), "%s/store", h->dir);
+	mkdir(h->run_dir, 0700);
+	mkdir(h->store_dir, 0700);
+	return 0;
+}
+
+void vmnapd_finish(struct harness *h, bool failed)
+{
+	char cmd[PATH_MAX + 16];
+
+	vmnapd_kill(SIGTERM);
+	if (!failed && !getenv("KEEP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
+		if (system(cmd))
+			tap_diag("cannot remove %s", h->dir);
+	} else {
+		tap_diag("kept %s (vmnapd-N.log)", h->dir);
+	}
 }
 
 pid_t vmnapd_pid(void)

@@ -177,8 +177,12 @@ int resident_async(struct harness *h, uint64_t gpa, uint64_t len, bool *told);
 #define POLL_US		20000
 #define WAIT_POLLS	1500	/* x 20 ms: a (re)started vmnapd adopts the VM */
 
-/* Is vmnapd built?  0 or -1. */
-int vmnapd_find(void);
+/* Find vmnapd and make h's dirs (/tmp/vmnap-@tag-XXXXXX, run/, store/):
+ * 0, 1 not built (plan "1..0 # SKIP" printed), -1 (bailed out). */
+int vmnapd_setup(struct harness *h, const char *tag);
+/* Stop vmnapd (SIGTERM), remove h->dir unless @failed (tap_state.failed:
+ * the test file's own) or KEEP is set. */
+void vmnapd_finish(struct harness *h, bool failed);
 /* Start it on h's run and store dirs (log: <dir>/vmnapd-@n.log); returns
  * once its pager-debug endpoint answers. */
 void vmnapd_spawn(struct harness *h, int n);

@@ -374,35 +374,56 @@ static void restore_all(struct pager *p)
 			(unsigned long long)failed);
 }
 
-void pager_free(struct pager *p)
+/*
+ * The loop thread's part of a detach: nothing of the pager is watched by
+ * the loop or calls its owner any more.  The callbacks it would have run
+ * (offload done, errors, residency) never run.
+ */
+static void detach_from_loop(struct pager *p)
 {
-	bool live_mappers = false;
-	uint64_t out;
+	loop_del_fd(p->loop, p->offload_done_fd);
+	loop_del_fd(p->loop, p->error_fd);
+	loop_del_fd(p->loop, p->resident_fd);
+	p->error_cb = NULL;	/* detaching: nobody to tell */
+	p->resident_cb = NULL;
+}
 
-	if (!p)
-		return;
+/* Does a mapper (a VMM process) still map guest RAM?  Any thread. */
+static bool live_mappers(struct pager *p)
+{
+	bool live = false;
+
+	pthread_mutex_lock(&p->lock);
+	for (struct pager_mapper *m = p->mappers; m; m = m->next)
+		live |= !m->dead;
+	pthread_mutex_unlock(&p->lock);
+	return live;
+}
+
+/*
+ * Everything else, on any thread, once detach_from_loop() ran: stop the
+ * threads (bringing pages back while @live, the VMM still mapping guest
+ * RAM), close every fd, remove the store file if @remove, free.
+ */
+static void teardown(struct pager *p, bool live, bool remove)
+{
+	bool restore;
+
 	pager_resident_thread_stop(p);
 	pager_prefetch_thread_stop(p);
 	if (p->offloading)
 		atomic_store(&p->offload_abort, true);
 	offload_thread_join(p);
 	p->offloading = false;
-	loop_del_fd(p->loop, p->offload_done_fd);
-	loop_del_fd(p->loop, p->error_fd);
-	loop_del_fd(p->loop, p->resident_fd);
-	p->error_cb = NULL;	/* detaching: nobody to tell */
-	p->resident_cb = NULL;
-	pthread_mutex_lock(&p->lock);
-	for (struct pager_mapper *m = p->mappers; m; m = m->next)
-		live_mappers |= !m->dead;
-	out = p->count[PAGE_OFFLOADED];
-	pthread_mutex_unlock(&p->lock);
 	/* The fault thread keeps serving while pages come back. */
-	if (live_mappers && out)
+	pthread_mutex_lock(&p->lock);
+	restore = live && p->count[PAGE_OFFLOADED];
+	pthread_mutex_unlock(&p->lock);
+	if (restore)
 		restore_all(p);
 	/* The store stays for the next vmnapd, its slots emptied if unused
 	 * (the entries CLEAN pages kept go first: they would name them) */
-	if (live_mappers && !p->count[PAGE_OFFLOADED]) {
+	if (live && !p->count[PAGE_OFFLOADED]) {
 		if (p->count[PAGE_CLEAN])
 			store_slots_forget(&p->store, 0, p->npages);
 		store_discard(&p->store, pg_store_off(0), p->npages * PAGER_PAGE_SIZE);
@@ -430,20 +451,114 @@ void pager_free(struct pager *p)
 			close(p->regions[i].memfd);
 	}
 	pager_critical_release(p);
-	/* A live VMM may hand its memory to the next vmnapd: keep the store */
-	store_close(&p->store, !live_mappers);
+	store_close(&p->store, remove);
 	close(p->fault_wake_fd);
 	close(p->offload_done_fd);
 	close(p->error_fd);
 	close(p->resident_fd);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
 	pthread_cond_destroy(&p->resident_cv);
 	log_info(p->subject, "pager detached");
 	free(p->subject_own);
 	free(p);
+}
+
+void pager_free(struct pager *p)
+{
+	bool live;
+
+	if (!p)
+		return;
+	detach_from_loop(p);
+	live = live_mappers(p);
+	/* A live VMM may hand its memory to the next vmnapd: keep the store */
+	teardown(p, live, !live);
+}
+
+/* Pagers being torn down by their reaper thread (pager_free_async). */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned int active;
+} reapers = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+
+struct reap {
+	struct pager *p;
+	bool live;
+};
+
+static void *reaper_main(void *arg)
+{
+	struct reap *r = arg;
+
+	/* the file, if it goes, went already: the name may be reused */
+	teardown(r->p, r->live, false);
+	free(r);
+	pthread_mutex_lock(&reapers.lock);
+	reapers.active--;
+	pthread_cond_broadcast(&reapers.cv);
+	pthread_mutex_unlock(&reapers.lock);
+	return NULL;
+}
+
+void pager_free_async(struct pager *p)
+{
+	pthread_attr_t attr;
+	struct reap *r;
+	int err;
+
+	if (!p)
+		return;
+	detach_from_loop(p);
+	r = malloc(sizeof(*r));
+	if (!r) {
+		pager_free(p);	/* cannot hand it over: here, then */
+		return;
+	}
+	r->p = p;
+	r->live = live_mappers(p);
+	/*
+	 * Nothing needs the store any more unless a VMM still maps guest
+	 * RAM: its name goes now, while the lock is held (a new pager of the
+	 * same name creates a new file); its blocks go when the reaper closes
+	 * it.
+	 */
+	if (!r->live && unlink(p->store.path) < 0 && errno != ENOENT)
+		log_warn(p->subject, "cannot remove %s: %s", p->store.path, strerror(errno));
+	pthread_mutex_lock(&reapers.lock);
+	reapers.active++;
+	pthread_mutex_unlock(&reapers.lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&(pthread_t){ 0 }, &attr, reaper_main, r);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		log_warn(p->subject, "no reaper thread (%s): detaching on the loop",
+			 strerror(err));
+		reaper_main(r);
+	}
+}
+
+unsigned int pager_reapers_active(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&reapers.lock);
+	n = reapers.active;
+	pthread_mutex_unlock(&reapers.lock);
+	return n;
+}
+
+void pager_reapers_wait(void)
+{
+	pthread_mutex_lock(&reapers.lock);
+	while (reapers.active)
+		pthread_cond_wait(&reapers.cv, &reapers.lock);
+	pthread_mutex_unlock(&reapers.lock);
 }
 
 void pager_set_not_evictable(struct pager *p, const char *reason)

@@ -234,8 +234,22 @@ const char *pager_store_id(struct pager *p);
  * Stop every pager thread (bringing offloaded pages back while mappers
  * live), close fds, free.  The store file is removed unless a mapper still
  * lives (the VMM may hand its memory to the next vmnapd).  NULL-safe.
+ * Blocks for as long as that takes (joins, store reads): not for the loop.
  */
 void pager_free(struct pager *p);
+/*
+ * pager_free for the loop thread: the pager leaves the loop at once (no
+ * callback of it runs any more, @owner may go), the store file's name is
+ * removed now unless a mapper lives (a new pager of the same name makes a
+ * new file; with a live mapper the file stays, locked, and adopting or
+ * recreating it is -EBUSY until the reaper is done: the memory handshake
+ * waits for that), and a detached reaper thread does the rest as
+ * pager_free does.  NULL-safe.
+ */
+void pager_free_async(struct pager *p);
+/* Reapers still running; wait for all of them (daemon exit). */
+unsigned int pager_reapers_active(void);
+void pager_reapers_wait(void);
 
 /*
  * Add a mapper: @uffd is a userfaultfd of the mapper's mm (UFFDIO_API

@@ -113,9 +113,11 @@ int vm_pager_adopt(struct vm *vm, const struct pager_config *cfg,
 						       &vm->pager));
 }
 
+/* The pager's threads are stopped and its store closed by a reaper thread
+ * (pager_free_async): the loop only lets go. */
 void vm_pager_detach(struct vm *vm)
 {
-	pager_free(vm->pager);
+	pager_free_async(vm->pager);
 	vm->pager = NULL;
 }
 
