@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * pager.c - a VM's guest RAM: lifetime (starting and stopping the fault,
- * prefetch and offload threads), mappers, the GPA map, and the synchronous
- * entry points (make_resident, drop_free, offload, stats).  See pager.h.
+ * prefetch, residency and offload threads; teardown here or on a reaper
+ * thread), mappers, the GPA map, and the entry points (make_resident and
+ * its asynchronous form, drop_free, offload, stats).  See pager.h.
  * The page-state transitions those threads share are in pager_core.c.
  */
 #include <errno.h>

@@ -21,9 +21,11 @@
  *              the next offload punches it without I/O
  *
  * Threads: every function here is called from the event-loop thread unless
- * it says otherwise; the pager runs its own fault-service, prefetch and
- * offload threads and reports back to the loop (offload done callback)
- * through an eventfd.  The page-state table is shared under one mutex.
+ * it says otherwise; the pager runs its own fault-service, prefetch,
+ * residency (make_resident_async) and offload threads and reports back to
+ * the loop (offload done, errors, memory made resident) through eventfds;
+ * pager_free_async leaves its teardown to a reaper thread.  The page-state
+ * table is shared under one mutex.
  *
  * Store slots: the slot of a page is its index in guest RAM (region order),
  * so the store file is laid out like guest RAM, sparse, and contiguous

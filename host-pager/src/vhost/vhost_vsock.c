@@ -18,8 +18,10 @@
  * the connection is freed at once.
  *
  * All work runs from one zero-delay timer (vsock_work), scheduled by
- * kicks and socket events, so callbacks never re-enter the ring code.
- * While paused the timer does nothing; set_paused(false) schedules it.
+ * kicks, socket events and vhost_vsock_memory_ready, so callbacks never
+ * re-enter the ring code.  While paused the timer does nothing;
+ * set_paused(false) schedules it.  A queue whose next chain is not
+ * resident yet stops there and is not rescheduled until memory_ready.
  */
 #include <endian.h>
 #include <errno.h>
