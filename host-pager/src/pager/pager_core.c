@@ -572,3 +572,14 @@ int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf)
 	}
 	return err;
 }
+
+int pager_thread_start(struct pager *p, pthread_t *t, bool *started,
+		       void *(*fn)(void *))
+{
+	int err = pthread_create(t, NULL, fn, p);
+
+	if (err)
+		return -err;
+	*started = true;
+	return 0;
+}

@@ -302,6 +302,9 @@ int pager_gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
  * 0 or -errno of the first failed read. */
 int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf);
 #define RESTORE_RUN_MAX_PAGES	256
+/* Start @fn(@p) as one of the pager's threads: *@started set.  -errno. */
+int pager_thread_start(struct pager *p, pthread_t *t, bool *started,
+		       void *(*fn)(void *));
 
 /* pager_fault.c */
 int pager_fault_thread_start(struct pager *p);

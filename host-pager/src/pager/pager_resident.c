@@ -130,12 +130,7 @@ void pager_set_resident_cb(struct pager *p, void (*cb)(struct pager *p, void *ar
 
 int pager_resident_thread_start(struct pager *p)
 {
-	int err = pthread_create(&p->resident_thread, NULL, resident_main, p);
-
-	if (err)
-		return -err;
-	p->resident_thread_started = true;
-	return 0;
+	return pager_thread_start(p, &p->resident_thread, &p->resident_thread_started, resident_main);
 }
 
 void pager_resident_thread_stop(struct pager *p)
