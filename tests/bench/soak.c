@@ -94,7 +94,7 @@ int main(int argc, char **argv)
 		tap_bail("harness setup failed");
 		return 1;
 	}
-	fds_start = count_fds();
+	fds_start = count_fds(0);
 	for (unsigned int i = 0; i < nvms; i++) {
 		snprintf(vms[i].name, sizeof(vms[i].name), "soak%u", i);
 		h.vm_name = vms[i].name;
@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 			vmm_cmd(&h, ans, "fill %u", v->round);
 		}
 		if (c == 1 || c == cycles) {
-			int fds = count_fds();
+			int fds = count_fds(0);
 			long rss = rss_kib();
 
 			if (c == 1) {
@@ -161,7 +161,7 @@ int main(int argc, char **argv)
 				rss_late_min = rss;
 		}
 		if (c % 25 == 0)
-			tap_diag("cycle %u: %d fds, RSS %ld KiB", c, count_fds(), rss_kib());
+			tap_diag("cycle %u: %d fds, RSS %ld KiB", c, count_fds(0), rss_kib());
 	}
 	for (unsigned int i = 0; i < nvms; i++) {
 		vmm_use(&h, &vms[i].p);
@@ -172,7 +172,7 @@ int main(int argc, char **argv)
 		vmm_use(&h, &vms[i].p);
 		wait_pager_gone(&h, GONE_WAIT_POLLS);
 	}
-	fds_end = count_fds();
+	fds_end = count_fds(0);
 
 	tap(!bad, "%u digests, %u wrong", digests, bad);
 	tap(!offload_errs, "%llu offloads, %u failed", (unsigned long long)offloads, offload_errs);

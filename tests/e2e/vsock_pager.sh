@@ -11,7 +11,9 @@
 # prefetch, and sends 8 MiB to a guest sink: the device writes into RX
 # buffers that are not resident.  The data must arrive intact and the
 # pattern must verify (a buffer written into a punched page would turn the
-# rest of that page into zeros).  The ordering itself (residency asked
+# rest of that page into zeros).  The buffers come back through the pager's
+# residency worker, never by store reads on vmnapd's event loop (no vsock
+# callback in the loop's slow-callback log).  The ordering itself (residency asked
 # before the first byte is written) is asserted by the unit test
 # test_vhost_vsock (test_buffers_made_resident_before_write).
 set -u
@@ -78,9 +80,14 @@ if guest_wait_console "$VM" 'MEMFILL VERIFY 1 (OK|BAD)' $STEP_TIMEOUT &&
 else
 	not_ok "guest RAM pattern intact after the device wrote into evicted pages"
 fi
+asked=$(pager_dbg stats "$VM" | jget '["stats"]["resident_async"]["asked"]')
+check "the evicted buffers were read back by the pager's worker ($asked range(s) asked)" \
+	[ "${asked:-0}" -gt 0 ]
 guest_send "$VM" quit
 guest_wait "$VM"
 check "guest exited cleanly, no kernel complaints" [ $? -eq 0 ]
 check "vmnapd logged no residency error" eval '! grep -q "cannot make .* resident" "$W/vmnapd.log"'
+check "no vsock device callback ran over 10 ms on the event loop" \
+	eval '! grep -E "loop: .* callback host-pager/src/vhost/" "$W/vmnapd.log"'
 echo "1..$n"
 [ "$failed" -eq 0 ]

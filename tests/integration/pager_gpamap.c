@@ -250,8 +250,9 @@ int main(void)
 		    strerror(-err));
 	}
 
-	/* detach brings every page back while the mapper lives */
+	/* detach brings every page back while the mapper lives (its reaper) */
 	vm_pager_detach(vm);
+	pager_reapers_wait();
 	tap(watched_ok(memfd, LOWMEM + X, UINT64_MAX),
 	    "after detach every page is back, the dropped one reads zero");
 	if (map != MAP_FAILED)

@@ -519,6 +519,7 @@ int main(void)
 	}
 	on_loop(stop_cb, NULL);
 	pthread_join(lt, NULL);
+	pager_reapers_wait();	/* vm_free handed the pagers to reapers */
 	loop_free(d.loop);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd))

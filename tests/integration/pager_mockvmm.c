@@ -3,7 +3,8 @@
  * pager_mockvmm.c - the pager end to end with the mock VMM (mockvmm.h):
  * guest RAM patterns with holes and zero pages, two mappers; evict, verify
  * every byte from several threads in both mappers; a second cycle with
- * prefetch racing faults; make_resident, drop_free; detach when the VMM
+ * prefetch racing faults; make_resident (and its asynchronous form: a
+ * worker reads the range, the loop is told), drop_free; detach when the VMM
  * exits; the shim with vmnapd unreachable, managed and unmanaged.  TAP.
  *
  *   pager_mockvmm [MiB]	(default 32)
@@ -129,6 +130,18 @@ static int mode_basic(const char *self, uint64_t mib)
 		on_loop(&h, range_cb, &rc);
 		on_loop(&h, memfd_check_cb, &mc);
 		tap(!rc.err && mc.ok, "make_resident: 64 pages back in the memfd, contents right");
+		{
+			bool told, again;
+			int first = resident_async(&h, 512 * PAGE + 100, 64 * PAGE, &told);
+
+			mc = (struct memfd_check){ .pg = 512, .n = 65, .round = 3 };
+			on_loop(&h, memfd_check_cb, &mc);
+			err = resident_async(&h, 512 * PAGE + 100, 64 * PAGE, &again);
+			tap(first == -EAGAIN && told && !err && mc.ok,
+			    "make_resident_async: not yet (%s), the loop told when done, then "
+			    "resident (%s): 65 pages in the memfd, contents right",
+			    strerror(-first), strerror(-err));
+		}
 		rc = (struct range_call){ .gpa = 256 * PAGE, .len = 128 * PAGE, .drop = true };
 		on_loop(&h, range_cb, &rc);
 		tap(!rc.err, "drop_free of 128 pages: %s", strerror(-rc.err));

@@ -42,136 +42,9 @@
 
 #include "mockvmm.h"
 
-#define POLL_US		20000
-#define WAIT_POLLS	1500	/* x 20 ms: a restarted vmnapd adopts the VM */
-
-static char g_vmnapd[PATH_MAX];
-static pid_t g_pid = -1;
-
-/* One request on a unix socket; the whole answer (until EOF) in @out. */
-static int usock_req(const char *path, const char *req, char *out, size_t max)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	size_t got = 0;
-	int s;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -1;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return -1;
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    write(s, req, strlen(req)) != (ssize_t)strlen(req)) {
-		close(s);
-		return -1;
-	}
-	while (got < max - 1) {
-		ssize_t r = read(s, out + got, max - 1 - got);
-
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	out[got] = 0;
-	close(s);
-	return got ? 0 : -1;
-}
-
-/* The pager-debug endpoint: one line in, one JSON document out. */
-static json_t *dbg(struct harness *h, const char *cmd)
-{
-	char path[PATH_MAX + 32], req[128], buf[1 << 16];
-
-	snprintf(path, sizeof(path), "%s/pager-debug.sock", h->run_dir);
-	snprintf(req, sizeof(req), "%s\n", cmd);
-	if (usock_req(path, req, buf, sizeof(buf)))
-		return NULL;
-	return json_loads(buf, 0, NULL);
-}
-
-/* GET /vms/mock from the control API: the JSON body or NULL. */
-static json_t *api_vm(struct harness *h)
-{
-	char path[PATH_MAX + 32], buf[1 << 16], *body;
-
-	snprintf(path, sizeof(path), "%s/api.sock", h->run_dir);
-	if (usock_req(path, "GET /vms/" VM_NAME " HTTP/1.1\r\nHost: x\r\n"
-		      "Connection: close\r\n\r\n", buf, sizeof(buf)))
-		return NULL;
-	body = strstr(buf, "\r\n\r\n");
-	return body ? json_loads(body + 4, 0, NULL) : NULL;
-}
-
-static json_int_t jint(json_t *o, const char *a, const char *b, const char *c)
-{
-	json_t *v = json_object_get(o, a);
-
-	if (b)
-		v = json_object_get(v, b);
-	if (c)
-		v = json_object_get(v, c);
-	return json_integer_value(v);
-}
-
-static void vmnapd_spawn(struct harness *h, int n)
-{
-	char log[PATH_MAX + 32], sock[PATH_MAX + 32];
-
-	snprintf(log, sizeof(log), "%s/vmnapd-%d.log", h->dir, n);
-	g_pid = fork();
-	if (g_pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execl(g_vmnapd, g_vmnapd, "-r", h->run_dir, "-s", h->store_dir, "-l", "info",
-		      (char *)NULL);
-		_exit(127);
-	}
-	snprintf(sock, sizeof(sock), "%s/pager-debug.sock", h->run_dir);
-	for (int i = 0; i < WAIT_POLLS; i++) {
-		json_t *j = dbg(h, "list");
-
-		if (j) {
-			json_decref(j);
-			return;
-		}
-		usleep(POLL_US);
-	}
-}
-
-static void vmnapd_kill(int sig)
-{
-	int st;
-
-	if (g_pid <= 0)
-		return;
-	kill(g_pid, sig);
-	waitpid(g_pid, &st, 0);
-	g_pid = -1;
-}
-
-/* Wait until the VM's pager (re)appears with a mapper; its stats. */
-static json_t *wait_vm(struct harness *h)
-{
-	for (int i = 0; i < WAIT_POLLS; i++) {
-		json_t *j = dbg(h, "stats " VM_NAME);
-
-		if (j && json_is_true(json_object_get(j, "ok")) &&
-		    jint(j, "stats", "mappers", NULL) > 0)
-			return j;
-		json_decref(j);
-		usleep(POLL_US);
-	}
-	return NULL;
-}
-
 static json_int_t stat_now(struct harness *h, const char *k1, const char *k2)
 {
-	json_t *j = dbg(h, "stats " VM_NAME);
+	json_t *j = vmnapd_dbg(h, "stats " VM_NAME);
 	json_int_t v = j ? jint(j, "stats", k1, k2) : 0;
 
 	json_decref(j);
@@ -182,7 +55,7 @@ static json_int_t stat_now(struct harness *h, const char *k1, const char *k2)
 static void wait_above(struct harness *h, const char *k1, const char *k2, json_int_t base)
 {
 	for (int i = 0; i < WAIT_POLLS; i++) {
-		json_t *j = dbg(h, "stats " VM_NAME);
+		json_t *j = vmnapd_dbg(h, "stats " VM_NAME);
 		bool yes = j && jint(j, "stats", k1, k2) > base;
 
 		json_decref(j);
@@ -216,23 +89,11 @@ static int mode_restart(const char *self, uint64_t mib)
 	struct stat sb;
 	json_int_t base;
 	json_t *j;
-	int n = 0;
+	int n = 0, err;
 
-	snprintf(g_vmnapd, sizeof(g_vmnapd), "%s/vmnapd",
-		 getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build");
-	if (access(g_vmnapd, X_OK)) {
-		tap_skip_all("no %s (make all)", g_vmnapd);
-		return 0;
-	}
-	snprintf(h.dir, sizeof(h.dir), "/tmp/vmnap-restart-XXXXXX");
-	if (!mkdtemp(h.dir)) {
-		tap_bail("mkdtemp: %s", strerror(errno));
-		return 1;
-	}
-	snprintf(h.run_dir, sizeof(h.run_dir), "%s/run", h.dir);
-	snprintf(h.store_dir, sizeof(h.store_dir), "%s/store", h.dir);
-	mkdir(h.run_dir, 0700);
-	mkdir(h.store_dir, 0700);
+	err = vmnapd_setup(&h, "restart");
+	if (err)
+		return err < 0;
 	snprintf(path, sizeof(path), "%s/%s.store", h.store_dir, VM_NAME);
 	page_pattern(0, 1, w0);
 	snprintf(want, sizeof(want), "value %#llx", (unsigned long long)w0[0]);
@@ -249,7 +110,7 @@ static int mode_restart(const char *self, uint64_t mib)
 	json_decref(j);
 
 	/* 1. killed while offloaded */
-	j = dbg(&h, "offload " VM_NAME);
+	j = vmnapd_dbg(&h, "offload " VM_NAME);
 	tap(j && json_is_true(json_object_get(j, "ok")), "offloaded");
 	json_decref(j);
 	vmnapd_kill(SIGKILL);
@@ -276,7 +137,7 @@ static int mode_restart(const char *self, uint64_t mib)
 	vmm_cmd(&h, ans, "fill 1");
 
 	/* 2. killed while the VMM reads its RAM back by faults */
-	j = dbg(&h, "offload " VM_NAME);
+	j = vmnapd_dbg(&h, "offload " VM_NAME);
 	tap(j && json_is_true(json_object_get(j, "ok")), "offloaded again by the new vmnapd");
 	json_decref(j);
 	base = stat_now(&h, "faults", NULL);
@@ -285,7 +146,7 @@ static int mode_restart(const char *self, uint64_t mib)
 		return 1;
 	}
 	wait_above(&h, "faults", NULL, base);
-	j = dbg(&h, "stats " VM_NAME);
+	j = vmnapd_dbg(&h, "stats " VM_NAME);
 	tap_diag("killed mid-restore after %lld fault(s), %lld page(s) still offloaded",
 		 (long long)jint(j, "stats", "faults", NULL),
 		 (long long)jint(j, "stats", "pages", "offloaded"));
@@ -315,7 +176,7 @@ static int mode_restart(const char *self, uint64_t mib)
 			return 1;
 		}
 		wait_above(&h, "pages", "offloaded", 0);
-		j = dbg(&h, "stats " VM_NAME);
+		j = vmnapd_dbg(&h, "stats " VM_NAME);
 		tap_diag("killed mid-offload with %lld page(s) offloaded, %lld in flight",
 			 (long long)jint(j, "stats", "pages", "offloaded"),
 			 (long long)jint(j, "stats", "pages", "in_flight"));
@@ -327,14 +188,14 @@ static int mode_restart(const char *self, uint64_t mib)
 	check_recovered(&h, "killed mid-offload", false);
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "killed mid-offload: every page of guest RAM intact (%s)", ans);
-	j = dbg(&h, "offload " VM_NAME);
+	j = vmnapd_dbg(&h, "offload " VM_NAME);
 	tap(j && json_is_true(json_object_get(j, "ok")), "the adopted VM offloads again");
 	json_decref(j);
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "and reads back right (%s)", ans);
 
 	/* 4. a clean stop (SIGTERM) while offloaded: pages back, store kept */
-	j = dbg(&h, "offload " VM_NAME);
+	j = vmnapd_dbg(&h, "offload " VM_NAME);
 	json_decref(j);
 	vmnapd_kill(SIGTERM);
 	vmm_cmd(&h, ans, "verify 1 2");
@@ -352,14 +213,7 @@ static int mode_restart(const char *self, uint64_t mib)
 	for (int i = 0; i < WAIT_POLLS && !stat(path, &sb); i++)
 		usleep(POLL_US);
 	tap(stat(path, &sb) < 0, "the VMM gone, its store file is removed");
-	vmnapd_kill(SIGTERM);
-	if (!tap_state.failed) {
-		snprintf(path, sizeof(path), "rm -rf '%s'", h.dir);
-		if (system(path))
-			tap_diag("cannot remove %s", h.dir);
-	} else {
-		tap_diag("kept %s (vmnapd-N.log)", h.dir);
-	}
+	vmnapd_finish(&h, tap_state.failed);
 	return tap_done();
 }
 

@@ -82,6 +82,21 @@ static int mode_storeerr(const char *self, uint64_t mib)
 	    (unsigned long long)st.fault_errors, st.faults_stuck,
 	    (unsigned long long)st.fault_retries);
 
+	/* a range the store cannot give back: an error for that request, once */
+	{
+		bool told;
+		int first = resident_async(&h, 64 * PAGE, 16 * PAGE, &told);
+		int second = resident_async(&h, 64 * PAGE, 16 * PAGE, &told);
+		int third = resident_async(&h, 64 * PAGE, 16 * PAGE, &told);
+
+		st = stats(&h, NULL);
+		tap(first == -EAGAIN && second == -EIO && third == -EAGAIN &&
+		    st.resident_failed >= 1,
+		    "make_resident_async on the broken store: not yet, then %s for that "
+		    "request (%llu failed), then tried again", strerror(-second),
+		    (unsigned long long)st.resident_failed);
+	}
+
 	/* the store comes back: the retried fault is served */
 	if (pwrite(fd, saved, (size_t)sb.st_size, 0) != sb.st_size) {
 		tap_bail("cannot put the store back: %s", strerror(errno));

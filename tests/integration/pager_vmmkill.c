@@ -41,7 +41,7 @@ static int mode_vmmkill(const char *self, uint64_t mib)
 		tap_bail("harness setup failed");
 		return 1;
 	}
-	fds0 = count_fds();
+	fds0 = count_fds(0);
 	if (vmm_spawn(&h, self, mib, 1)) {
 		tap_bail("cannot start the mock VMM");
 		return 1;
@@ -53,14 +53,14 @@ static int mode_vmmkill(const char *self, uint64_t mib)
 	snprintf(path, sizeof(path), "%s/%s.store", h.store_dir, VM_NAME);
 	tap(st.pages[PAGE_OFFLOADED] > 0 && !access(path, F_OK),
 	    "%llu pages out in %s.store; vmnapd holds %d more fds",
-	    (unsigned long long)st.pages[PAGE_OFFLOADED], VM_NAME, count_fds() - fds0);
+	    (unsigned long long)st.pages[PAGE_OFFLOADED], VM_NAME, count_fds(0) - fds0);
 
 	kill(h.vmm, SIGKILL);
 	status = wait_vmm_exit(&h);	/* closes the harness's pipes to it */
 	tap(status == 128 + SIGKILL, "the VMM killed (exit %d)", status);
 	tap(wait_pager_gone(&h, GONE_WAIT_POLLS), "its pager released");
 	tap(access(path, F_OK) < 0 && errno == ENOENT, "its store file is deleted");
-	fds1 = count_fds();
+	fds1 = count_fds(0);
 	tap(fds1 == fds0, "no fd left: %d open, %d before the VMM came", fds1, fds0);
 	on_loop(&h, hs_stats_cb, &hs);
 	tap(hs.accepted == 1 && hs.mappers_gone == 1, "counted: %llu handshake, %llu mapper gone",

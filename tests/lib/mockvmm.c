@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -23,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -709,6 +711,7 @@ int harness_start(struct harness *h, const struct pager_config *pcfg_in)
 	h->call_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	sem_init(&h->call_done, 0, 0);
 	sem_init(&h->offload_done, 0, 0);
+	sem_init(&h->resident_done, 0, 0);
 	loop_add_fd(h->d.loop, h->call_fd, EPOLLIN, on_call, h);
 	if (pcfg_in)
 		pcfg = *pcfg_in;
@@ -736,6 +739,7 @@ void harness_stop(struct harness *h)
 
 	on_loop(h, stop_cb, NULL);
 	pthread_join(h->loop_thread, NULL);
+	pager_reapers_wait();	/* vm_free handed the pagers to reapers */
 	loop_free(h->d.loop);
 	if (h->mounted)
 		umount2(h->store_dir, MNT_DETACH);
@@ -926,18 +930,24 @@ bool wait_pager_gone(struct harness *h, int max_polls)
 	return !have;
 }
 
-int count_fds(void)
+int count_fds(pid_t pid)
 {
-	DIR *d = opendir("/proc/self/fd");
+	char path[64];
 	struct dirent *e;
 	int n = 0;
+	DIR *d;
 
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/fd");
+	d = opendir(path);
 	if (!d)
 		return -1;
 	while ((e = readdir(d)))
 		n += e->d_name[0] != '.';
 	closedir(d);
-	return n - 1;	/* the DIR's own */
+	return pid ? n : n - 1;	/* not the DIR's own */
 }
 
 static void offload_done(struct pager *p, int err, void *arg)
@@ -968,6 +978,46 @@ int offload(struct harness *h)
 	while (sem_wait(&h->offload_done) && errno == EINTR)
 		;
 	return h->offload_err;
+}
+
+static void resident_done(struct pager *p, void *arg)
+{
+	struct harness *h = arg;
+
+	(void)p;
+	sem_post(&h->resident_done);
+}
+
+static void resident_async_cb(struct harness *h, void *arg)
+{
+	struct resident_call *rc = arg;
+	struct pager *p = the_pager(h);
+
+	if (!p) {
+		rc->err = -ENOENT;
+		return;
+	}
+	pager_set_resident_cb(p, resident_done, h);
+	rc->err = pager_make_resident_async(p, rc->gpa, rc->len);
+}
+
+int resident_async(struct harness *h, uint64_t gpa, uint64_t len, bool *told)
+{
+	struct resident_call rc = { .gpa = gpa, .len = len };
+	struct timespec ts;
+
+	while (!sem_trywait(&h->resident_done))
+		;	/* callbacks of earlier requests */
+	on_loop(h, resident_async_cb, &rc);
+	*told = false;
+	if (rc.err != -EAGAIN)
+		return rc.err;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += RESIDENT_WAIT_S;
+	while (sem_timedwait(&h->resident_done, &ts) && errno == EINTR)
+		;
+	*told = errno != ETIMEDOUT;
+	return rc.err;
 }
 
 void resumed_cb(struct harness *h, void *arg)
@@ -1016,4 +1066,187 @@ uint64_t mockvmm_arg(int argc, char **argv, int i, uint64_t dflt)
 	uint64_t v = argc > i ? strtoull(argv[i], NULL, 0) : 0;
 
 	return v ? v : dflt;
+}
+
+/* ---------------------------------------------------- a vmnapd process */
+
+static char g_vmnapd[PATH_MAX];
+static pid_t g_pid = -1;
+
+int vmnapd_setup(struct harness *h, const char *tag)
+{
+	snprintf(g_vmnapd, sizeof(g_vmnapd), "%s/vmnapd",
+		 getenv("BUILD") && *getenv("BUILD") ? getenv("BUILD") : "build");
+	if (access(g_vmnapd, X_OK)) {
+		tap_skip_all("no %s (make all)", g_vmnapd);
+		return 1;
+	}
+	snprintf(h->dir, sizeof(h->dir), "/tmp/vmnap-%s-XXXXXX", tag);
+	if (!mkdtemp(h->dir)) {
+		tap_bail("mkdtemp: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(h->run_dir, sizeof(h->run_dir), "%s/run", h->dir);
+	snprintf(h->store_dir, sizeof(h->store_dir), "%s/store", h->dir);
+	mkdir(h->run_dir, 0700);
+	mkdir(h->store_dir, 0700);
+	return 0;
+}
+
+void vmnapd_finish(struct harness *h, bool failed)
+{
+	char cmd[PATH_MAX + 16];
+
+	vmnapd_kill(SIGTERM);
+	if (!failed && !getenv("KEEP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
+		if (system(cmd))
+			tap_diag("cannot remove %s", h->dir);
+	} else {
+		tap_diag("kept %s (vmnapd-N.log)", h->dir);
+	}
+}
+
+pid_t vmnapd_pid(void)
+{
+	return g_pid;
+}
+
+/* One request on a unix socket; the whole answer (until EOF) in @out. */
+static int usock_req(const char *path, const char *req, char *out, size_t max)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t got = 0;
+	int s;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -1;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    write(s, req, strlen(req)) != (ssize_t)strlen(req)) {
+		close(s);
+		return -1;
+	}
+	while (got < max - 1) {
+		ssize_t r = read(s, out + got, max - 1 - got);
+
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	out[got] = 0;
+	close(s);
+	return got ? 0 : -1;
+}
+
+/* The pager-debug endpoint: one line in, one JSON document out. */
+json_t *vmnapd_dbg(struct harness *h, const char *cmd)
+{
+	char path[PATH_MAX + 32], req[128], buf[1 << 16];
+
+	snprintf(path, sizeof(path), "%s/pager-debug.sock", h->run_dir);
+	snprintf(req, sizeof(req), "%s\n", cmd);
+	if (usock_req(path, req, buf, sizeof(buf)))
+		return NULL;
+	return json_loads(buf, 0, NULL);
+}
+
+/* @method /vms/mock on the control API: the HTTP status (0: no answer) and
+ * the JSON body, if any, in *@body (NULL: not wanted). */
+int vmnapd_api_vm(struct harness *h, const char *method, json_t **body)
+{
+	char path[PATH_MAX + 32], req[256], buf[1 << 16], *b;
+	int status = 0;
+
+	snprintf(path, sizeof(path), "%s/api.sock", h->run_dir);
+	snprintf(req, sizeof(req), "%s /vms/" VM_NAME " HTTP/1.1\r\nHost: x\r\n"
+		 "Connection: close\r\n\r\n", method);
+	if (body)
+		*body = NULL;
+	if (usock_req(path, req, buf, sizeof(buf)) ||
+	    sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+		return 0;
+	b = strstr(buf, "\r\n\r\n");
+	if (body && b)
+		*body = json_loads(b + 4, 0, NULL);
+	return status;
+}
+
+/* GET /vms/mock from the control API: the JSON body or NULL. */
+json_t *api_vm(struct harness *h)
+{
+	json_t *j;
+
+	vmnapd_api_vm(h, "GET", &j);
+	return j;
+}
+
+json_int_t jint(json_t *o, const char *a, const char *b, const char *c)
+{
+	json_t *v = json_object_get(o, a);
+
+	if (b)
+		v = json_object_get(v, b);
+	if (c)
+		v = json_object_get(v, c);
+	return json_integer_value(v);
+}
+
+void vmnapd_spawn(struct harness *h, int n)
+{
+	char log[PATH_MAX + 32], sock[PATH_MAX + 32];
+
+	snprintf(log, sizeof(log), "%s/vmnapd-%d.log", h->dir, n);
+	g_pid = fork();
+	if (g_pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(g_vmnapd, g_vmnapd, "-r", h->run_dir, "-s", h->store_dir, "-l", "info",
+		      (char *)NULL);
+		_exit(127);
+	}
+	snprintf(sock, sizeof(sock), "%s/pager-debug.sock", h->run_dir);
+	for (int i = 0; i < WAIT_POLLS; i++) {
+		json_t *j = vmnapd_dbg(h, "list");
+
+		if (j) {
+			json_decref(j);
+			return;
+		}
+		usleep(POLL_US);
+	}
+}
+
+int vmnapd_kill(int sig)
+{
+	int st = -1;
+
+	if (g_pid <= 0)
+		return -1;
+	kill(g_pid, sig);
+	waitpid(g_pid, &st, 0);
+	g_pid = -1;
+	return st;
+}
+
+/* Wait until the VM's pager (re)appears with a mapper; its stats. */
+json_t *wait_vm(struct harness *h)
+{
+	for (int i = 0; i < WAIT_POLLS; i++) {
+		json_t *j = vmnapd_dbg(h, "stats " VM_NAME);
+
+		if (j && json_is_true(json_object_get(j, "ok")) &&
+		    jint(j, "stats", "mappers", NULL) > 0)
+			return j;
+		json_decref(j);
+		usleep(POLL_US);
+	}
+	return NULL;
 }

@@ -32,6 +32,7 @@
 #ifndef VMNAP_TESTS_MOCKVMM_H
 #define VMNAP_TESTS_MOCKVMM_H
 
+#include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -106,6 +107,7 @@ struct harness {
 	int to_vmm, from_vmm;
 	sem_t offload_done;
 	int offload_err;
+	sem_t resident_done;	/* the pager's resident callback ran */
 	bool mounted;
 	bool signal_storm;	/* eintr mode */
 	const char *vm_name;	/* the VM vmm_spawn() starts and the calls below
@@ -197,10 +199,52 @@ struct lost_view wait_lost(struct harness *h, int max_polls);
 /* Polls every 20 ms (at most @max_polls) until the VM has no pager (its
  * VMM gone, its memory released); whether it came to that. */
 bool wait_pager_gone(struct harness *h, int max_polls);
-/* Open fds of this process (vmnapd's side runs here). */
-int count_fds(void);
+/* Open fds of process @pid, 0: this one (where vmnapd's side runs). */
+int count_fds(pid_t pid);
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h);
+/*
+ * pager_make_resident_async(gpa, len) on the loop thread: its answer; on
+ * -EAGAIN, waits (at most RESIDENT_WAIT_S) for the pager's resident
+ * callback, *@told says whether it came.
+ */
+#define RESIDENT_WAIT_S	30
+struct resident_call {
+	uint64_t gpa, len;
+	int err;
+};
+int resident_async(struct harness *h, uint64_t gpa, uint64_t len, bool *told);
+
+/* ---------------------------------------------------- a vmnapd process */
+/*
+ * Tests of vmnapd as a process (build/vmnapd, $BUILD) under the mock VMM:
+ * the harness's dirs are set by the test, harness_start() is not called.
+ */
+#define POLL_US		20000
+#define WAIT_POLLS	1500	/* x 20 ms: a (re)started vmnapd adopts the VM */
+
+/* Find vmnapd and make h's dirs (/tmp/vmnap-@tag-XXXXXX, run/, store/):
+ * 0, 1 not built (plan "1..0 # SKIP" printed), -1 (bailed out). */
+int vmnapd_setup(struct harness *h, const char *tag);
+/* Stop vmnapd (SIGTERM), remove h->dir unless @failed (tap_state.failed:
+ * the test file's own) or KEEP is set. */
+void vmnapd_finish(struct harness *h, bool failed);
+/* Start it on h's run and store dirs (log: <dir>/vmnapd-@n.log); returns
+ * once its pager-debug endpoint answers. */
+void vmnapd_spawn(struct harness *h, int n);
+/* Signal it and wait: its wait status, -1 if none ran. */
+int vmnapd_kill(int sig);
+pid_t vmnapd_pid(void);
+/* One command to the pager-debug endpoint: its JSON answer or NULL. */
+json_t *vmnapd_dbg(struct harness *h, const char *cmd);
+/* @method /vms/mock on the control API: the HTTP status (0: no answer),
+ * the JSON body in *@body (NULL: not wanted). */
+int vmnapd_api_vm(struct harness *h, const char *method, json_t **body);
+json_t *api_vm(struct harness *h);	/* GET /vms/mock: the body or NULL */
+/* o[a][b][c] (b, c may be NULL) as an integer, 0 when absent. */
+json_int_t jint(json_t *o, const char *a, const char *b, const char *c);
+/* Until the VM's pager (re)appears with a mapper: its stats, or NULL. */
+json_t *wait_vm(struct harness *h);
 
 /* End a scenario: stop the harness, print the TAP plan; the exit status. */
 static inline int harness_finish(struct harness *h)

@@ -8,7 +8,7 @@
  * messages, descriptors outside guest RAM, a guest exceeding its credit;
  * and the rules that are hard to observe from outside: no guest RAM is
  * written while the device is paused, and every guest buffer is made
- * resident through the pager before it is written (pager_make_resident is
+ * resident through the pager before it is written (pager_make_resident_async is
  * wrapped at link time, -Wl,--wrap, see scripts/vsock-tests.mk).
  */
 #include <errno.h>
@@ -52,7 +52,7 @@
 #define PATTERN		0xaa
 #define PUMP_MS		20
 
-/* ---- pager_make_resident, wrapped ---- */
+/* ---- pager_make_resident_async, wrapped ---- */
 
 struct resident_call {
 	uint64_t gpa, len;
@@ -63,11 +63,12 @@ static struct {
 	struct resident_call calls[4096];
 	unsigned int n;
 	int fail;		/* returned instead of 0 when set */
+	uint64_t again_from;	/* non-zero: -EAGAIN for ranges from here on */
 	uint8_t *ram;
 } wrap;
 
-int __wrap_pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len);
-int __wrap_pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
+int __wrap_pager_make_resident_async(struct pager *p, uint64_t gpa, uint64_t len);
+int __wrap_pager_make_resident_async(struct pager *p, uint64_t gpa, uint64_t len)
 {
 	(void)p;
 	if (wrap.n < sizeof(wrap.calls) / sizeof(wrap.calls[0])) {
@@ -77,6 +78,8 @@ int __wrap_pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 		c->len = len;
 		c->pristine = gpa < RAM_SIZE && wrap.ram[gpa] == PATTERN;
 	}
+	if (wrap.again_from && gpa >= wrap.again_from)
+		return -EAGAIN;
 	return wrap.fail;
 }
 
@@ -243,6 +246,7 @@ static int setup(void **state)
 	wrap.ram = f->ram;
 	wrap.n = 0;
 	wrap.fail = 0;
+	wrap.again_from = 0;
 	for (int q = 0; q < 2; q++) {
 		f->kick[q] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		f->call[q] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -765,6 +769,66 @@ static void test_buffers_made_resident_before_write(void **state)
 	close(lfd);
 }
 
+/*
+ * Buffers the pager is still bringing back (-EAGAIN): the device neither
+ * writes nor consumes them, counts no error, does not spin, and carries on
+ * from the same chains once told the memory is ready.
+ */
+static void test_not_yet_resident_buffers_wait(void **state)
+{
+	struct fe *f = *state;
+	struct virtio_vsock_hdr h;
+	struct vhost_vsock_stats st;
+	uint8_t data[64], got[64];
+	int lfd = host_listen(f, HOST_PORT), cfd = guest_connect(f, lfd);
+	uint8_t *snapshot = malloc(RAM_SIZE);
+	uint16_t rx_used, tx_used;
+	uint64_t errors;
+	unsigned int calls;
+
+	f->vm->pager = (struct pager *)&wrap;	/* any non-NULL: calls are wrapped */
+	vhost_vsock_get_stats(f->vm->vsock, &st);
+	errors = st.residency_errors;
+	rx_used = used(f, RXQ)->idx;
+	tx_used = used(f, TXQ)->idx;
+	wrap.again_from = RX_BUF_OFF;	/* rings resident, buffers not yet */
+	memcpy(snapshot, f->ram, RAM_SIZE);
+	assert_int_equal(send(cfd, "host", 4, 0), 4);		/* into an RX buffer */
+	tx_send(f, VIRTIO_VSOCK_OP_RW, "guest", 5, 0, 0);	/* from a TX buffer */
+	/* the guest's own writes (TX slot, descriptor, avail ring) aside */
+	memcpy(snapshot + TX_BUF_OFF, f->ram + TX_BUF_OFF, RAM_SIZE - TX_BUF_OFF);
+	memcpy(snapshot + RING_OFF(TXQ), f->ram + RING_OFF(TXQ), 0x2000);
+	assert_int_equal(used(f, RXQ)->idx, rx_used);
+	assert_int_equal(used(f, TXQ)->idx, tx_used);
+	assert_memory_equal(snapshot, f->ram, RAM_SIZE);
+	assert_int_equal(recv(cfd, got, sizeof(got), MSG_DONTWAIT), -1);
+	vhost_vsock_get_stats(f->vm->vsock, &st);
+	assert_int_equal(st.residency_errors, errors);
+	assert_true(st.residency_waits > 0);
+	/* nothing retried until the pager says so (no busy loop) */
+	calls = wrap.n;
+	pump(f);
+	assert_true(wrap.n - calls <= 4);
+	assert_int_equal(used(f, RXQ)->idx, rx_used);
+	/* the memory is back: the same chains are used, in order */
+	wrap.again_from = 0;
+	vhost_vsock_memory_ready(f->vm->vsock);
+	pump(f);
+	assert_int_equal(used(f, TXQ)->idx, (uint16_t)(tx_used + 1));
+	assert_int_equal(recv(cfd, got, sizeof(got), MSG_DONTWAIT), 5);
+	assert_memory_equal(got, "guest", 5);
+	assert_true(rx_get(f, &h, data));
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RW);
+	assert_int_equal(h.len, 4);
+	assert_memory_equal(data, "host", 4);
+	vhost_vsock_get_stats(f->vm->vsock, &st);
+	assert_int_equal(st.residency_errors, errors);
+	free(snapshot);
+	f->vm->pager = NULL;
+	close(cfd);
+	close(lfd);
+}
+
 static void test_hostile_descriptors_and_credit(void **state)
 {
 	struct fe *f = *state;
@@ -1002,6 +1066,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_paused_device_does_not_touch_guest_ram, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_buffers_made_resident_before_write, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_not_yet_resident_buffers_wait, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_descriptors_and_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tx_not_stalled_by_full_rx, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_connect_line, setup, teardown),

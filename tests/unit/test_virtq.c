@@ -31,16 +31,18 @@ struct fixture {
 	} used;
 	struct virtq vq;
 	unsigned int maps;
+	uint64_t again_gpa;	/* non-zero: this buffer is not accessible yet */
 };
 
-static void *ram_map(void *ctx, uint64_t gpa, uint64_t len)
+static int ram_map(void *ctx, uint64_t gpa, uint64_t len, void **addr)
 {
 	struct fixture *f = ctx;
 
 	f->maps++;
 	if (gpa >= RAM_SIZE || len > RAM_SIZE - gpa)
-		return NULL;
-	return f->ram + gpa;
+		return -EFAULT;
+	*addr = f->ram + gpa;
+	return f->again_gpa && gpa == f->again_gpa ? -EAGAIN : 0;
 }
 
 static int setup(void **state)
@@ -108,6 +110,39 @@ static void test_chain_out_then_in(void **state)
 	assert_int_equal(f->used.idx, 1);
 	assert_int_equal(f->used.ring[0].id, 3);
 	assert_int_equal(f->used.ring[0].len, 8);
+	assert_int_equal(virtq_pop(&f->vq, &ch), 0);
+}
+
+/* A buffer not accessible yet: the chain stays in the ring, uncounted;
+ * validation still comes first (a bad chain with such a buffer is bad). */
+static void test_not_yet_accessible_chain_stays(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+
+	set_desc(f, 3, BUF_GPA, 5, VRING_DESC_F_NEXT, 5);
+	set_desc(f, 5, BUF_GPA + 0x100, 4, VRING_DESC_F_WRITE, 0);
+	offer(f, 3);
+	f->again_gpa = BUF_GPA;
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EAGAIN);
+	assert_int_equal(f->maps, 2);		/* the whole chain was walked */
+	assert_int_equal(virtq_avail_count(&f->vq), 1);
+	assert_int_equal(f->used.idx, 0);
+	assert_int_equal(f->vq.stats.chains, 0);
+	assert_int_equal(f->vq.stats.bad_addr, 0);
+	f->again_gpa = 0;
+	assert_int_equal(virtq_pop(&f->vq, &ch), 1);
+	assert_int_equal(ch.head, 3);
+	assert_int_equal(ch.in_len, 4);
+	virtq_push(&f->vq, ch.head, 0);
+	/* not accessible yet, then a descriptor outside guest RAM: malformed */
+	set_desc(f, 1, BUF_GPA, 4, VRING_DESC_F_NEXT, 2);
+	set_desc(f, 2, RAM_SIZE, 4, 0, 0);
+	offer(f, 1);
+	f->again_gpa = BUF_GPA;
+	assert_int_equal(virtq_pop(&f->vq, &ch), -EINVAL);
+	assert_int_equal(f->vq.stats.bad_addr, 1);
+	assert_int_equal(f->used.idx, 2);
 	assert_int_equal(virtq_pop(&f->vq, &ch), 0);
 }
 
@@ -312,6 +347,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_setup_rejects_bad_sizes, setup),
 		cmocka_unit_test_setup(test_chain_out_then_in, setup),
+		cmocka_unit_test_setup(test_not_yet_accessible_chain_stays, setup),
 		cmocka_unit_test_setup(test_loop_is_rejected, setup),
 		cmocka_unit_test_setup(test_self_loop_is_rejected, setup),
 		cmocka_unit_test_setup(test_bad_indices, setup),

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "loop.h"
 #include "mem_handshake.h"	/* pager: memory handshake */
+#include "pager.h"		/* pager: reapers left at exit */
 #include "pager_debug.h"	/* pager: debug endpoint */
 #include "pause.h"		/* coordinator: backend calls left at exit */
 #include "vmnapd.h"
@@ -194,6 +195,11 @@ static void daemon_stop(struct vmnapd *d)
 	left = pause_released_wait(SHUTDOWN_VMM_WAIT_MS);
 	if (left)
 		log_warn(NULL, "%u VMM call(s) still unanswered at exit", left);
+	/* pagers handed to reapers by vm_free: their stores must be settled */
+	left = pager_reapers_active();
+	if (left)
+		log_info(NULL, "waiting for %u pager(s) to detach", left);
+	pager_reapers_wait();
 	/* subsystems stop here, in reverse order of daemon_start() */
 	pressure_watch_stop(d);	/* memory pressure */
 	pager_debug_stop(d);	/* pager */

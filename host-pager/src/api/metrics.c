@@ -432,6 +432,9 @@ char *metrics_render(struct vmnapd *d, size_t *len)
 	fprintf(f, "vmnap_build_info{version=\"%s\"} 1\n", VMNAPD_VERSION);
 	help(f, "vmnap_vms", "gauge", "registered VMs");
 	fprintf(f, "vmnap_vms %u\n", nvms);
+	help(f, "vmnap_pagers_detaching", "gauge",
+	     "pagers of removed VMs or exited VMMs still being torn down by their reaper");
+	fprintf(f, "vmnap_pagers_detaching %u\n", pager_reapers_active());
 	events_get_counts(d, &written, &failed);
 	help(f, "vmnap_events_total", "counter", "events emitted (last sequence number)");
 	fprintf(f, "vmnap_events_total %llu\n", (unsigned long long)d->event_seq);

@@ -9,7 +9,7 @@
  * store bytes, page counts by state, faults and fault latency (histogram,
  * power-of-2 µs buckets, true sum), resident byte-seconds; refused guest input by reason, guest link
  * sessions, log lines and events over their budgets.  Daemon: build info
- * (version label), VMs, events
+ * (version label), VMs, pagers still being detached (reapers), events
  * emitted and lost, memory handshakes accepted and refused by reason,
  * AF_VSOCK listener refusals.
  */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * pager.c - a VM's guest RAM: lifetime (starting and stopping the fault,
- * prefetch and offload threads), mappers, the GPA map, and the synchronous
- * entry points (make_resident, drop_free, offload, stats).  See pager.h.
+ * prefetch, residency and offload threads; teardown here or on a reaper
+ * thread), mappers, the GPA map, and the entry points (make_resident and
+ * its asynchronous form, drop_free, offload, stats).  See pager.h.
  * The page-state transitions those threads share are in pager_core.c.
  */
 #include <errno.h>
@@ -26,7 +27,6 @@
 #define DEFAULT_WRITE_QUEUE_DEPTH	8
 #define DEFAULT_PREFETCH_MIN_BYTES	(64u << 10)
 #define DEFAULT_PREFETCH_MAX_BYTES	(4u << 20)
-#define RESTORE_RUN_MAX_PAGES		256	/* make_resident, detach */
 
 static const char *const page_state_names[PAGE_STATES] = {
 	[PAGE_RESIDENT] = "resident",
@@ -209,17 +209,25 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 		return -ENOMEM;
 	p->loop = loop;
 	p->owner = owner;
-	p->subject = subject;
+	/* a copy: a pager being reaped outlives its owner's subject */
+	p->subject_own = strdup(subject);
+	if (!p->subject_own) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->subject = p->subject_own;
 	p->cfg = *cfg;
 	p->store.fd = -1;
 	p->fault_wake_fd = -1;
 	p->offload_done_fd = -1;
 	p->error_fd = -1;
+	p->resident_fd = -1;
 	p->evictable = true;
 	pthread_mutex_init(&p->reg_lock, NULL);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->state_cv, NULL);
 	pthread_cond_init(&p->prefetch_cv, NULL);
+	pthread_cond_init(&p->resident_cv, NULL);
 	err = regions_init(p, rd, nr);
 	if (err)
 		goto fail;
@@ -251,7 +259,9 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	p->fault_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->offload_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->error_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (p->fault_wake_fd < 0 || p->offload_done_fd < 0 || p->error_fd < 0) {
+	p->resident_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->fault_wake_fd < 0 || p->offload_done_fd < 0 || p->error_fd < 0 ||
+	    p->resident_fd < 0) {
 		err = -errno;
 		goto fail;
 	}
@@ -264,9 +274,17 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 		loop_del_fd(p->loop, p->offload_done_fd);
 		goto fail;
 	}
+	err = loop_add_fd(p->loop, p->resident_fd, EPOLLIN, pager_resident_done_cb, p);
+	if (err) {
+		loop_del_fd(p->loop, p->offload_done_fd);
+		loop_del_fd(p->loop, p->error_fd);
+		goto fail;
+	}
 	err = pager_fault_thread_start(p);
 	if (!err)
 		err = pager_prefetch_thread_start(p);
+	if (!err)
+		err = pager_resident_thread_start(p);
 	if (err)
 		goto fail_loop;
 	*out = p;
@@ -276,9 +294,11 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	return 0;
 
 fail_loop:
+	pager_prefetch_thread_stop(p);
 	pager_fault_thread_stop(p);
 	loop_del_fd(p->loop, p->offload_done_fd);
 	loop_del_fd(p->loop, p->error_fd);
+	loop_del_fd(p->loop, p->resident_fd);
 fail:
 	if (p->fault_wake_fd >= 0)
 		close(p->fault_wake_fd);
@@ -286,12 +306,16 @@ fail:
 		close(p->offload_done_fd);
 	if (p->error_fd >= 0)
 		close(p->error_fd);
+	if (p->resident_fd >= 0)
+		close(p->resident_fd);
 	store_close(&p->store, false);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
+	pthread_cond_destroy(&p->resident_cv);
+	free(p->subject_own);
 	free(p);
 	return err;
 }
@@ -357,21 +381,18 @@ static void restore_all(struct pager *p)
 			(unsigned long long)failed);
 }
 
-void pager_free(struct pager *p)
+/*
+ * The loop thread's part of a detach: nothing of the pager is watched by
+ * the loop or calls its owner any more.  The callbacks it would have run
+ * (offload done, errors, residency) never run.
+ */
+static void detach_from_loop(struct pager *p)
 {
-	bool live_mappers = false;
-	uint64_t out;
 	int lost;
 
-	if (!p)
-		return;
-	pager_prefetch_thread_stop(p);
-	if (p->offloading)
-		atomic_store(&p->offload_abort, true);
-	offload_thread_join(p);
-	p->offloading = false;
 	loop_del_fd(p->loop, p->offload_done_fd);
 	loop_del_fd(p->loop, p->error_fd);
+	loop_del_fd(p->loop, p->resident_fd);
 	/* a lost VM's processes die before the loop may read error_fd (their
 	 * exit detaches the pager): tell the owner now, it keeps the state */
 	pthread_mutex_lock(&p->lock);
@@ -381,17 +402,45 @@ void pager_free(struct pager *p)
 	if (lost && p->error_cb)
 		p->error_cb(p, lost, "lost", p->error_arg);
 	p->error_cb = NULL;	/* detaching: nobody to tell */
+	p->resident_cb = NULL;
+}
+
+/* Does a mapper (a VMM process) still map guest RAM?  Any thread. */
+static bool live_mappers(struct pager *p)
+{
+	bool live = false;
+
 	pthread_mutex_lock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m; m = m->next)
-		live_mappers |= !m->dead;
-	out = p->count[PAGE_OFFLOADED];
+		live |= !m->dead;
 	pthread_mutex_unlock(&p->lock);
+	return live;
+}
+
+/*
+ * Everything else, on any thread, once detach_from_loop() ran: stop the
+ * threads (bringing pages back while @live, the VMM still mapping guest
+ * RAM), close every fd, remove the store file if @remove, free.
+ */
+static void teardown(struct pager *p, bool live, bool remove)
+{
+	bool restore;
+
+	pager_resident_thread_stop(p);
+	pager_prefetch_thread_stop(p);
+	if (p->offloading)
+		atomic_store(&p->offload_abort, true);
+	offload_thread_join(p);
+	p->offloading = false;
 	/* The fault thread keeps serving while pages come back. */
-	if (live_mappers && out)
+	pthread_mutex_lock(&p->lock);
+	restore = live && p->count[PAGE_OFFLOADED];
+	pthread_mutex_unlock(&p->lock);
+	if (restore)
 		restore_all(p);
 	/* The store stays for the next vmnapd, its slots emptied if unused
 	 * (the entries CLEAN pages kept go first: they would name them) */
-	if (live_mappers && !p->count[PAGE_OFFLOADED]) {
+	if (live && !p->count[PAGE_OFFLOADED]) {
 		if (p->count[PAGE_CLEAN])
 			store_slots_forget(&p->store, 0, p->npages);
 		store_discard(&p->store, pg_store_off(0), p->npages * PAGER_PAGE_SIZE);
@@ -421,17 +470,114 @@ void pager_free(struct pager *p)
 			close(p->regions[i].memfd);
 	}
 	pager_critical_release(p);
-	/* A live VMM may hand its memory to the next vmnapd: keep the store */
-	store_close(&p->store, !live_mappers);
+	store_close(&p->store, remove);
 	close(p->fault_wake_fd);
 	close(p->offload_done_fd);
 	close(p->error_fd);
+	close(p->resident_fd);
 	free(p->state);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
+	pthread_cond_destroy(&p->resident_cv);
 	log_info(p->subject, "pager detached");
+	free(p->subject_own);
 	free(p);
+}
+
+void pager_free(struct pager *p)
+{
+	bool live;
+
+	if (!p)
+		return;
+	detach_from_loop(p);
+	live = live_mappers(p);
+	/* A live VMM may hand its memory to the next vmnapd: keep the store */
+	teardown(p, live, !live);
+}
+
+/* Pagers being torn down by their reaper thread (pager_free_async). */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	unsigned int active;
+} reapers = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+
+struct reap {
+	struct pager *p;
+	bool live;
+};
+
+static void *reaper_main(void *arg)
+{
+	struct reap *r = arg;
+
+	/* the file, if it goes, went already: the name may be reused */
+	teardown(r->p, r->live, false);
+	free(r);
+	pthread_mutex_lock(&reapers.lock);
+	reapers.active--;
+	pthread_cond_broadcast(&reapers.cv);
+	pthread_mutex_unlock(&reapers.lock);
+	return NULL;
+}
+
+void pager_free_async(struct pager *p)
+{
+	pthread_attr_t attr;
+	struct reap *r;
+	int err;
+
+	if (!p)
+		return;
+	detach_from_loop(p);
+	r = malloc(sizeof(*r));
+	if (!r) {
+		pager_free(p);	/* cannot hand it over: here, then */
+		return;
+	}
+	r->p = p;
+	r->live = live_mappers(p);
+	/*
+	 * Nothing needs the store any more unless a VMM still maps guest
+	 * RAM: its name goes now, while the lock is held (a new pager of the
+	 * same name creates a new file); its blocks go when the reaper closes
+	 * it.
+	 */
+	if (!r->live && unlink(p->store.path) < 0 && errno != ENOENT)
+		log_warn(p->subject, "cannot remove %s: %s", p->store.path, strerror(errno));
+	pthread_mutex_lock(&reapers.lock);
+	reapers.active++;
+	pthread_mutex_unlock(&reapers.lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&(pthread_t){ 0 }, &attr, reaper_main, r);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		log_warn(p->subject, "no reaper thread (%s): detaching on the loop",
+			 strerror(err));
+		reaper_main(r);
+	}
+}
+
+unsigned int pager_reapers_active(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&reapers.lock);
+	n = reapers.active;
+	pthread_mutex_unlock(&reapers.lock);
+	return n;
+}
+
+void pager_reapers_wait(void)
+{
+	pthread_mutex_lock(&reapers.lock);
+	while (reapers.active)
+		pthread_cond_wait(&reapers.cv, &reapers.lock);
+	pthread_mutex_unlock(&reapers.lock);
 }
 
 void pager_set_not_evictable(struct pager *p, const char *reason)
@@ -541,27 +687,6 @@ void pager_remove_mapper(struct pager *p, struct pager_mapper *m)
 }
 
 /*
- * The pages behind the start of [gpa, gpa+len) that one GPA range holds
- * (never crossing a pager region); -ERANGE if @gpa is in none.  Lock held.
- */
-static int gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
-			    uint64_t *pg, uint64_t *n)
-{
-	for (unsigned int i = 0; i < p->nr_gpa; i++) {
-		const struct pager_gpa_range *g = &p->gpa_map[i];
-
-		if (gpa >= g->gpa && gpa - g->gpa < g->size) {
-			uint64_t avail = g->size - (gpa - g->gpa);
-
-			*pg = g->first_page + (gpa - g->gpa) / PAGER_PAGE_SIZE;
-			*n = (len < avail ? len : avail) / PAGER_PAGE_SIZE;
-			return 0;
-		}
-	}
-	return -ERANGE;
-}
-
-/*
  * May a GPA operation act on [gpa, gpa+len)?  Only with a trusted map and
  * only if every page of it is mapped, so a refusal changes nothing.
  * -EINVAL, -ENXIO (map guessed: counted; *log_now set the first time),
@@ -581,7 +706,7 @@ static int gpa_range_check_locked(struct pager *p, uint64_t gpa, uint64_t len,
 		return -ENXIO;
 	}
 	while (len) {
-		if (gpa_chunk_locked(p, gpa, len, &pg, &n))
+		if (pager_gpa_chunk_locked(p, gpa, len, &pg, &n))
 			return -ERANGE;
 		gpa += n * PAGER_PAGE_SIZE;
 		len -= n * PAGER_PAGE_SIZE;
@@ -610,7 +735,7 @@ static void mark_dirty_locked(struct pager *p, uint64_t gpa, uint64_t len)
 
 	if (!p->count[PAGE_CLEAN] && !p->count[PAGE_IN_FLIGHT])
 		return;
-	while (len && !gpa_chunk_locked(p, gpa, len, &pg, &n) && n) {
+	while (len && !pager_gpa_chunk_locked(p, gpa, len, &pg, &n) && n) {
 		for (uint64_t i = pg; i < pg + n; i++)
 			p->dirty_own += pager_dirty_note_locked(p, i);
 		gpa += n * PAGER_PAGE_SIZE;
@@ -618,19 +743,21 @@ static void mark_dirty_locked(struct pager *p, uint64_t gpa, uint64_t len)
 	}
 }
 
+/* Widen [*gpa, *gpa + *len) to whole pages: callers pass byte ranges. */
+static void page_align(uint64_t *gpa, uint64_t *len)
+{
+	*len += *gpa % PAGER_PAGE_SIZE;
+	*gpa -= *gpa % PAGER_PAGE_SIZE;
+	*len = (*len + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+}
+
 int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 {
-	uint64_t gpa0, len0;
 	bool log_now = false;
 	void *buf;
 	int err;
 
-	/* Widen to whole pages: callers pass byte ranges of buffers. */
-	len += gpa % PAGER_PAGE_SIZE;
-	gpa -= gpa % PAGER_PAGE_SIZE;
-	len = (len + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
-	gpa0 = gpa;
-	len0 = len;
+	page_align(&gpa, &len);
 	pthread_mutex_lock(&p->lock);
 	err = gpa_range_check_locked(p, gpa, len, &log_now);
 	if (!err && !p->count[PAGE_OFFLOADED] && !p->count[PAGE_IN_FLIGHT]) {
@@ -646,35 +773,52 @@ int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 	buf = store_buf_alloc(RESTORE_RUN_MAX_PAGES * PAGER_PAGE_SIZE);
 	if (!buf)
 		return -ENOMEM;
-	while (len && !err) {
-		uint64_t pg, n, end, run;
-
-		pthread_mutex_lock(&p->lock);
-		err = gpa_chunk_locked(p, gpa, len, &pg, &n);
-		pthread_mutex_unlock(&p->lock);
-		if (err)
-			break;
-		gpa += n * PAGER_PAGE_SIZE;
-		len -= n * PAGER_PAGE_SIZE;
-		for (end = pg + n; !err && pg < end;) {
-			pthread_mutex_lock(&p->lock);
-			while (pg_state(p, pg) == PAGE_IN_FLIGHT)
-				pthread_cond_wait(&p->state_cv, &p->lock);
-			run = pager_claim_run_locked(p, pg, end - pg < RESTORE_RUN_MAX_PAGES ?
-						     end - pg : RESTORE_RUN_MAX_PAGES, 0);
-			pthread_mutex_unlock(&p->lock);
-			if (!run) {
-				pg++;
-				continue;
-			}
-			err = pager_restore_run(p, pg, run, buf);
-			pg += run;
-		}
-	}
+	err = pager_restore_gpa(p, gpa, len, buf);
 	free(buf);
 	pthread_mutex_lock(&p->lock);
-	mark_dirty_locked(p, gpa0, len0);
+	mark_dirty_locked(p, gpa, len);
 	pthread_mutex_unlock(&p->lock);
+	return err;
+}
+
+/* Is every page of the checked range [gpa, gpa+len) in the memfd (not
+ * OFFLOADED, not being moved)?  Lock held. */
+static bool range_resident_locked(struct pager *p, uint64_t gpa, uint64_t len)
+{
+	uint64_t pg, n;
+
+	if (!p->count[PAGE_OFFLOADED] && !p->count[PAGE_IN_FLIGHT])
+		return true;
+	while (len && !pager_gpa_chunk_locked(p, gpa, len, &pg, &n) && n) {
+		for (uint64_t i = pg; i < pg + n; i++) {
+			enum pager_page_state s = pg_state(p, i);
+
+			if (s == PAGE_OFFLOADED || s == PAGE_IN_FLIGHT)
+				return false;
+		}
+		gpa += n * PAGER_PAGE_SIZE;
+		len -= n * PAGER_PAGE_SIZE;
+	}
+	return true;
+}
+
+int pager_make_resident_async(struct pager *p, uint64_t gpa, uint64_t len)
+{
+	bool log_now = false, queued = false;
+	int err;
+
+	page_align(&gpa, &len);
+	pthread_mutex_lock(&p->lock);
+	err = gpa_range_check_locked(p, gpa, len, &log_now);
+	if (!err && range_resident_locked(p, gpa, len))
+		mark_dirty_locked(p, gpa, len);
+	else if (!err)
+		err = pager_resident_ask_locked(p, gpa, len, &queued);
+	pthread_mutex_unlock(&p->lock);
+	if (log_now)
+		gpa_refused_log(p, "make_resident", gpa, len);
+	if (queued)
+		pthread_cond_signal(&p->resident_cv);
 	return err;
 }
 
@@ -699,7 +843,7 @@ int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len)
 		int e;
 
 		pthread_mutex_lock(&p->lock);
-		err = gpa_chunk_locked(p, g, left, &pg, &n);
+		err = pager_gpa_chunk_locked(p, g, left, &pg, &n);
 		pthread_mutex_unlock(&p->lock);
 		if (err)
 			break;
@@ -935,6 +1079,8 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->offload_cancels = p->offload_cancels;
 	st->fault_errors = p->fault_errors;
 	st->restore_errors = p->restore_errors;
+	st->resident_asked = p->resident_asked;
+	st->resident_failed = p->resident_failed;
 	st->fault_retries = p->fault_retries;
 	st->faults_stuck = p->faults_stuck;
 	st->last_offload_ns = p->last_offload_ns;
@@ -1007,7 +1153,7 @@ int pager_gpa_to_memfd(struct pager *p, uint64_t gpa, int *memfd,
 
 	pthread_mutex_lock(&p->lock);
 	if (gpa_trusted(p))
-		err = gpa_chunk_locked(p, gpa, PAGER_PAGE_SIZE, &pg, &n);
+		err = pager_gpa_chunk_locked(p, gpa, PAGER_PAGE_SIZE, &pg, &n);
 	pthread_mutex_unlock(&p->lock);
 	if (err)
 		return err;

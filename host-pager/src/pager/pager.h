@@ -21,9 +21,11 @@
  *              the next offload punches it without I/O
  *
  * Threads: every function here is called from the event-loop thread unless
- * it says otherwise; the pager runs its own fault-service, prefetch and
- * offload threads and reports back to the loop (offload done callback)
- * through an eventfd.  The page-state table is shared under one mutex.
+ * it says otherwise; the pager runs its own fault-service, prefetch,
+ * residency (make_resident_async) and offload threads and reports back to
+ * the loop (offload done, errors, memory made resident) through eventfds;
+ * pager_free_async leaves its teardown to a reaper thread.  The page-state
+ * table is shared under one mutex.
  *
  * Store slots: the slot of a page is its index in guest RAM (region order),
  * so the store file is laid out like guest RAM, sparse, and contiguous
@@ -160,6 +162,8 @@ struct pager_stats {
 	uint64_t offload_cancels;	/* offloads stopped by pager_offload_cancel */
 	uint64_t fault_errors;		/* faults that could not be served (yet) */
 	uint64_t restore_errors;	/* store reads failed: prefetch, make_resident */
+	uint64_t resident_asked;	/* make_resident_async ranges queued */
+	uint64_t resident_failed;	/* ... that could not be made resident */
 	uint64_t fault_retries;		/* unserved faults tried again */
 	uint32_t faults_stuck;		/* faulting threads waiting for a retry */
 	uint64_t last_offload_ns;	/* duration of the last offload */
@@ -239,8 +243,22 @@ const char *pager_store_id(struct pager *p);
  * Stop every pager thread (bringing offloaded pages back while mappers
  * live), close fds, free.  The store file is removed unless a mapper still
  * lives (the VMM may hand its memory to the next vmnapd).  NULL-safe.
+ * Blocks for as long as that takes (joins, store reads): not for the loop.
  */
 void pager_free(struct pager *p);
+/*
+ * pager_free for the loop thread: the pager leaves the loop at once (no
+ * callback of it runs any more, @owner may go), the store file's name is
+ * removed now unless a mapper lives (a new pager of the same name makes a
+ * new file; with a live mapper the file stays, locked, and adopting or
+ * recreating it is -EBUSY until the reaper is done: the memory handshake
+ * waits for that), and a detached reaper thread does the rest as
+ * pager_free does.  NULL-safe.
+ */
+void pager_free_async(struct pager *p);
+/* Reapers still running; wait for all of them (daemon exit). */
+unsigned int pager_reapers_active(void);
+void pager_reapers_wait(void);
 
 /*
  * Add a mapper: @uffd is a userfaultfd of the mapper's mm (UFFDIO_API
@@ -304,6 +322,19 @@ void pager_set_error_cb(struct pager *p,
  * the next offload writes them.  Any thread. -errno.
  */
 int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len);
+/*
+ * The same without waiting, for the loop thread: 0 when [gpa, gpa+len) is
+ * resident now (its CLEAN pages made RESIDENT, as above); -EAGAIN when
+ * pages of it are out: the pager's residency worker reads them back and
+ * then the callback of pager_set_resident_cb runs on the loop thread (ask
+ * again then); the error of an earlier request for the range that failed
+ * (-EIO, -EBADMSG, told once); -ERANGE, -ENXIO, -EINVAL as above.
+ */
+int pager_make_resident_async(struct pager *p, uint64_t gpa, uint64_t len);
+/* Memory asked for by pager_make_resident_async was restored (or failed).
+ * @cb runs on the loop thread; NULL: none. */
+void pager_set_resident_cb(struct pager *p, void (*cb)(struct pager *p, void *arg),
+			   void *arg);
 
 /*
  * Offload every resident page: zero pages punched, the rest written to the

@@ -563,3 +563,67 @@ int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf)
 
 	return pager_install_run(p, pg, n, buf, err);
 }
+
+/*
+ * The pages behind the start of [gpa, gpa+len) that one GPA range holds
+ * (never crossing a pager region); -ERANGE if @gpa is in none.  Lock held.
+ */
+int pager_gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
+			   uint64_t *pg, uint64_t *n)
+{
+	for (unsigned int i = 0; i < p->nr_gpa; i++) {
+		const struct pager_gpa_range *g = &p->gpa_map[i];
+
+		if (gpa >= g->gpa && gpa - g->gpa < g->size) {
+			uint64_t avail = g->size - (gpa - g->gpa);
+
+			*pg = g->first_page + (gpa - g->gpa) / PAGER_PAGE_SIZE;
+			*n = (len < avail ? len : avail) / PAGER_PAGE_SIZE;
+			return 0;
+		}
+	}
+	return -ERANGE;
+}
+
+int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf)
+{
+	int err = 0;
+
+	while (len && !err) {
+		uint64_t pg, n, end, run;
+
+		pthread_mutex_lock(&p->lock);
+		err = pager_gpa_chunk_locked(p, gpa, len, &pg, &n);
+		pthread_mutex_unlock(&p->lock);
+		if (err || !n)
+			break;
+		gpa += n * PAGER_PAGE_SIZE;
+		len -= n * PAGER_PAGE_SIZE;
+		for (end = pg + n; !err && pg < end;) {
+			pthread_mutex_lock(&p->lock);
+			while (pg_state(p, pg) == PAGE_IN_FLIGHT)
+				pthread_cond_wait(&p->state_cv, &p->lock);
+			run = pager_claim_run_locked(p, pg, end - pg < RESTORE_RUN_MAX_PAGES ?
+						     end - pg : RESTORE_RUN_MAX_PAGES, 0);
+			pthread_mutex_unlock(&p->lock);
+			if (!run) {
+				pg++;
+				continue;
+			}
+			err = pager_restore_run(p, pg, run, buf);
+			pg += run;
+		}
+	}
+	return err;
+}
+
+int pager_thread_start(struct pager *p, pthread_t *t, bool *started,
+		       void *(*fn)(void *))
+{
+	int err = pthread_create(t, NULL, fn, p);
+
+	if (err)
+		return -err;
+	*started = true;
+	return 0;
+}

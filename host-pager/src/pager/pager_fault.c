@@ -786,12 +786,7 @@ static void *fault_main(void *arg)
 
 int pager_fault_thread_start(struct pager *p)
 {
-	int err = pthread_create(&p->fault_thread, NULL, fault_main, p);
-
-	if (err)
-		return -err;
-	p->fault_thread_started = true;
-	return 0;
+	return pager_thread_start(p, &p->fault_thread, &p->fault_thread_started, fault_main);
 }
 
 void pager_fault_thread_stop(struct pager *p)

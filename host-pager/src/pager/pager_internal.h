@@ -92,10 +92,19 @@ struct pager_mapper {
 	int pidfd;		/* the process (pidfd_open at add), or -1 */
 };
 
+/* Guest-physical [gpa, gpa+len), whole pages, for the residency worker. */
+struct pager_gpa_req {
+	uint64_t gpa, len;
+	int err;		/* failed requests: why */
+};
+
+#define PAGER_RESIDENT_QMAX	64	/* queued and remembered failed requests */
+
 struct pager {
 	struct loop *loop;
 	void *owner;		/* pager_new()'s caller's */
-	const char *subject;
+	const char *subject;	/* subject_own */
+	char *subject_own;
 	struct pager_config cfg;
 
 	struct pager_region regions[PAGER_MAX_REGIONS];
@@ -152,6 +161,20 @@ struct pager {
 	uint64_t offload_t0;
 	void (*offload_done)(struct pager *p, int err, void *arg);
 	void *offload_arg;
+
+	/* residency worker (pager_resident.c; queue and failures under lock) */
+	pthread_t resident_thread;
+	bool resident_thread_started;
+	pthread_cond_t resident_cv;
+	bool resident_exit;
+	struct pager_gpa_req rq[PAGER_RESIDENT_QMAX];	/* asked, oldest first */
+	unsigned int rq_n;
+	struct pager_gpa_req rfail[PAGER_RESIDENT_QMAX];	/* failed, not told yet */
+	unsigned int rfail_n;
+	int resident_fd;		/* eventfd watched by the loop */
+	void (*resident_cb)(struct pager *p, void *arg);
+	void *resident_arg;
+	uint64_t resident_asked, resident_failed;	/* requests; failed ones */
 
 	/* errors for the loop thread (pager_report_error) */
 	int error_fd;			/* eventfd watched by the loop */
@@ -281,6 +304,20 @@ uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
 				uint8_t flags);
 void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n,
 			     bool ok);
+/* The pages behind the start of guest-physical [gpa, gpa+len) that one GPA
+ * range holds (never crossing a pager region); -ERANGE if @gpa is in none.
+ * Lock held. */
+int pager_gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
+			   uint64_t *pg, uint64_t *n);
+/* Read the OFFLOADED pages of guest-physical [gpa, gpa+len) (whole pages,
+ * range checked) back into the memfds, waiting for pages in flight; @buf
+ * holds RESTORE_RUN_MAX_PAGES pages (store_buf_alloc).  Neither lock held.
+ * 0 or -errno of the first failed read. */
+int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf);
+#define RESTORE_RUN_MAX_PAGES	256
+/* Start @fn(@p) as one of the pager's threads: *@started set.  -errno. */
+int pager_thread_start(struct pager *p, pthread_t *t, bool *started,
+		       void *(*fn)(void *));
 
 /* pager_fault.c */
 int pager_fault_thread_start(struct pager *p);
@@ -295,6 +332,19 @@ int pager_prefetch_thread_start(struct pager *p);
 void pager_prefetch_thread_stop(struct pager *p);
 /* Abort a running prefetch and wait until it is idle. */
 void pager_prefetch_quiesce(struct pager *p);
+
+
+/* pager_resident.c */
+/* [gpa, gpa+len) (checked, not resident) is wanted: the error of an
+ * earlier failed request overlapping it (told once), else -EAGAIN with the
+ * range queued for the worker (*@queued: signal p->resident_cv after
+ * unlocking).  Lock held. */
+int pager_resident_ask_locked(struct pager *p, uint64_t gpa, uint64_t len,
+			      bool *queued);
+int pager_resident_thread_start(struct pager *p);
+void pager_resident_thread_stop(struct pager *p);
+/* Loop callback on p->resident_fd: tell the owner (pager_set_resident_cb). */
+void pager_resident_done_cb(struct loop *l, int fd, uint32_t events, void *arg);
 
 /* pager_critical.c */
 /* Pages [pg, pg+n) were claimed for a fault: record them while a resume is

@@ -253,12 +253,7 @@ out:
 
 int pager_prefetch_thread_start(struct pager *p)
 {
-	int err = pthread_create(&p->prefetch_thread, NULL, prefetch_main, p);
-
-	if (err)
-		return -err;
-	p->prefetch_thread_started = true;
-	return 0;
+	return pager_thread_start(p, &p->prefetch_thread, &p->prefetch_thread_started, prefetch_main);
 }
 
 void pager_prefetch_quiesce(struct pager *p)

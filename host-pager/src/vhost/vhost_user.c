@@ -178,14 +178,14 @@ static void unmap_regions(struct vhost_user *vu)
 	vu->nregions = 0;
 }
 
-static void *queue_mem_map(void *ctx, uint64_t gpa, uint64_t len)
+static int queue_mem_map(void *ctx, uint64_t gpa, uint64_t len, void **addr)
 {
 	struct vhost_user *vu = ctx;
-	void *p = vhost_user_map_gpa(vu, gpa, len);
 
-	if (p && vu->ops->access && vu->ops->access(vu->opaque, gpa, len))
-		return NULL;
-	return p;
+	*addr = vhost_user_map_gpa(vu, gpa, len);
+	if (!*addr)
+		return -EFAULT;
+	return vu->ops->access ? vu->ops->access(vu->opaque, gpa, len) : 0;
 }
 
 /* (Re-)build the virtq of a started queue over the current memory table. */

@@ -127,8 +127,9 @@ struct vhost_user;
 struct vhost_user_ops {
 	/*
 	 * Called before the device touches guest-physical [gpa, gpa+len)
-	 * through a buffer of a chain (e.g. to make it resident); non-zero
-	 * refuses the buffer.  NULL: always allowed.
+	 * through a buffer of a chain (e.g. to make it resident); -EAGAIN
+	 * leaves the chain in the ring for later (virtq_pop), another
+	 * non-zero refuses the buffer.  NULL: always allowed.
 	 */
 	int (*access)(void *opaque, uint64_t gpa, uint64_t len);
 	/*

@@ -18,8 +18,10 @@
  * the connection is freed at once.
  *
  * All work runs from one zero-delay timer (vsock_work), scheduled by
- * kicks and socket events, so callbacks never re-enter the ring code.
- * While paused the timer does nothing; set_paused(false) schedules it.
+ * kicks, socket events and vhost_vsock_memory_ready, so callbacks never
+ * re-enter the ring code.  While paused the timer does nothing;
+ * set_paused(false) schedules it.  A queue whose next chain is not
+ * resident yet stops there and is not rescheduled until memory_ready.
  */
 #include <endian.h>
 #include <errno.h>
@@ -62,11 +64,11 @@
 /* Chains or packets handled per queue before other work gets a turn. */
 #define VSOCK_BUDGET		256U
 /*
- * ... and time: making a buffer resident may read it back from the store
- * (synchronously, on the loop), so a turn of the device ends once it has
- * run this long; the chain in hand is finished first (at most
- * VIRTQ_CHAIN_BYTES_MAX of reads), and the rest waits for the next turn,
- * after every other fd and timer had theirs.
+ * ... and time: a turn of the device (copies between guest buffers and
+ * host sockets) ends once it has run this long; the chain in hand is
+ * finished first, and the rest waits for the next turn, after every other
+ * fd and timer had theirs.  Store reads never happen in a turn: memory
+ * that is out is read back by the pager's worker (make_resident).
  */
 #define VSOCK_TURN_NS		(2ULL * 1000000ULL)
 /* Host ports for host-initiated connections start here (as Firecracker). */
@@ -234,6 +236,10 @@ static bool turn_over(struct vhost_vsock *vs)
 	return true;
 }
 
+/*
+ * 0: resident; -EAGAIN: being made resident (the queue waits for
+ * vhost_vsock_memory_ready); else an error for the access (counted).
+ */
 static int make_resident(struct vhost_vsock *vs, uint64_t gpa, uint64_t len)
 {
 	int err;
@@ -241,7 +247,9 @@ static int make_resident(struct vhost_vsock *vs, uint64_t gpa, uint64_t len)
 	if (!vs->ops.make_resident || !len)
 		return 0;
 	err = vs->ops.make_resident(vs->opaque, gpa, len);
-	if (err) {
+	if (err == -EAGAIN) {
+		vs->stats.residency_waits++;
+	} else if (err) {
 		vs->stats.residency_errors++;
 		log_warn(vs->subject, "cannot make %#" PRIx64 "+%#" PRIx64 " resident: %s",
 			 gpa, len, strerror(-err));
@@ -979,13 +987,15 @@ static void process_tx(struct vhost_vsock *vs)
 {
 	struct virtq *vq = queue_get(vs, VSOCK_TXQ);
 	unsigned int budget = VSOCK_BUDGET;
+	bool waiting = false;
 	int r;
 
 	if (!vq)
 		return;
 	while (budget-- && (r = virtq_pop(vq, &vs->chain)) != 0) {
 		if (r < 0) {
-			if (r == -EIO)
+			waiting = r == -EAGAIN;	/* until memory_ready */
+			if (r == -EIO || waiting)
 				break;
 			vs->stats.bad_packets++;
 			continue;
@@ -996,7 +1006,7 @@ static void process_tx(struct vhost_vsock *vs)
 			break;
 	}
 	vhost_user_notify(vs->vu, VSOCK_TXQ);
-	if (virtq_avail_count(vq))
+	if (!waiting && virtq_avail_count(vq))
 		schedule(vs);
 }
 
@@ -1142,7 +1152,7 @@ static void process_rx(struct vhost_vsock *vs)
 			}
 		}
 		r = virtq_pop(vq, ch);
-		if (r == 0 || r == -EIO)
+		if (r == 0 || r == -EIO || r == -EAGAIN)	/* EAGAIN: memory_ready */
 			break;
 		if (r < 0)
 			continue;
@@ -1369,6 +1379,12 @@ void vhost_vsock_free(struct vhost_vsock *vs)
 	unlink(vs->uds_path);
 	free(vs->uds_path);
 	free(vs);
+}
+
+void vhost_vsock_memory_ready(struct vhost_vsock *vs)
+{
+	if (vs)
+		schedule(vs);
 }
 
 void vhost_vsock_set_paused(struct vhost_vsock *vs, bool paused)

@@ -38,10 +38,15 @@
  * Guest memory: while the VM is paused (vhost_vsock_set_paused) the device
  * neither reads nor writes the rings or buffers; host data waits in the
  * host sockets and vmnapd.  Before touching any guest range it asks its
- * owner to make it resident (ops->make_resident: the pager), which may read
- * the store on the loop; a turn of the device therefore ends after
- * VSOCK_TURN_NS (vhost_vsock.c) and the rest of the queues waits for the
- * next turn, after every other fd and timer.  Connections live
+ * owner to make it resident (ops->make_resident: the pager), which never
+ * waits: a range that is out is read back by a pager thread and the
+ * answer is "not yet" (-EAGAIN); the queue then stops where it is (the
+ * chain stays in the ring, nothing is consumed) until the owner calls
+ * vhost_vsock_memory_ready, and is processed again from there.  A range
+ * that cannot be made resident is an error for that chain (counted in
+ * residency_errors; the chain is returned unused).  A turn of the device
+ * ends after VSOCK_TURN_NS (vhost_vsock.c) and the rest of the queues
+ * waits for the next turn, after every other fd and timer.  Connections live
  * in vmnapd and survive QEMU's stop/cont (GET_VRING_BASE, rings set up
  * again); when the front-end disconnects (QEMU exited) every connection is
  * reset: the guest that owned them is gone.
@@ -84,6 +89,7 @@ struct vhost_vsock_stats {
 	uint64_t rst_dropped;		/* stray RST queue full */
 	uint64_t bad_connect_lines;	/* host client sent a bad CONNECT */
 	uint64_t residency_errors;	/* pager could not make RAM resident */
+	uint64_t residency_waits;	/* a queue waited for RAM to come back */
 	uint64_t paused_deferrals;	/* work held back while paused */
 	uint64_t turn_yields;		/* turns cut short by their time budget */
 	uint64_t frontend_resets;	/* QEMU went away with connections */
@@ -98,8 +104,9 @@ struct vhost_vsock_stats {
 struct vhost_vsock_ops {
 	/*
 	 * Make guest RAM [gpa, gpa + len) resident before the device touches
-	 * it; 0 or -errno (the access is then not made).  NULL: always
-	 * resident.
+	 * it, without waiting: 0 (resident), -EAGAIN (being made resident:
+	 * call vhost_vsock_memory_ready when done) or -errno (the access is
+	 * then not made).  NULL: always resident.
 	 */
 	int (*make_resident)(void *opaque, uint64_t gpa, uint64_t len);
 	/*
@@ -136,6 +143,8 @@ int vhost_vsock_new(struct loop *loop, const char *subject,
 /* Reset every connection, close both sockets, free.  NULL-safe. */
 void vhost_vsock_free(struct vhost_vsock *vs);
 
+/* Memory the device was told -EAGAIN for may be resident now: retry. */
+void vhost_vsock_memory_ready(struct vhost_vsock *vs);
 /* While paused, guest RAM is not touched; resuming catches up at once. */
 void vhost_vsock_set_paused(struct vhost_vsock *vs, bool paused);
 bool vhost_vsock_front_end_connected(const struct vhost_vsock *vs);

@@ -84,15 +84,19 @@ unsigned int virtq_avail_count(struct virtq *vq)
 	return n;
 }
 
-/* Validate and translate descriptor @d into @ch; 0 or a counted -EINVAL. */
+/*
+ * Validate and translate descriptor @d into @ch; 0 or a counted -EINVAL.
+ * A buffer not accessible yet sets *@again (the rest is still validated).
+ */
 static int chain_add(struct virtq *vq, struct virtq_chain *ch,
-		     const struct vring_desc *d)
+		     const struct vring_desc *d, bool *again)
 {
 	uint16_t flags = le16toh(d->flags);
 	uint64_t gpa = le64toh(d->addr);
 	uint32_t len = le32toh(d->len);
 	struct virtq_seg *s;
 	bool writable = flags & VRING_DESC_F_WRITE;
+	int err;
 
 	if (flags & VRING_DESC_F_INDIRECT) {
 		vq->stats.indirect++;
@@ -109,8 +113,10 @@ static int chain_add(struct virtq *vq, struct virtq_chain *ch,
 	if (!len)
 		return 0;	/* legal, carries nothing */
 	s = &ch->segs[ch->nout + ch->nin];
-	s->addr = vq->mem.map(vq->mem.ctx, gpa, len);
-	if (!s->addr) {
+	err = vq->mem.map(vq->mem.ctx, gpa, len, &s->addr);
+	if (err == -EAGAIN)
+		*again = true;
+	else if (err) {
 		vq->stats.bad_addr++;
 		return -EINVAL;
 	}
@@ -130,6 +136,7 @@ static int chain_walk(struct virtq *vq, struct virtq_chain *ch, uint16_t head)
 {
 	unsigned int limit = vq->num < VIRTQ_CHAIN_MAX ? vq->num : VIRTQ_CHAIN_MAX;
 	uint16_t i = head;
+	bool again = false;
 
 	if (head >= vq->num) {
 		vq->stats.bad_head++;
@@ -144,11 +151,11 @@ static int chain_walk(struct virtq *vq, struct virtq_chain *ch, uint16_t head)
 			return -EINVAL;
 		}
 		memcpy(&d, &vq->desc[i], sizeof(d));	/* one fetch */
-		err = chain_add(vq, ch, &d);
+		err = chain_add(vq, ch, &d, &again);
 		if (err)
 			return err;
 		if (!(le16toh(d.flags) & VRING_DESC_F_NEXT))
-			return 0;
+			return again ? -EAGAIN : 0;
 		i = le16toh(d.next);
 		if (i >= vq->num) {
 			vq->stats.bad_next++;
@@ -173,6 +180,10 @@ int virtq_pop(struct virtq *vq, struct virtq_chain *ch)
 	ch->nout = ch->nin = 0;
 	ch->out_len = ch->in_len = 0;
 	err = chain_walk(vq, ch, head);
+	if (err == -EAGAIN) {
+		vq->last_avail_idx--;	/* valid: popped again later */
+		return err;
+	}
 	if (err) {
 		/* hand it back so the guest's ring keeps moving */
 		if (head < vq->num)

@@ -14,7 +14,7 @@
  *
  * Guest addresses become pointers through virtq_mem.map, which the owner
  * implements (bounds against the memory table, residency through the
- * pager).  This file never touches guest RAM except through those pointers
+ * pager, which may answer "not yet").  This file never touches guest RAM except through those pointers
  * and the three ring pointers given to virtq_setup().
  *
  * Single-threaded: the caller serialises every call on one queue.
@@ -34,9 +34,14 @@
 #define VIRTQ_CHAIN_MAX		64U	/* descriptors in one chain we accept */
 #define VIRTQ_CHAIN_BYTES_MAX	(4U << 20)	/* total length of one chain */
 
-/* Translate guest-physical [gpa, gpa+len) into a pointer, or NULL. */
+/*
+ * Translate guest-physical [gpa, gpa+len) into *@addr: 0, -EAGAIN (valid
+ * but not accessible yet: the chain is left in the ring, to be popped
+ * again later), or another -errno (outside guest RAM or never accessible:
+ * the chain is malformed).
+ */
 struct virtq_mem {
-	void *(*map)(void *ctx, uint64_t gpa, uint64_t len);
+	int (*map)(void *ctx, uint64_t gpa, uint64_t len, void **addr);
 	void *ctx;
 };
 
@@ -103,7 +108,9 @@ unsigned int virtq_avail_count(struct virtq *vq);
 /*
  * Pop the next chain: 1 popped, 0 ring empty, -EINVAL the chain was
  * malformed (already counted and returned to the guest as used, length 0;
- * call again), -EIO the queue is broken.
+ * call again), -EIO the queue is broken, -EAGAIN a buffer of an otherwise
+ * valid chain is not accessible yet (virtq_mem.map): the chain stays in
+ * the ring, nothing counted; call again once it is.
  */
 int virtq_pop(struct virtq *vq, struct virtq_chain *ch);
 /* Give back the chain popped last, unused (it is popped again next). */

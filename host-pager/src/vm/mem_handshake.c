@@ -40,6 +40,8 @@
 #define HS_MAX_ADDR		(1ull << 57)	/* user address space bound */
 #define HS_UFFD_LINK		"anon_inode:[userfaultfd]"
 #define HS_CMSG_SPACE		CMSG_SPACE(sizeof(int) * MEM_HANDSHAKE_MAX_FDS)
+#define HS_STORE_RETRY_MS	50	/* a store a reaper still holds: ask again */
+#define HS_STORE_WAIT_MS	8000	/* ... this long (the shim waits 10 s) */
 
 struct hs_conn {
 	struct hs_conn *next;
@@ -53,6 +55,11 @@ struct hs_conn {
 	int fds[MEM_HANDSHAKE_MAX_FDS];
 	unsigned int nfds;
 	struct loop_timer timer;
+	/* a complete request whose store a detaching pager still holds: tried
+	 * again every HS_STORE_RETRY_MS while a reaper runs */
+	struct hs_req *waiting;
+	uint64_t wait_until_ns;		/* 0: not waited yet */
+	struct loop_timer retry;
 	/* attached: the mapper this connection stands for */
 	uint64_t vm_id;
 	struct pager *pager;
@@ -113,9 +120,11 @@ static void conn_free(struct hs_conn *c)
 		}
 	}
 	loop_timer_cancel(hs->d->loop, &c->timer);
+	loop_timer_cancel(hs->d->loop, &c->retry);
 	loop_del_fd(hs->d->loop, c->fd);
 	close(c->fd);
 	conn_close_fds(c);
+	free(c->waiting);
 	free(c->buf);
 	free(c);
 }
@@ -352,8 +361,12 @@ static int check_fds(struct hs_conn *c, struct hs_req *rq)
 	return 0;
 }
 
-/* Hand the checked request to the VM's pager. */
-static void attach(struct hs_conn *c, struct hs_req *rq)
+/*
+ * Hand the checked request to the VM's pager: attach its mapper, or
+ * refuse it (@c is freed then).  True when @rq is kept in c->waiting to be
+ * tried again; else the caller frees it.
+ */
+static bool attach(struct hs_conn *c, struct hs_req *rq)
 {
 	struct mem_handshake *hs = c->hs;
 	uint64_t host[PAGER_MAX_REGIONS];
@@ -367,7 +380,7 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 		if (!vm) {
 			refuse(c, errno == ENOMEM ? HS_REFUSE_INTERNAL : HS_REFUSE_VM,
 			       "cannot register vm '%s': %s", rq->name, strerror(errno));
-			return;
+			return false;
 		}
 		created = true;
 	}
@@ -377,6 +390,33 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 		err = rq->store_id[0] ?
 		      vm_pager_adopt(vm, &hs->cfg, rq->rd, rq->nr, rq->store_id) :
 		      vm_pager_attach(vm, &hs->cfg, rq->rd, rq->nr);
+		if (err == -EBUSY && pager_reapers_active() &&
+		    (!c->wait_until_ns || now_ns() < c->wait_until_ns)) {
+			/* the VM's previous pager may still be letting go of
+			 * the store (pager_free_async): ask again soon, and
+			 * answer before the shim stops waiting */
+			if (!c->wait_until_ns) {
+				c->wait_until_ns = now_ns() +
+						   (uint64_t)HS_STORE_WAIT_MS * 1000000ull;
+				log_info(vm->subject, "mem handshake from pid %d waits: its store "
+					 "is still held by a pager being detached", (int)c->pid);
+			}
+			if (created)
+				vm_free(vm);
+			c->waiting = rq;
+			loop_timer_cancel(hs->d->loop, &c->timer);
+			loop_timer_arm(hs->d->loop, &c->retry,
+				       (uint64_t)HS_STORE_RETRY_MS * 1000000ull);
+			return true;
+		}
+		if (err == -EBUSY && pager_reapers_active()) {	/* waited long enough */
+			if (created)
+				vm_free(vm);
+			refuse(c, HS_REFUSE_STORE, "store of vm '%s' still held by its previous "
+			       "pager, being detached (%d ms): try again", rq->name,
+			       HS_STORE_WAIT_MS);
+			return false;
+		}
 		if (err && rq->store_id[0]) {
 			if (created)
 				vm_free(vm);
@@ -386,13 +426,13 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 			       err == -EBUSY ? "locked by another process" :
 			       err == -ESTALE ? "another store (other id or RAM)" :
 			       err == -EBADMSG ? "corrupt header or map" : strerror(-err));
-			return;
+			return false;
 		}
 		if (err) {
 			if (created)
 				vm_free(vm);
 			refuse(c, HS_REFUSE_INTERNAL, "pager: %s", strerror(-err));
-			return;
+			return false;
 		}
 		/* the pager owns the memfds now */
 		for (unsigned int i = 0; i < rq->nr; i++)
@@ -408,14 +448,14 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 		vm_control_pager_attached(vm);	/* pager errors -> coordinator */
 	} else if (pager_regions_match(vm->pager, rq->rd, rq->nr)) {
 		refuse(c, HS_REFUSE_VM, "vm '%s' already has different guest RAM", rq->name);
-		return;
+		return false;
 	}
 	err = pager_add_mapper(vm->pager, uffd, host, rq->nr, c->pid, &c->mapper);
 	if (err) {
 		if (created)
 			vm_free(vm);
 		refuse(c, HS_REFUSE_INTERNAL, "mapper: %s", strerror(-err));
-		return;
+		return false;
 	}
 	c->fds[rq->uffd_idx] = -1;	/* the mapper owns it */
 	conn_close_fds(c);
@@ -431,6 +471,7 @@ static void attach(struct hs_conn *c, struct hs_req *rq)
 	reply(c, json_pack("{s:b,s:s,s:I,s:b,s:s}", "ok", 1, "vm", vm->name,
 			   "id", (json_int_t)vm->id, "evictable", !rq->firecracker,
 			   "store_id", pager_store_id(vm->pager)));
+	return false;
 }
 
 /* Optional "gpa_source": how the VMM side knows the regions' gpa. */
@@ -503,9 +544,22 @@ static void handle_message(struct hs_conn *c, json_t *doc)
 	}
 	if (parse_regions(c, regions, rq) || check_fds(c, rq))
 		goto out;
-	attach(c, rq);
+	if (attach(c, rq))
+		return;	/* kept for the retry */
 out:
 	free(rq);
+}
+
+static void conn_retry(struct loop *l, struct loop_timer *t, void *arg)
+{
+	struct hs_conn *c = arg;
+	struct hs_req *rq = c->waiting;
+
+	(void)l;
+	(void)t;
+	c->waiting = NULL;
+	if (!attach(c, rq))	/* attached, or refused (c is freed) */
+		free(rq);
 }
 
 /* The peer of an attached connection hung up: its mapper is gone. */
@@ -540,12 +594,17 @@ static void conn_readable(struct loop *l, int fd, uint32_t events, void *arg)
 
 	(void)l;
 	(void)events;
-	if (c->attached) {
+	if (c->attached || c->waiting) {
 		char sink[256];
 
 		n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-			conn_detach(c);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			if (c->attached)
+				conn_detach(c);
+			else
+				refuse(c, HS_REFUSE_TRUNCATED, "peer closed while its store "
+				       "was still held");
+		}
 		return;	/* nothing more is expected: ignore */
 	}
 	iov.iov_base = c->buf + c->len;
@@ -634,6 +693,7 @@ static void on_accept(struct loop *l, int fd, uint32_t events, void *arg)
 	c->fd = cfd;
 	c->pid = -1;
 	loop_timer_init(&c->timer, conn_timeout, c);
+	loop_timer_init(&c->retry, conn_retry, c);
 	c->next = hs->conns;
 	hs->conns = c;
 	if (loop_add_fd(l, cfd, EPOLLIN, conn_readable, c) < 0) {

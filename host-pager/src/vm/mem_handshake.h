@@ -31,6 +31,12 @@
  * "recovered"), or the handshake is refused ("store") when the store is
  * missing, locked or another one: never a fresh store, whose holes would
  * read as zeros.
+ *
+ * A VM deleted while its VMM lived keeps its store locked until its pager
+ * (torn down by a reaper thread, pager_free_async) let go.  A request for
+ * that name meanwhile waits (retried every 50 ms, the connection's other
+ * input ignored) and is answered at the latest after 8 s, below the shim's
+ * 10 s: refused ("store", try again) if the store is still held.
  */
 #ifndef VMNAP_MEM_HANDSHAKE_H
 #define VMNAP_MEM_HANDSHAKE_H
@@ -56,7 +62,8 @@ enum mem_hs_refusal {
 	HS_REFUSE_REGION,	/* alignment, size, overlap, count */
 	HS_REFUSE_VM,		/* bad name, or RAM differs from the VM's */
 	HS_REFUSE_INTERNAL,	/* out of memory, store, threads */
-	HS_REFUSE_STORE,	/* "store_id": the store cannot be adopted */
+	HS_REFUSE_STORE,	/* "store_id": the store cannot be adopted; or
+				 * still held by a pager being detached */
 	HS_REFUSALS
 };
 

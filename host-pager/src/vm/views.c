@@ -43,6 +43,9 @@ json_t *pager_stats_json(struct pager *p)
 		json_object_set_new(o, "fault_errors", json_integer((json_int_t)st.fault_errors));
 		json_object_set_new(o, "restore_errors",
 				    json_integer((json_int_t)st.restore_errors));
+		json_object_set_new(o, "resident_async", json_pack("{s:I,s:I}",
+			"asked", (json_int_t)st.resident_asked,
+			"failed", (json_int_t)st.resident_failed));
 		json_object_set_new(o, "fault_retries", json_integer((json_int_t)st.fault_retries));
 		json_object_set_new(o, "faults_stuck", json_integer((json_int_t)st.faults_stuck));
 		json_object_set_new(o, "offload_cancels",

@@ -77,13 +77,29 @@ struct vm *vm_new(struct vmnapd *d, const char *name)
 	return vm;
 }
 
+/* Memory the vsock device waited for was read back: it carries on. */
+static void pager_resident(struct pager *p, void *arg)
+{
+	struct vm *vm = arg;
+
+	(void)p;
+	vhost_vsock_memory_ready(vm->vsock);
+}
+
+static int pager_attached(struct vm *vm, int err)
+{
+	if (!err)
+		pager_set_resident_cb(vm->pager, pager_resident, vm);
+	return err;
+}
+
 int vm_pager_attach(struct vm *vm, const struct pager_config *cfg,
 		    const struct pager_region_desc *rd, unsigned int nr)
 {
 	if (vm->pager)
 		return -EEXIST;
-	return pager_new(vm->d->loop, vm->subject, vm->name, cfg, rd, nr, vm,
-			 &vm->pager);
+	return pager_attached(vm, pager_new(vm->d->loop, vm->subject, vm->name, cfg, rd,
+					    nr, vm, &vm->pager));
 }
 
 int vm_pager_adopt(struct vm *vm, const struct pager_config *cfg,
@@ -92,13 +108,16 @@ int vm_pager_adopt(struct vm *vm, const struct pager_config *cfg,
 {
 	if (vm->pager)
 		return -EEXIST;
-	return pager_new_from_store(vm->d->loop, vm->subject, vm->name, cfg, rd, nr,
-				    store_id, vm, &vm->pager);
+	return pager_attached(vm, pager_new_from_store(vm->d->loop, vm->subject, vm->name,
+						       cfg, rd, nr, store_id, vm,
+						       &vm->pager));
 }
 
+/* The pager's threads are stopped and its store closed by a reaper thread
+ * (pager_free_async): the loop only lets go. */
 void vm_pager_detach(struct vm *vm)
 {
-	pager_free(vm->pager);
+	pager_free_async(vm->pager);
 	vm->pager = NULL;
 }
 
@@ -107,7 +126,7 @@ static int vsock_make_resident(void *opaque, uint64_t gpa, uint64_t len)
 {
 	struct vm *vm = opaque;
 
-	return vm->pager ? pager_make_resident(vm->pager, gpa, len) : 0;
+	return vm->pager ? pager_make_resident_async(vm->pager, gpa, len) : 0;
 }
 
 static void vsock_mem_table(void *opaque, const struct vhost_user_mem_region *r,
