@@ -128,22 +128,24 @@ typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
 typedef int (*memfd_create_fn)(const char *, unsigned int);
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* One line on stderr, in one write(): never torn by the VMM's own output. */
 static void say(const char *fmt, ...)
 {
+	static const char prefix[] = "vmnap-preload: ";
 	char buf[512];
+	size_t len = sizeof(prefix) - 1;
 	va_list ap;
 	int n;
 
+	memcpy(buf, prefix, len);
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	n = vsnprintf(buf + len, sizeof(buf) - len - 1, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;
-	if ((size_t)n > sizeof(buf) - 2)
-		n = sizeof(buf) - 2;
-	buf[n++] = '\n';
-	(void)!write(STDERR_FILENO, "vmnap-preload: ", 15);
-	(void)!write(STDERR_FILENO, buf, (size_t)n);
+	len += (size_t)n < sizeof(buf) - len - 2 ? (size_t)n : sizeof(buf) - len - 2;
+	buf[len++] = '\n';
+	(void)!write(STDERR_FILENO, buf, len);
 }
 
 static bool env_true(const char *name)

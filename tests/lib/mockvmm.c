@@ -927,6 +927,8 @@ bool wait_pager_gone(struct harness *h, int max_polls)
 		usleep(20000);
 		(void)stats(h, &have);
 	}
+	if (!have)
+		pager_reapers_wait();	/* its teardown (fds, store) finished */
 	return !have;
 }
 
