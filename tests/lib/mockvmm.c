@@ -529,6 +529,15 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			/* here, not in a thread: the answer waits for the fault */
 			send_line(out, "value %#llx", (unsigned long long)
 				  *(const volatile uint64_t *)(const void *)(v->mem + zlo * PAGE));
+		} else if (sscanf(line, "touch %llu %llu %u", &zlo, &zhi, &round) >= 2 &&
+			   zlo < zhi && zhi <= v->npages) {
+			/* read a word of every STRIDE-th page in [LO, HI) */
+			uint64_t acc = 0, stride = sscanf(line, "touch %*u %*u %u", &round) == 1 &&
+						   round ? round : 1;
+
+			for (uint64_t i = zlo; i < zhi; i += stride)
+				acc += *(const volatile uint64_t *)(const void *)(v->mem + i * PAGE);
+			send_line(out, "ok %llu", (unsigned long long)acc);
 		} else if (!strcmp(line, "zero")) {
 			memset(v->mem, 0, v->npages * PAGE);
 			send_line(out, "ok");

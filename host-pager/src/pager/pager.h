@@ -65,6 +65,7 @@ struct pager_config {
 					 * (0: no pre-resume restore) */
 	bool direct_io;			/* O_DIRECT on the store (falls back if
 					 * the file system refuses it) */
+	int restore;			/* enum pager_restore: after a resume */
 };
 
 void pager_config_default(struct pager_config *cfg, const char *store_dir);
@@ -77,6 +78,38 @@ struct pager_region_desc {
 	uint64_t host_addr;		/* in the mapper's address space */
 	int memfd;			/* -1: anonymous memory (not evictable) */
 };
+
+/*
+ * How offloaded pages come back after a resume (faults are always served
+ * first; every mode keeps readahead for a sequential fault stream):
+ *   working-set  the pages touched in the last resume cycle that are
+ *                still offloaded stream back in the background
+ *   eager        every offloaded page streams back in the background at
+ *                store speed
+ *   lazy         nothing comes back unprompted: faults only (no
+ *                pre-resume restore of the resume-critical set either)
+ *
+ * "Touched" in a cycle (resume to next offload) is: the page a userfaultfd
+ * fault asked for (not its fault-around neighbours), a page dirty tracking
+ * saw written (a PAGEMAP_SCAN or a wp_sync fault) or vmnapd itself asked
+ * for (pager_make_resident), and a page restored in the background that a
+ * mapper's page table maps when the next offload starts (/proc/PID/pagemap
+ * "present": restoring writes the memfd, which maps nothing, so only an
+ * access maps it).  A page not touched in a cycle leaves the working set:
+ * it shrinks.  A read-only fault-around neighbour is not seen (it was
+ * mapped by the fault's UFFDIO_COPY): it drops out after one cycle and
+ * comes back by fault-around again.
+ */
+enum pager_restore {
+	PAGER_RESTORE_WORKING_SET = 0,
+	PAGER_RESTORE_EAGER,
+	PAGER_RESTORE_LAZY,
+	PAGER_RESTORES,
+	PAGER_RESTORE_POLICY = PAGER_RESTORES,	/* pager_resume_restore: the VM's */
+};
+const char *pager_restore_name(enum pager_restore r);
+/* "working-set", "eager", "lazy" -> *@out; -EINVAL. */
+int pager_restore_parse(const char *s, enum pager_restore *out);
 
 enum pager_page_state {
 	PAGE_RESIDENT = 0,
@@ -197,6 +230,12 @@ struct pager_stats {
 	uint64_t dirty_kept_pages;	/* written during an offload: not punched */
 	uint64_t dirty_wp_faults;	/* wp_sync: write faults served */
 	uint64_t store_written_bytes;	/* slot bytes written by all offloads */
+	/* restore after resume (enum pager_restore) */
+	enum pager_restore restore;	/* the VM's policy */
+	enum pager_restore last_restore;	/* how the last resume restored */
+	uint64_t working_set_pages;	/* touched in the last cycle */
+	uint64_t eager_pages;		/* pages brought in by eager restore */
+	uint64_t zero_copy_offloads;	/* offloads that wrote from a mapping */
 };
 
 struct pager;
@@ -326,7 +365,21 @@ void pager_resume_delivered(struct pager *p);
 /* Change the pre-resume restore's time budget (0: no restore).  Loop
  * thread. */
 void pager_set_critical_budget(struct pager *p, uint64_t ns);
-/* The VM runs again: start working-set prefetch. */
+/* The VM's restore policy for resumes (default cfg.restore).  Loop thread. */
+void pager_set_restore(struct pager *p, enum pager_restore how);
+/*
+ * How the next resume restores, overriding the VM's policy once: e.g. a
+ * resume for a guest timer (the guest runs its timer and goes idle again)
+ * passes PAGER_RESTORE_LAZY, so nothing but its faults comes back.  Call
+ * before pager_resume_prepare() (a lazy resume restores no critical set
+ * either); pager_resumed() consumes it.  A cycle so overridden adds the
+ * pages it touched to the working set instead of replacing it (a timer's
+ * few pages do not make the data working set forgotten).
+ * PAGER_RESTORE_POLICY: the VM's policy.  Loop thread.
+ */
+void pager_resume_restore(struct pager *p, enum pager_restore how);
+/* The VM runs again: start the background restore (pager_resume_restore
+ * or the VM's policy). */
 void pager_resumed(struct pager *p);
 /*
  * FREE_REPORT: the range becomes ZERO (punched, store slot dropped; pages

@@ -214,6 +214,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		return err;
 	}
 	pager_finish_run_locked(p, start, n, true);
+	p->state[pg] |= PG_WS_CUR;	/* touched; its neighbours only came along */
 	p->fault_pages += n;
 	return 0;
 }
@@ -246,6 +247,7 @@ static void handle_wp_fault(struct fault_ctx *fc, struct pager_mapper *m, uint64
 		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
 			pthread_cond_wait(&p->state_cv, &p->lock);
 		p->dirty_scanned += pager_dirty_note_locked(p, pg);
+		p->state[pg] |= PG_WS_CUR;	/* written: touched */
 		p->dirty_wp_faults++;
 	}
 	pthread_mutex_unlock(&p->lock);

@@ -47,8 +47,11 @@
 
 /* Page-state byte: the state in the low bits, working-set flags above. */
 #define PG_STATE_MASK	0x07u
-#define PG_WS_CUR	0x10u	/* faulted or prefetched in this cycle */
-#define PG_WS_PREV	0x20u	/* ... in the previous cycle: prefetch it */
+#define PG_BG		0x08u	/* restored in the background this cycle (into
+				 * the memfd, mapped by no one): touched once
+				 * a mapper maps it */
+#define PG_WS_CUR	0x10u	/* touched in this cycle (see enum pager_restore) */
+#define PG_WS_PREV	0x20u	/* ... in the previous cycle: the working set */
 #define PG_CRIT		0x40u	/* noted in the resume-critical set since the
 				 * last pager_resume_prepare */
 #define PG_WRITTEN	0x80u	/* seen written while IN_FLIGHT: not CLEAN */
@@ -135,6 +138,8 @@ struct pager {
 	bool prefetch_thread_started;
 	pthread_cond_t prefetch_cv;
 	bool prefetch_requested;
+	enum pager_restore prefetch_mode;	/* of the request: eager or
+						 * working-set */
 	bool prefetch_running;
 	bool prefetch_exit;
 	/* readahead for a sequential fault stream (fault thread -> prefetcher) */
@@ -151,6 +156,13 @@ struct pager {
 	uint64_t offload_t0;
 	void (*offload_done)(struct pager *p, int err, void *arg);
 	void *offload_arg;
+
+	/* restore after resume (under lock) */
+	enum pager_restore restore;	/* the VM's policy */
+	enum pager_restore next_restore;	/* this resume's (POLICY: the VM's) */
+	enum pager_restore last_restore;
+	bool cycle_override;		/* this cycle's resume overrode the policy */
+	uint64_t ws_pages, eager_pages, zero_copy_offloads;
 
 	/* errors for the loop thread (pager_report_error) */
 	int error_fd;			/* eventfd watched by the loop */
@@ -282,6 +294,10 @@ int pager_prefetch_thread_start(struct pager *p);
 void pager_prefetch_thread_stop(struct pager *p);
 /* Abort a running prefetch and wait until it is idle. */
 void pager_prefetch_quiesce(struct pager *p);
+/* A cycle ends (an offload starts, its dirty scan done): pages restored in
+ * the background that a mapper maps now count as touched, and this cycle's
+ * touched pages become the working set.  Neither lock held. */
+void pager_ws_cycle_end(struct pager *p);
 
 /* pager_critical.c */
 /* Pages [pg, pg+n) were claimed for a fault: record them while a resume is

@@ -656,8 +656,10 @@ static int offload_scan(struct offload *o)
 		o->track = false;	/* fell back: every CLEAN page is RESIDENT */
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t pg = 0; pg < p->npages; pg++)
-		if (written[pg])
-			found += pager_dirty_note_locked(p, pg);
+		if (written[pg] && pager_dirty_note_locked(p, pg)) {
+			found++;
+			p->state[pg] |= PG_WS_CUR;	/* restored, then written */
+		}
 	p->dirty_scanned += found;
 	pthread_mutex_unlock(&p->lock);
 	free(written);
@@ -677,6 +679,8 @@ void *pager_offload_main(void *arg)
 	err = offload_init(&o, p);
 	if (!err)
 		err = offload_scan(&o);
+	if (!err)
+		pager_ws_cycle_end(p);	/* after the scan: it saw the writes */
 	for (unsigned int i = 0; i < p->nr_regions && !err && !o.err && !o.cancelled; i++)
 		if (p->regions[i].memfd >= 0)
 			err = offload_region(&o, &p->regions[i]);

@@ -58,6 +58,7 @@ struct vm {
 	struct pause_backend *pause;
 	struct coord *coord;
 	struct vm_control *control;	/* coordinator glue (vm_control.c) */
+	int restore;		/* enum pager_restore; -1: the daemon's default */
 };
 
 struct vmnapd {
