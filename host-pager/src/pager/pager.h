@@ -92,7 +92,7 @@ struct pager_region_desc {
  * "Touched" in a cycle (resume to next offload) is: the page a userfaultfd
  * fault asked for (not its fault-around neighbours), a page dirty tracking
  * saw written (a PAGEMAP_SCAN or a wp_sync fault) or vmnapd itself asked
- * for (pager_make_resident), and a page restored in the background that a
+ * for (pager_make_resident), the window a sequential fault stream brings, and a page restored in the background that a
  * mapper's page table maps when the next offload starts (/proc/PID/pagemap
  * "present": restoring writes the memfd, which maps nothing, so only an
  * access maps it).  A page not touched in a cycle leaves the working set:

@@ -160,7 +160,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 {
 	struct pager *p = fc->p;
 	uint64_t around = p->cfg.fault_around_pages, start, n, host, eexist = 0;
-	bool wp = m->wp;
+	bool wp = m->wp, seq = false;
 	int err;
 
 	/* Sequential: the fault lands after the last run, at most a window
@@ -176,6 +176,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		start = pg;
 		n = pager_claim_run_locked(p, pg, window, 0);
 		m->seq_window = (uint32_t)window;
+		seq = true;
 	} else {
 		/* Window: the aligned block of fault_around pages holding @pg,
 		 * in its region; claim the offloaded run through @pg in it. */
@@ -214,7 +215,10 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		return err;
 	}
 	pager_finish_run_locked(p, start, n, true);
-	p->state[pg] |= PG_WS_CUR;	/* touched; its neighbours only came along */
+	/* touched: the page; its fault-around neighbours only came along,
+	 * but a sequential stream goes on through its whole window */
+	for (uint64_t i = seq ? start : pg; i < (seq ? start + n : pg + 1); i++)
+		p->state[i] |= PG_WS_CUR;
 	p->fault_pages += n;
 	return 0;
 }
