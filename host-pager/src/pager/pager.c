@@ -223,7 +223,8 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	if (err)
 		goto fail;
 	p->state = calloc(p->npages, 1);	/* all RESIDENT */
-	if (!p->state) {
+	p->hot = calloc(p->npages, 1);
+	if (!p->state || !p->hot) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -287,6 +288,7 @@ fail:
 		close(p->error_fd);
 	store_close(&p->store, false);
 	free(p->state);
+	free(p->hot);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -415,6 +417,7 @@ void pager_free(struct pager *p)
 	close(p->offload_done_fd);
 	close(p->error_fd);
 	free(p->state);
+	free(p->hot);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
@@ -957,6 +960,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->working_set_pages = p->ws_pages;
 	st->eager_pages = p->eager_pages;
 	st->zero_copy_offloads = p->zero_copy_offloads;
+	st->dirty_hot_pages = p->dirty_hot;
 	st->offloads = p->offloads;
 	st->offload_errors = p->offload_errors;
 	st->offload_cancels = p->offload_cancels;

@@ -135,7 +135,17 @@ enum pager_page_state {
  *             offload waits for the page instead of racing its punch
  *   none      no tracking: a restored page is RESIDENT (never CLEAN) and
  *             every offload writes every resident page
+ *
+ * With tracking, every first write to a restored page costs the writer a
+ * fault (the kernel's, or vmnapd's for wp_sync).  So a page seen written
+ * after its restore is "write-hot" for PAGER_HOT_CYCLES restores: a fault
+ * run made only of write-hot pages is restored writable and RESIDENT
+ * (written again by the next offload, as if written), and its pages are
+ * restored protected again once the count runs out - then only a write
+ * seen once more keeps them hot.  While an offload runs every restore is
+ * protected (its scans must see every write).
  */
+#define PAGER_HOT_CYCLES	4
 enum pager_dirty_tracking {
 	PAGER_DIRTY_UNKNOWN = 0,	/* not decided yet (nothing registered) */
 	PAGER_DIRTY_WP_ASYNC,
@@ -229,6 +239,7 @@ struct pager_stats {
 	uint64_t dirty_own_pages;	/* CLEAN pages vmnapd itself accessed */
 	uint64_t dirty_kept_pages;	/* written during an offload: not punched */
 	uint64_t dirty_wp_faults;	/* wp_sync: write faults served */
+	uint64_t dirty_hot_pages;	/* restored writable: written lately */
 	uint64_t store_written_bytes;	/* slot bytes written by all offloads */
 	/* restore after resume (enum pager_restore) */
 	enum pager_restore restore;	/* the VM's policy */

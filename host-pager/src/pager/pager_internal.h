@@ -116,6 +116,8 @@ struct pager {
 	pthread_mutex_t lock;
 	pthread_cond_t state_cv;	/* a page left IN_FLIGHT */
 	uint8_t *state;			/* npages state bytes */
+	uint8_t *hot;			/* npages: restores left writable
+					 * (PAGER_HOT_CYCLES); under lock */
 	uint64_t count[PAGE_STATES];
 	struct pager_mapper *mappers;
 	unsigned int nr_mappers;
@@ -205,7 +207,7 @@ struct pager {
 	const char *track_reason;
 	bool detaching;			/* pager_free: unregister regardless */
 	uint64_t dirty_fallbacks, clean_punched, dirty_scanned, dirty_own;
-	uint64_t dirty_kept, store_written, dirty_wp_faults;
+	uint64_t dirty_kept, store_written, dirty_wp_faults, dirty_hot;
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -358,6 +360,10 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
  * them at an offload's start; a batch's again once claimed).  0 or -errno
  * (then tracking has fallen back).  Neither lock held. */
 int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t n);
+/* Pages [pg, pg+n) were just restored into the memfd (CLEAN, protected):
+ * if all are write-hot, make them RESIDENT and writable in every tracked
+ * mapper (PAGER_HOT_CYCLES).  Neither lock held. */
+void pager_dirty_hot_run(struct pager *p, uint64_t pg, uint64_t n);
 /* Open the mapper's pagemap for scans (at add). */
 void pager_dirty_mapper_init(struct pager *p, struct pager_mapper *m);
 

@@ -741,6 +741,7 @@ static int offload_scan(struct offload *o)
 		if (written[pg] && pager_dirty_note_locked(p, pg)) {
 			found++;
 			p->state[pg] |= PG_WS_CUR;	/* restored, then written */
+			p->hot[pg] = PAGER_HOT_CYCLES;
 		}
 	p->dirty_scanned += found;
 	pthread_mutex_unlock(&p->lock);

@@ -67,6 +67,7 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 	if (!err)
 		err = store_verify(&f->p->store, s->buf, s->pg, s->n);
 	if (!pager_install_run(f->p, s->pg, s->n, s->buf, err)) {
+		pager_dirty_hot_run(f->p, s->pg, s->n);
 		pthread_mutex_lock(&f->p->lock);
 		f->p->prefetch_pages += s->n;
 		if (s->eager)
