@@ -264,19 +264,22 @@ static int mode_ws(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+static const struct {
+	const char *name;
+	int (*run)(const char *self, uint64_t mib);
+} modes[] = {
+	{ "eager", mode_eager },
+	{ "lazy", mode_lazy },
+	{ "ws", mode_ws },
+};
+
 int main(int argc, char **argv)
 {
-	uint64_t mib;
-
 	if (mockvmm_init(argc, argv))
 		return 0;
-	mib = mockvmm_arg(argc, argv, 2, 16);
-	if (argc > 1 && !strcmp(argv[1], "eager"))
-		return mode_eager(argv[0], mib);
-	if (argc > 1 && !strcmp(argv[1], "lazy"))
-		return mode_lazy(argv[0], mib);
-	if (argc > 1 && !strcmp(argv[1], "ws"))
-		return mode_ws(argv[0], mib);
+	for (size_t i = 0; argc > 1 && i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (!strcmp(argv[1], modes[i].name))
+			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
 	fprintf(stderr, "usage: pager_restore eager|lazy|ws [MiB]\n");
 	return 2;
 }
