@@ -12,12 +12,15 @@
  *          prefetched back but not touched leave it (it shrinks to 0); a
  *          resume overridden to lazy (a guest timer's, pager_resume_restore)
  *          restores nothing and adds what it touched to the working set
+ *   hot    pages written after their restore come back writable (write-
+ *          hot): the second cycle's writes take no fault, the next offload
+ *          writes those pages, and the writes are kept
  *
  * Touches read every 4th page with fault-around 1, so no fault is taken
  * for sequential and each touched page is one fault (or, once restored in
  * the background, one mapping).  TAP.
  *
- *   pager_restore eager|lazy|ws [MiB]	(default 16)
+ *   pager_restore eager|lazy|ws|hot [MiB]	(default 16)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +267,63 @@ static int mode_ws(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+/* The write loop's faults (one word written per page). */
+static long writeloop(struct harness *h)
+{
+	char ans[LINE_MAX_LEN];
+	unsigned long long ns;
+	long flt = -1;
+
+	vmm_cmd(h, ans, "writeloop 1");
+	return sscanf(ans, "ok %llu %ld", &ns, &flt) == 2 ? flt : -1;
+}
+
+static int mode_hot(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE;
+	struct pager_stats st;
+	char ans[LINE_MAX_LEN];
+	long flt;
+	int err;
+
+	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
+		return 1;
+	err = offload(&h);
+	st = stats(&h, NULL);
+	if (st.dirty_tracking != PAGER_DIRTY_WP_ASYNC) {
+		tap_skip("write-hot checks", "no wp_async dirty tracking here: %s",
+			 pager_dirty_tracking_name(st.dirty_tracking));
+		vmm_quit(&h);
+		return harness_finish(&h);
+	}
+	vmm_cmd(&h, ans, "touchall");
+	tap(!err && !strncmp(ans, "ok", 2), "offload, every page read back by faults");
+	flt = writeloop(&h);
+	tap(flt == (long)npages, "cycle 1: each page's first write faults (%ld faults)", flt);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.dirty_scanned_pages >= npages, "offload: %llu pages seen written",
+	    (unsigned long long)st.dirty_scanned_pages);
+	vmm_cmd(&h, ans, "touchall");
+	tap(!strncmp(ans, "ok", 2), "every page read back");
+	flt = writeloop(&h);
+	st = stats(&h, NULL);
+	tap(flt == 0 && st.dirty_hot_pages == npages, "cycle 2: written again with no fault "
+	    "(%ld faults; %llu pages came back write-hot)", flt,
+	    (unsigned long long)st.dirty_hot_pages);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.last_offload_written == npages * PAGE, "the next offload writes them "
+	    "all (%llu bytes)", (unsigned long long)st.last_offload_written);
+	vmm_cmd(&h, ans, "read %llu", (unsigned long long)(npages - 1));
+	tap(strtoull(ans + 6, NULL, 16) == npages - 1, "the last write came back (%s)", ans);
+	vmm_cmd(&h, ans, "read 5");
+	tap(!strcmp(ans, "value 0x5"), "... for page 5 too (%s)", ans);
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
 static const struct {
 	const char *name;
 	int (*run)(const char *self, uint64_t mib);
@@ -271,6 +331,7 @@ static const struct {
 	{ "eager", mode_eager },
 	{ "lazy", mode_lazy },
 	{ "ws", mode_ws },
+	{ "hot", mode_hot },
 };
 
 int main(int argc, char **argv)
@@ -280,6 +341,6 @@ int main(int argc, char **argv)
 	for (size_t i = 0; argc > 1 && i < sizeof(modes) / sizeof(modes[0]); i++)
 		if (!strcmp(argv[1], modes[i].name))
 			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
-	fprintf(stderr, "usage: pager_restore eager|lazy|ws [MiB]\n");
+	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot [MiB]\n");
 	return 2;
 }

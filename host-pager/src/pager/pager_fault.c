@@ -209,7 +209,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	if (m->seq_window > around && n) {
 		/* sequential: have the next window read while this one is used */
 		pager_critical_note_readahead_locked(p, start + n, m->seq_window);
-		pager_readahead_locked(p, start + n, m->seq_window);
+		pager_readahead_locked(p, m, start + n, m->seq_window);
 		m->seq_next = start + n + m->seq_window;
 	}
 	pthread_mutex_unlock(&p->lock);

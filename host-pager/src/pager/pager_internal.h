@@ -146,6 +146,8 @@ struct pager {
 	bool prefetch_exit;
 	/* readahead for a sequential fault stream (fault thread -> prefetcher) */
 	uint64_t ra_start, ra_len;	/* pages; ra_len 0: none asked */
+	struct pager_mapper *ra_mapper;	/* whose fault stream asked (only
+					 * compared to the live mappers) */
 	atomic_bool prefetch_abort;
 
 	/* offload */
@@ -289,9 +291,10 @@ void pager_fault_thread_stop(struct pager *p);
 void pager_fault_kick(struct pager *p);
 
 /* pager_prefetch.c */
-/* Ask the prefetcher to read [pg, pg+n) ahead of a sequential fault
+/* Ask the prefetcher to read [pg, pg+n) ahead of @m's sequential fault
  * stream; call with p->lock held. */
-void pager_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
+void pager_readahead_locked(struct pager *p, struct pager_mapper *m, uint64_t pg,
+			    uint64_t n);
 int pager_prefetch_thread_start(struct pager *p);
 void pager_prefetch_thread_stop(struct pager *p);
 /* Abort a running prefetch and wait until it is idle. */

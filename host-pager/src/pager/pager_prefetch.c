@@ -17,9 +17,11 @@
  * before the working set: a mapper is about to wait for it.
  */
 #include <errno.h>
+#include <linux/userfaultfd.h>
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +47,7 @@ static bool should_stop(struct pager *p)
 struct pf_slot {
 	void *buf;		/* prefetch_max_bytes, O_DIRECT-aligned */
 	uint64_t pg, n;
+	struct pager_mapper *ra;	/* readahead for this mapper's stream */
 	bool busy;
 	bool eager;		/* an eager restore's run (not readahead) */
 };
@@ -57,17 +60,95 @@ struct pf {
 	uint64_t done;
 };
 
+/*
+ * Readahead of write-hot pages (pager_dirty_hot_run) for mapper @m's
+ * sequential stream: copied into @m's mapping writable (UFFDIO_COPY), so
+ * that its writes take no fault at all - a page written into the memfd is
+ * mapped by the access, read-only in a write-protect-registered mapping
+ * until its first write faults.  The pages become RESIDENT (written again
+ * by the next offload) and count as touched, as the stream's windows do.
+ * Only while @m lives, its range is mapped whole and no offload runs;
+ * else (or for what the copy did not place) the caller writes the memfd.
+ * Bytes copied.  Neither lock held; the run is claimed.
+ */
+static uint64_t ra_copy_hot(struct pager *p, struct pager_mapper *m, uint64_t pg,
+			    uint64_t n, const char *buf)
+{
+	struct pager_region *r = pg_region(p, pg);
+	uint64_t done = 0, len = n * PAGER_PAGE_SIZE, host = 0;
+	unsigned int ri = (unsigned int)(r - p->regions);
+	bool ok;
+
+	pthread_mutex_lock(&p->reg_lock);	/* @m is not freed meanwhile */
+	pthread_mutex_lock(&p->lock);
+	ok = pager_tracking_locked(p) && !p->offloading;
+	for (uint64_t i = pg; ok && i < pg + n; i++)
+		ok = p->hot[i] > 0;
+	if (ok) {
+		struct pager_mapper *x = p->mappers;
+		uint64_t off = (pg - r->first_page) * PAGER_PAGE_SIZE;
+
+		while (x && x != m)
+			x = x->next;
+		ok = x && !m->dead && m->registered && m->wp && m->host_addr[ri] &&
+		     off >= m->map_lo[ri] && off + len <= m->map_hi[ri];
+		host = ok ? m->host_addr[ri] + off : 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+	for (int tries = 0; ok && done < len && tries < 100;) {
+		struct uffdio_copy c = {
+			.dst = host + done, .src = (uint64_t)(uintptr_t)(buf + done),
+			.len = len - done,
+		};
+
+		if (ioctl(m->uffd, UFFDIO_COPY, &c) == 0) {
+			done = len;
+			break;
+		}
+		if (c.copy > 0)
+			done += (uint64_t)c.copy;
+		if (errno != EAGAIN)
+			break;
+		tries++;
+	}
+	pthread_mutex_unlock(&p->reg_lock);
+	return done & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+}
+
 /* A read completed: put its pages into the memfd (or back to OFFLOADED). */
 static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 {
 	struct pf_slot *s = io_uring_cqe_get_data(cqe);
+	struct pager *p = f->p;
 	size_t len = s->n * PAGER_PAGE_SIZE;
 	int err = cqe->res < 0 ? cqe->res : (size_t)cqe->res != len ? -EIO : 0;
+	uint64_t copied = 0;
 
 	if (!err)
-		err = store_verify(&f->p->store, s->buf, s->pg, s->n);
-	if (!pager_install_run(f->p, s->pg, s->n, s->buf, err)) {
-		pager_dirty_hot_run(f->p, s->pg, s->n);
+		err = store_verify(&p->store, s->buf, s->pg, s->n);
+	if (!err && s->ra)
+		copied = ra_copy_hot(p, s->ra, s->pg, s->n, s->buf) / PAGER_PAGE_SIZE;
+	if (copied) {
+		/* the copied pages are in place, writable: RESIDENT at once;
+		 * the rest through the memfd (the copy stopped short) */
+		pthread_mutex_lock(&p->lock);
+		pager_finish_run_locked(p, s->pg, copied, true);
+		for (uint64_t i = s->pg; i < s->pg + copied; i++) {
+			p->hot[i]--;
+			pager_dirty_note_locked(p, i);
+			p->state[i] |= PG_WS_CUR;
+		}
+		p->dirty_hot += copied;
+		p->prefetch_pages += copied;
+		pthread_mutex_unlock(&p->lock);
+		f->done += copied;
+		s->pg += copied;
+		s->n -= copied;
+		memmove(s->buf, (char *)s->buf + copied * PAGER_PAGE_SIZE,
+			s->n * PAGER_PAGE_SIZE);
+	}
+	if (s->n && !pager_install_run(p, s->pg, s->n, s->buf, err)) {
+		pager_dirty_hot_run(p, s->pg, s->n);
 		pthread_mutex_lock(&f->p->lock);
 		f->p->prefetch_pages += s->n;
 		if (s->eager)
@@ -97,10 +178,12 @@ static void pf_reap(struct pf *f, bool wait)
  * flight, write each into the memfd as it completes.  No new read while a
  * fault batch is being served.
  */
-void pager_readahead_locked(struct pager *p, uint64_t pg, uint64_t n)
+void pager_readahead_locked(struct pager *p, struct pager_mapper *m, uint64_t pg,
+			    uint64_t n)
 {
 	p->ra_start = pg;
 	p->ra_len = n;
+	p->ra_mapper = m;
 	pthread_cond_broadcast(&p->prefetch_cv);
 }
 
@@ -108,7 +191,8 @@ void pager_readahead_locked(struct pager *p, uint64_t pg, uint64_t n)
  * with @flags (PG_WS_PREV: the working set; 0: every one) from *@ws_pg (0
  * when they are done or not asked for). */
 static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_pg,
-			 uint64_t chunk, uint64_t *pg_out, bool *ws_done)
+			 uint64_t chunk, uint64_t *pg_out, bool *ws_done,
+			 struct pager_mapper **ra_m)
 {
 	uint64_t n = 0, pg;
 
@@ -128,6 +212,7 @@ static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_p
 			 * moved) before the pages reach the memfd */
 			pager_critical_note_locked(p, pg, n);
 			*pg_out = pg;
+			*ra_m = p->ra_mapper;
 			pthread_mutex_unlock(&p->lock);
 			return n;
 		}
@@ -168,6 +253,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 	for (;;) {
 		struct io_uring_sqe *sqe;
 		struct pf_slot *s = NULL;
+		struct pager_mapper *ra_m = NULL;
 		uint64_t n, pg = 0;
 		bool ra_pending;
 
@@ -195,7 +281,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !s; i++)
 			if (!f->slot[i].busy)
 				s = &f->slot[i];
-		n = next_run(p, ws, flags, &ws_pg, chunk, &pg, &ws_done);
+		n = next_run(p, ws, flags, &ws_pg, chunk, &pg, &ws_done, &ra_m);
 		if (!n)
 			continue;
 		if (!ra_pending)
@@ -204,6 +290,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		s->n = n;
 		s->busy = true;
 		s->eager = eager && !ra_pending;
+		s->ra = ra_pending ? ra_m : NULL;
 		sqe = io_uring_get_sqe(&f->ring);
 		io_uring_prep_read(sqe, p->store.fd, s->buf, (unsigned int)(n * PAGER_PAGE_SIZE),
 				   pg_store_off(pg));
