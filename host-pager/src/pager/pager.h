@@ -139,8 +139,10 @@ enum pager_page_state {
  * With tracking, every first write to a restored page costs the writer a
  * fault (the kernel's, or vmnapd's for wp_sync).  So a page seen written
  * after its restore is "write-hot" for PAGER_HOT_CYCLES restores: a fault
- * run made only of write-hot pages is restored writable and RESIDENT
- * (written again by the next offload, as if written), and its pages are
+ * run, or a read-ahead run for a live mapper's stream, made only of
+ * write-hot pages is copied into that mapper writable, a prefetch run is
+ * unprotected once in the memfd; either way the pages are RESIDENT
+ * (written again by the next offload, as if written), and they are
  * restored protected again once the count runs out - then only a write
  * seen once more keeps them hot.  While an offload runs every restore is
  * protected (its scans must see every write).
