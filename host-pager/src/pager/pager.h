@@ -140,11 +140,12 @@ enum pager_page_state {
  * fault (the kernel's, or vmnapd's for wp_sync).  So a page seen written
  * after its restore is "write-hot" for PAGER_HOT_CYCLES restores: a fault
  * run, or a read-ahead run for a live mapper's stream, made only of
- * write-hot pages is copied into that mapper writable, a prefetch run is
- * unprotected once in the memfd; either way the pages are RESIDENT
- * (written again by the next offload, as if written), and they are
- * restored protected again once the count runs out - then only a write
- * seen once more keeps them hot.  While an offload runs every restore is
+ * write-hot pages is copied into that mapper writable and RESIDENT
+ * (written again by the next offload, as if written); once the count runs
+ * out they are restored protected again - then only a write seen once
+ * more keeps them hot.  A prefetched page stays CLEAN and protected: it
+ * is mapped by the access itself, read-only in a write-protect-registered
+ * mapping, so unprotecting it would save no fault.  While an offload runs every restore is
  * protected (its scans must see every write).
  */
 #define PAGER_HOT_CYCLES	4

@@ -238,15 +238,13 @@ static bool nth_range_locked(struct pager *p, unsigned int n, uint64_t pg, uint6
 #define PROTECT_TRIES		1000
 #define PROTECT_RETRY_US	1000
 
-/* Write-protect (@on) or unprotect pages [pg, pg+np) in every tracked
- * mapper.  0 or -errno. */
-static int writeprotect(struct pager *p, uint64_t pg, uint64_t np, bool on)
+int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t np)
 {
 	unsigned int n = 0, tries = 0;
 	int err = 0;
 
 	for (;;) {
-		struct uffdio_writeprotect wp = { .mode = on ? UFFDIO_WRITEPROTECT_MODE_WP : 0 };
+		struct uffdio_writeprotect wp = { .mode = UFFDIO_WRITEPROTECT_MODE_WP };
 		int fd = -1, r, e = 0;
 		bool have;
 
@@ -272,40 +270,11 @@ static int writeprotect(struct pager *p, uint64_t pg, uint64_t np, bool on)
 		err = -e;
 		break;
 	}
-	return err;
-}
-
-int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t np)
-{
-	int err = writeprotect(p, pg, np, true);
-
 	if (err) {
 		log_err(p->subject, "dirty tracking: UFFDIO_WRITEPROTECT: %s", strerror(-err));
 		pager_dirty_fallback(p, "UFFDIO_WRITEPROTECT failed");
 	}
 	return err;
-}
-
-void pager_dirty_hot_run(struct pager *p, uint64_t pg, uint64_t n)
-{
-	bool hot;
-
-	pthread_mutex_lock(&p->lock);
-	hot = pager_tracking_locked(p) && n && !p->offloading;
-	for (uint64_t i = pg; hot && i < pg + n; i++)
-		hot = p->hot[i] && pg_state(p, i) == PAGE_CLEAN;
-	for (uint64_t i = pg; hot && i < pg + n; i++) {
-		p->hot[i]--;
-		pager_dirty_note_locked(p, i);	/* RESIDENT: written as if written */
-	}
-	if (hot)
-		p->dirty_hot += n;
-	pthread_mutex_unlock(&p->lock);
-	/* RESIDENT first: an unprotected page must never be CLEAN.  Failing,
-	 * the pages stay protected, which costs faults, never a write. */
-	if (hot && writeprotect(p, pg, n, false))
-		log_debug(p->subject, "dirty tracking: unprotecting %llu write-hot page(s) "
-			  "failed", (unsigned long long)n);
 }
 
 /* One mapper's live range of region @ri, clipped to pages [pg, pg+n). */

@@ -363,10 +363,6 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
  * them at an offload's start; a batch's again once claimed).  0 or -errno
  * (then tracking has fallen back).  Neither lock held. */
 int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t n);
-/* Pages [pg, pg+n) were just restored into the memfd (CLEAN, protected):
- * if all are write-hot, make them RESIDENT and writable in every tracked
- * mapper (PAGER_HOT_CYCLES).  Neither lock held. */
-void pager_dirty_hot_run(struct pager *p, uint64_t pg, uint64_t n);
 /* Open the mapper's pagemap for scans (at add). */
 void pager_dirty_mapper_init(struct pager *p, struct pager_mapper *m);
 

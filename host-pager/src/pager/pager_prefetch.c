@@ -61,7 +61,7 @@ struct pf {
 };
 
 /*
- * Readahead of write-hot pages (pager_dirty_hot_run) for mapper @m's
+ * Readahead of write-hot pages (PAGER_HOT_CYCLES) for mapper @m's
  * sequential stream: copied into @m's mapping writable (UFFDIO_COPY), so
  * that its writes take no fault at all - a page written into the memfd is
  * mapped by the access, read-only in a write-protect-registered mapping
@@ -148,7 +148,6 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 			s->n * PAGER_PAGE_SIZE);
 	}
 	if (s->n && !pager_install_run(p, s->pg, s->n, s->buf, err)) {
-		pager_dirty_hot_run(p, s->pg, s->n);
 		pthread_mutex_lock(&f->p->lock);
 		f->p->prefetch_pages += s->n;
 		if (s->eager)
