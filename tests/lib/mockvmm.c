@@ -629,8 +629,10 @@ static int vmm_main(uint64_t mib, int mappers, int in, int out)
 	int memfd, sp[2];
 	char line[LINE_MAX_LEN];
 
-	memfd = memfd_create("memory-backend-memfd", MFD_CLOEXEC);
-	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0)
+	/* sealed against resizing, as QEMU's memory-backend-memfd (seal=on) */
+	memfd = memfd_create("memory-backend-memfd", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0 ||
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK) < 0)
 		return 2;
 	v.memfd = memfd;
 	if (mappers == 2) {

@@ -595,8 +595,11 @@ static int offload_region(struct offload *o, struct pager_region *r)
  * Zero-copy: map each region's memfd range read-only and shared, for the
  * offload's length.  The VM is paused and only claimed pages inside data
  * extents are read (batch_read), so nothing is allocated through it; the
- * punches unmap the pages from it as from every mapping.  A region that
- * cannot be mapped is copied with pread.
+ * punches unmap the pages from it as from every mapping.  Only a memfd
+ * sealed against shrinking (F_SEAL_SHRINK, as QEMU seals it): a VMM that
+ * truncated an unsealed one under the offload would make a read of the
+ * mapping a SIGBUS, where pread just comes back short.  A region that is
+ * not sealed or cannot be mapped is copied with pread.
  */
 static void offload_map(struct offload *o)
 {
@@ -605,9 +608,16 @@ static void offload_map(struct offload *o)
 	for (unsigned int i = 0; i < p->nr_regions; i++) {
 		struct pager_region *r = &p->regions[i];
 		void *m;
+		int seals;
 
 		if (r->memfd < 0 || getenv("VMNAPD_OFFLOAD_COPY"))
 			continue;
+		seals = fcntl(r->memfd, F_GET_SEALS);
+		if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+			log_debug(p->subject, "offload: region %u: memfd not sealed against "
+				  "shrinking: copied with pread", i);
+			continue;
+		}
 		m = mmap(NULL, r->size, PROT_READ, MAP_SHARED | MAP_NORESERVE, r->memfd,
 			 (off_t)r->memfd_off);
 		if (m == MAP_FAILED) {
