@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "pager.h"
 
 #define MS 1000000ull
 
@@ -40,6 +41,8 @@ static void test_example_is_the_defaults(void **st)
 	assert_null(s.pressure_cgroup);
 	assert_int_equal(s.pause_timeout_ms, d.pause_timeout_ms);
 	assert_int_equal(s.api_max_body, d.api_max_body);
+	assert_int_equal(s.restore, d.restore);
+	assert_int_equal(s.restore, PAGER_RESTORE_WORKING_SET);
 	assert_string_equal(s.run_dir, "/run/vmnap");
 	config_free(&s);
 }
@@ -56,6 +59,9 @@ static void test_overrides(void **st)
 	assert_int_equal(s.coord.offload_after_ns, 50 * MS);
 	assert_true(s.coord.kind[COORD_WAIT_NETWORK].may_offload);
 	assert_false(s.coord.kind[COORD_WAIT_FILE].may_offload);
+	config_free(&s);
+	assert_int_equal(load_text("{\"restore\": \"eager\"}", &s, err), 0);
+	assert_int_equal(s.restore, PAGER_RESTORE_EAGER);
 	config_free(&s);
 }
 
@@ -93,6 +99,8 @@ static void test_errors(void **st)
 		"{\"pressure\": {\"interval_ms\": 1}}",
 		"{\"pressure\": {\"bogus\": 1}}",
 		"{\"run_dir\": 7}",
+		"{\"restore\": \"sometimes\"}",
+		"{\"restore\": 1}",
 		"{\"bogus\": true}",
 		"[1]",
 		"{\"a\": 1, \"a\": 2}",
