@@ -122,7 +122,11 @@ static int start(struct harness *h, const char *self, uint64_t mib, enum pager_r
 		return -1;
 	}
 	read_line(h->from_vmm, ans, sizeof(ans));
-	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+	if (strcmp(ans, "ready")) {
+		tap_bail("mock VMM not ready (%s)", ans);
+		return -1;
+	}
+	tap(1, "mock VMM ready");
 	on_loop(h, set_restore_cb, &c);
 	tap(stats(h, NULL).restore == how, "restore policy %s", pager_restore_name(how));
 	return 0;
