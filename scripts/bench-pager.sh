@@ -6,20 +6,28 @@
 #
 #   pager   build/tests/bench/pager_bench bench: a mock VMM (through
 #           libvmnap-preload.so) fills MIB of guest RAM with non-zero
-#           pages; vmnapd's pager evicts it (evict_gib_s = bytes written /
-#           offload time), serves LAT_SAMPLES random single-page touches with
+#           pages; vmnapd's pager evicts it zero-copy, writing from a
+#           read-only mapping of the memfd (evict_gib_s =
+#           evict_zero_copy_gib_s = bytes written / offload time;
+#           evict_vs_raw_write: its ratio to fio's sequential write), serves LAT_SAMPLES random single-page touches with
 #           fault-around 1 (fault_p50_us/p99_us, as the VMM sees a touch),
 #           restores the rest by sequential touches with fault-around 16
 #           (restore_fault_gib_s), evicts again and streams everything back
-#           by working-set prefetch with no touches (restore_prefetch_gib_s),
+#           by eager restore with no touches (restore_prefetch_gib_s),
 #           then evicts the same RAM zeroed (zero_evict_gib_s: allocated zero
-#           pages, pread + zero check + punch, no I/O).
+#           pages, zero check in the mapping + punch, no I/O).
 #           Then re-offloads the RAM prefetched back, unwritten
 #           (reoffload_clean_gib_s: bytes dropped / offload time;
 #           reoffload_written_bytes: 0 with dirty tracking), and runs a
 #           write-heavy loop (8 passes, a word per page) over RAM restored
-#           by faults with tracking on and off (dirty_track_overhead: the
-#           ratio of their times).
+#           by faults, two cycles, with tracking on and off
+#           (dirty_track_overhead_cold: the ratio of their times in the
+#           first cycle, every page's first write a write-protect fault;
+#           dirty_track_overhead: in the second, the pages written in the
+#           first restored writable (write-hot); writeloop_faults: the
+#           faults the tracked loop took in each).  Last, the RAM is
+#           filled again and evicted through a pread copy, the fallback
+#           (evict_copy_gib_s).
 #   raw     fio on the same file system, O_DIRECT: sequential write and read
 #           of the same bytes in 2 MiB blocks at queue depth 8 (the pager's
 #           batch and depth), 4 KiB random reads at depth 1 (clat p50).
@@ -115,6 +123,8 @@ res = {
     "bytes": pager["bytes"],
     "nonzero_bytes": pager["nonzero_bytes"],
     "evict_gib_s": pager["evict_gib_s"],
+    "evict_zero_copy_gib_s": pager["evict_zero_copy_gib_s"],
+    "evict_copy_gib_s": pager["evict_copy_gib_s"],
     "raw_write_gib_s": round(w["jobs"][0]["write"]["bw_bytes"] / GIB, 3),
     "zero_evict_gib_s": pager["zero_evict_gib_s"],
     "fault_p50_us": pager["fault_p50_us"],
@@ -129,7 +139,11 @@ res = {
     "reoffload_written_bytes": pager["reoffload_written_bytes"],
     "dirty_tracking": wl_on["dirty_tracking"],
     "dirty_track_overhead": round(wl_on["writeloop_ns"] / wl_off["writeloop_ns"], 3),
+    "dirty_track_overhead_cold": round(wl_on["writeloop_cold_ns"] / wl_off["writeloop_cold_ns"], 3),
+    "writeloop_faults": [wl_on["writeloop_cold_faults"], wl_on["writeloop_faults"]],
 }
+res["evict_vs_raw_write"] = round(res["evict_zero_copy_gib_s"] / res["raw_write_gib_s"], 3) \
+    if res["raw_write_gib_s"] else None
 with open(out, "w") as f:
     json.dump(res, f, indent=1)
     f.write("\n")

@@ -286,6 +286,13 @@ for ((i = 0; i < 100; i++)); do vmm_sampled && break; sleep 0.05; done
 check "VMM PSS reported, with the sample's age" vmm_sampled
 check "vmnap_vmm_pss_bytes in /metrics" sh -c "curl -s --unix-socket '$SOCK' http://localhost/metrics | grep -q '^vmnap_vmm_pss_bytes{vm=\"vm3\"} [1-9]'"
 check "bad vmm_pid -> 400" test "$(status_of PATCH /vms/vm3 -d '{"vmm_pid": -4}')" = 400
+# restore policy after a resume: the daemon's default, then the VM's own
+check "restore: the default is working-set" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = working-set
+check "PATCH restore eager -> 200" test "$(status_of PATCH /vms/vm3 -d '{"restore": "eager"}')" = 200
+check "GET shows restore eager" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = eager
+check "bad restore -> 400" test "$(status_of PATCH /vms/vm3 -d '{"restore": "sometimes"}')" = 400
+check "restore not a string -> 400" test "$(status_of PATCH /vms/vm3 -d '{"restore": 1}')" = 400
+check "still eager" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = eager
 status_of DELETE /vms/vm3 >/dev/null
 
 # guest time: a backend that stops the guest clock (QMP, Cloud Hypervisor)
@@ -303,7 +310,8 @@ r=$(req PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.s
 check "managed + QMP (guest clock stops) -> 409 with the reason" sh -c "echo '$r' | grep -q 'stops the guest clock' && echo '$r' | grep -q ' 409\$'"
 check "refused registration leaves no VM" test "$(status_of GET /vms/vm4)" = 404
 check "allow_clock_stop not a boolean -> 400" test "$(status_of PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\", \"allow_clock_stop\": 1}}")" = 400
-check "unmanaged QMP registers" test "$(status_of PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\"}}")" = 201
+check "unmanaged QMP registers (restore lazy)" test "$(status_of PUT /vms/vm4 -d "{\"pause\": {\"backend\": \"qmp\", \"path\": \"$T/qmp.sock\"}, \"restore\": \"lazy\"}")" = 201
+check "PUT restore lazy shown" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm4 | jget '["restore"]')" = lazy
 check "GET shows the guest clock stops and why it may not be managed" sh -c "curl -s --unix-socket '$SOCK' http://localhost/vms/vm4 | python3 -c 'import json,sys; p=json.load(sys.stdin)[\"pause\"]; sys.exit(0 if p[\"guest_clock\"] == \"stops\" and p[\"may_manage\"] is False and \"monotonic\" in p[\"refusal\"] else 1)'"
 check "PATCH managed -> 409" test "$(status_of PATCH /vms/vm4 -d '{"managed": true}')" = 409
 check "still unmanaged" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm4 | jget '["managed"]')" = False

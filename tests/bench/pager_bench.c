@@ -3,8 +3,9 @@
  * pager_bench.c - the pager's figures for scripts/bench-pager.sh, JSON on
  * stdout, with the mock VMM of the pager tests (tests/lib/mockvmm.h).
  *
- *   pager_bench bench [MiB]      (default 256) evict, fault latency, restore
- *                                by faults and by prefetch, zero-page evict
+ *   pager_bench bench [MiB]      (default 256) evict (zero-copy, and through
+ *                                a pread copy), fault latency, restore by
+ *                                faults and by prefetch, zero-page evict
  *   pager_bench swap MiB CGROUP  the peer, Linux swap: fill anonymous memory
  *                                in memory cgroup (v1) directory CGROUP,
  *                                reclaim it to swap by lowering the
@@ -35,6 +36,14 @@ static void fault_around_cb(struct harness *h, void *arg)
 	pager_set_fault_around(the_pager(h), ((struct fa_call *)arg)->pages);
 }
 
+/* The VM runs again, everything offloaded streams back. */
+static void eager_resume_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_resume_restore(the_pager(h), PAGER_RESTORE_EAGER);
+	pager_resumed(the_pager(h));
+}
+
 static double gib_s(uint64_t bytes, uint64_t ns)
 {
 	return ns ? (double)bytes / (double)(1ull << 30) / ((double)ns / 1e9) : 0;
@@ -45,7 +54,7 @@ static int mode_bench(const char *self, uint64_t mib)
 	struct harness h = { 0 };
 	struct pager_stats st;
 	uint64_t bytes = mib << 20, p50 = 0, p99 = 0, ns, t0, before;
-	double evict, zero_evict, restore_fault, restore_prefetch, reoffload_clean;
+	double evict, evict_copy, zero_evict, restore_fault, restore_prefetch, reoffload_clean;
 	uint64_t reoffload_written;
 	char ans[LINE_MAX_LEN];
 	unsigned long long a, b;
@@ -89,11 +98,11 @@ static int mode_bench(const char *self, uint64_t mib)
 	fprintf(stderr, "bench: sequential restore: %llu faults, %llu pages by faults, %llu by readahead/prefetch\n",
 		(unsigned long long)st.faults, (unsigned long long)st.fault_pages,
 		(unsigned long long)st.prefetch_pages);
-	/* 4. restore by prefetch: the whole working set streams back */
+	/* 4. restore in the background: everything streams back (eager) */
 	if (offload(&h))
 		return 1;
 	t0 = mono_ns();
-	on_loop(&h, resumed_cb, NULL);
+	on_loop(&h, eager_resume_cb, NULL);
 	do {
 		usleep(PREFETCH_POLL_US);
 		st = stats(&h, NULL);
@@ -119,13 +128,25 @@ static int mode_bench(const char *self, uint64_t mib)
 		return 1;
 	st = stats(&h, NULL);
 	zero_evict = gib_s(bytes, st.last_offload_ns);
+	/* 6. eviction through a copy (pread into a buffer, the fallback) of
+	 * the RAM filled again */
+	vmm_cmd(&h, ans, "fill 1");
+	setenv("VMNAPD_OFFLOAD_COPY", "1", 1);
+	err = offload(&h);
+	unsetenv("VMNAPD_OFFLOAD_COPY");
+	st = stats(&h, NULL);
+	if (err)
+		return 1;
+	evict_copy = gib_s(st.last_offload_written, st.last_offload_ns);
 	vmm_quit(&h);
 	harness_stop(&h);
 	printf("{\"bytes\": %llu, \"nonzero_bytes\": %llu, \"evict_gib_s\": %.3f, "
+	       "\"evict_zero_copy_gib_s\": %.3f, \"evict_copy_gib_s\": %.3f, "
 	       "\"zero_evict_gib_s\": %.3f, \"fault_p50_us\": %.1f, \"fault_p99_us\": %.1f, "
 	       "\"restore_fault_gib_s\": %.3f, \"restore_prefetch_gib_s\": %.3f, "
 	       "\"reoffload_clean_gib_s\": %.3f, \"reoffload_written_bytes\": %llu}\n",
-	       (unsigned long long)bytes, (unsigned long long)bytes, evict, zero_evict,
+	       (unsigned long long)bytes, (unsigned long long)bytes, evict, evict,
+	       evict_copy, zero_evict,
 	       (double)p50 / 1000.0, (double)p99 / 1000.0, restore_fault, restore_prefetch,
 	       reoffload_clean, (unsigned long long)reoffload_written);
 	return 0;
@@ -191,34 +212,45 @@ static int mode_swap(uint64_t mib, const char *cg)
 }
 
 /*
- * A write-heavy loop in the mock VMM over guest RAM restored by faults:
- * with dirty tracking (VMNAPD_DIRTY_TRACKING unset) the pages come back
+ * A write-heavy loop in the mock VMM over guest RAM restored by faults,
+ * two cycles.  With dirty tracking (VMNAPD_DIRTY_TRACKING unset) the pages
+ * of the first ("cold": never seen written since a restore) come back
  * write-protected and the first write of each takes a WP fault the kernel
- * resolves; with VMNAPD_DIRTY_TRACKING=none they come back writable.
+ * resolves; the next offload sees them written, so in the second cycle
+ * ("steady": a VM writing the same pages between waits) they come back
+ * writable (write-hot).  With VMNAPD_DIRTY_TRACKING=none they come back
+ * writable in both.
  */
 static int mode_writeloop(const char *self, uint64_t mib, unsigned int passes)
 {
 	struct harness h = { 0 };
 	struct pager_stats st;
 	char ans[LINE_MAX_LEN];
-	unsigned long long ns;
+	unsigned long long ns[2];
+	long flt[2];
 
 	g_all_data = true;
 	setenv("PAGER_ALL_DATA", "1", 1);
 	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1))
 		return 1;
 	read_line(h.from_vmm, ans, sizeof(ans));
-	if (strcmp(ans, "ready") || offload(&h))
+	if (strcmp(ans, "ready"))
 		return 1;
-	vmm_cmd(&h, ans, "touchall");
-	vmm_cmd(&h, ans, "writeloop %u", passes);
-	if (sscanf(ans, "ok %llu", &ns) != 1)
-		return 1;
+	for (int c = 0; c < 2; c++) {
+		if (offload(&h))
+			return 1;
+		vmm_cmd(&h, ans, "touchall");
+		vmm_cmd(&h, ans, "writeloop %u", passes);
+		if (sscanf(ans, "ok %llu %ld", &ns[c], &flt[c]) != 2)
+			return 1;
+	}
 	st = stats(&h, NULL);
 	vmm_quit(&h);
 	harness_stop(&h);
-	printf("{\"writeloop_ns\": %llu, \"dirty_tracking\": \"%s\"}\n", ns,
-	       pager_dirty_tracking_name(st.dirty_tracking));
+	printf("{\"writeloop_cold_ns\": %llu, \"writeloop_ns\": %llu, \"writeloop_cold_faults\": "
+	       "%ld, \"writeloop_faults\": %ld, \"hot_pages\": %llu, \"dirty_tracking\": \"%s\"}\n",
+	       ns[0], ns[1], flt[0], flt[1],
+	       (unsigned long long)st.dirty_hot_pages, pager_dirty_tracking_name(st.dirty_tracking));
 	return 0;
 }
 

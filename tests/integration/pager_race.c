@@ -10,7 +10,9 @@
  * brought back stale from the store), every other page holds its pattern
  * (none lost), no page is left in flight, and the freed count is exact;
  * then once more after a full offload, so that a stale store slot would
- * show.  TAP.
+ * show.  The offloads write zero-copy, from a read-only mapping of the
+ * memfd while the readers run: every page read back matches the checksum
+ * taken from that mapping.  TAP.
  *
  *   pager_race [MiB] [cycles]	(default 32, 6)
  */
@@ -155,6 +157,12 @@ static int mode_race(const char *self, uint64_t mib, unsigned int cycles)
 		(unsigned long long)fhi);
 	tap(!err && !strcmp(ans, "ok"), "after one more offload: the same, no stale store "
 	    "slot came back (%s; %s)", strerror(-err), ans);
+	st = stats(&h, NULL);
+	tap(st.zero_copy_offloads == st.offloads && st.offloads >= cycles &&
+	    st.store_bad_slots == 0, "every offload wrote straight from the memfd mapping "
+	    "(%llu of %llu zero-copy), every page read back matched the checksum taken "
+	    "there (%llu bad)", (unsigned long long)st.zero_copy_offloads,
+	    (unsigned long long)st.offloads, (unsigned long long)st.store_bad_slots);
 	vmm_quit(&h);
 	return harness_finish(&h);
 }

@@ -20,6 +20,7 @@
 #include <sys/eventfd.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -533,6 +534,15 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			/* here, not in a thread: the answer waits for the fault */
 			send_line(out, "value %#llx", (unsigned long long)
 				  *(const volatile uint64_t *)(const void *)(v->mem + zlo * PAGE));
+		} else if (sscanf(line, "touch %llu %llu %u", &zlo, &zhi, &round) >= 2 &&
+			   zlo < zhi && zhi <= v->npages) {
+			/* read a word of every STRIDE-th page in [LO, HI) */
+			uint64_t acc = 0, stride = sscanf(line, "touch %*u %*u %u", &round) == 1 &&
+						   round ? round : 1;
+
+			for (uint64_t i = zlo; i < zhi; i += stride)
+				acc += *(const volatile uint64_t *)(const void *)(v->mem + i * PAGE);
+			send_line(out, "ok %llu", (unsigned long long)acc);
 		} else if (!strcmp(line, "zero")) {
 			memset(v->mem, 0, v->npages * PAGE);
 			send_line(out, "ok");
@@ -550,14 +560,21 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			else
 				send_line(out, "ok");
 		} else if (sscanf(line, "writeloop %u", &round) == 1) {
-			/* a write-heavy loop: a word in every page, @round passes */
+			/* a write-heavy loop: a word in every page, @round passes;
+			 * answers its time and the page faults it took */
 			uint64_t t0 = mono_ns();
+			struct rusage ru0, ru1;
+
+			getrusage(RUSAGE_SELF, &ru0);
 
 			for (unsigned int k = 0; k < round; k++)
 				for (uint64_t i = 0; i < v->npages; i++)
 					((volatile uint64_t *)(void *)(v->mem + i * PAGE))[k % (PAGE / 8)] =
 						i ^ k;
-			send_line(out, "ok %llu", (unsigned long long)(mono_ns() - t0));
+			t0 = mono_ns() - t0;
+			getrusage(RUSAGE_SELF, &ru1);
+			send_line(out, "ok %llu %ld", (unsigned long long)t0,
+				  (ru1.ru_minflt - ru0.ru_minflt) + (ru1.ru_majflt - ru0.ru_majflt));
 		} else if (!strcmp(line, "touchall")) {
 			send_line(out, "ok %llu", (unsigned long long)touch_all(v));
 		} else if (sscanf(line, "discard %llu %llu %15s", &zlo, &zhi, how) == 3 &&
@@ -616,8 +633,10 @@ static int vmm_main(uint64_t mib, int mappers, int in, int out)
 	int memfd, sp[2];
 	char line[LINE_MAX_LEN];
 
-	memfd = memfd_create("memory-backend-memfd", MFD_CLOEXEC);
-	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0)
+	/* sealed against resizing, as QEMU's memory-backend-memfd (seal=on) */
+	memfd = memfd_create("memory-backend-memfd", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (memfd < 0 || ftruncate(memfd, (off_t)size) < 0 ||
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK) < 0)
 		return 2;
 	v.memfd = memfd;
 	if (mappers == 2) {

@@ -10,9 +10,9 @@
  * vmnapd side (memory handshake server, pager, event loop on its own
  * thread) through the real preload path.  userfaultfd, memfd and io_uring
  * are real; nothing is mocked but the VMM.  The harness talks to it in
- * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, read, zero, lat,
- * touchset, touchall, discard, peerunmap, remap, quit) and runs pager calls
- * on the loop thread (on_loop()).
+ * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, read, touch, zero,
+ * lat, touchset, touchall, discard, peerunmap, remap, quit) and runs pager
+ * calls on the loop thread (on_loop()).
  *
  *   verify ROUND THREADS [ZLO ZHI [FLAGS]]  every page's contents (VERIFY_*)
  *   read PAGE   the first word of PAGE ("value 0x..."), answered once
@@ -20,6 +20,7 @@
  *   discard LO HI remove|dontneed|qemu  give pages [LO, HI) back as a VMM
  *            does: MADV_REMOVE, MADV_DONTNEED, or QEMU's balloon discard
  *            (punch the memfd, then MADV_DONTNEED)
+ *   touch LO HI [STRIDE]  read a word of every STRIDE-th page in [LO, HI)
  *   peerunmap   the second mapper munmaps its guest RAM (memory unplug)
  *   remap [squat]  move the guest RAM mapping elsewhere (mremap); squat:
  *            then map anonymous memory where it was

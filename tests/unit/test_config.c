@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "pager.h"
 
 #define MS 1000000ull
 
@@ -41,6 +42,8 @@ static void test_example_is_the_defaults(void **st)
 	assert_int_equal(s.pause_timeout_ms, d.pause_timeout_ms);
 	assert_int_equal(s.fault_error_timeout_ms, d.fault_error_timeout_ms);
 	assert_int_equal(s.api_max_body, d.api_max_body);
+	assert_int_equal(s.restore, d.restore);
+	assert_int_equal(s.restore, PAGER_RESTORE_WORKING_SET);
 	assert_string_equal(s.run_dir, "/run/vmnap");
 	config_free(&s);
 }
@@ -60,6 +63,8 @@ static void test_overrides(void **st)
 	config_free(&s);
 	assert_int_equal(load_text("{\"fault_error_timeout_ms\": 0}", &s, err), 0);
 	assert_int_equal(s.fault_error_timeout_ms, 0);	/* 0: retry for ever */
+	assert_int_equal(load_text("{\"restore\": \"eager\"}", &s, err), 0);
+	assert_int_equal(s.restore, PAGER_RESTORE_EAGER);
 	config_free(&s);
 }
 
@@ -97,6 +102,8 @@ static void test_errors(void **st)
 		"{\"pressure\": {\"interval_ms\": 1}}",
 		"{\"pressure\": {\"bogus\": 1}}",
 		"{\"run_dir\": 7}",
+		"{\"restore\": \"sometimes\"}",
+		"{\"restore\": 1}",
 		"{\"bogus\": true}",
 		"[1]",
 		"{\"a\": 1, \"a\": 2}",

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "usock.h"
 #include "metrics.h"
+#include "pager.h"
 #include "pressure_watch.h"
 #include "vhost_vsock.h"
 #include "vm_control.h"
@@ -351,6 +352,18 @@ static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 	return true;
 }
 
+/* "restore": "eager" | "working-set" | "lazy" (enum pager_restore) */
+static bool parse_restore(json_t *v, int *how, struct api_reply *r)
+{
+	char err[128];
+
+	if (config_restore_from_json(v, how, err, sizeof(err))) {
+		reply_error(r, HTTP_BAD_REQUEST, "%s", err);
+		return false;
+	}
+	return true;
+}
+
 static bool parse_pid(json_t *v, pid_t *pid, struct api_reply *r)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > INT32_MAX) {
@@ -436,14 +449,14 @@ static void h_register(struct api_call *c, struct api_reply *r)
 	struct api *a = c->a;
 	const char *name = c->name;
 	static const char *const keys[] = { "pause", "link", "link_socket", "vsock", "managed",
-					    "policy", "vmm_pid", NULL };
+					    "policy", "vmm_pid", "restore", NULL };
 	struct vm_control_spec spec = { 0 };
 	struct vhost_vsock_config vcfg = { 0 };
 	char vu[108], uds[108], err[256] = "";
 	json_t *body, *v;
 	bool has_vsock = false, created = false;
+	int ret, restore = -1;
 	struct vm *vm;
-	int ret;
 
 	body = body_object(c->rq, r);
 	if (!body)
@@ -488,6 +501,9 @@ static void h_register(struct api_call *c, struct api_reply *r)
 			goto out;
 		has_vsock = true;
 	}
+	v = json_object_get(body, "restore");
+	if (v && !parse_restore(v, &restore, r))
+		goto out;
 
 	vm = vm_find(a->d, name);
 	if (vm && vm->control) {
@@ -523,6 +539,8 @@ static void h_register(struct api_call *c, struct api_reply *r)
 			vm_free(vm);
 		goto out;
 	}
+	if (restore >= 0)
+		vm_set_restore(vm, restore);
 	events_emit(a->d, vm->name, "vm_register",
 		    json_pack("{s:s,s:b}", "pause", spec.has_pause ?
 			      pause_kind_name(spec.pause.kind) : "none", "managed", spec.managed));
@@ -533,7 +551,8 @@ out:
 
 static void h_patch(struct api_call *c, struct api_reply *r)
 {
-	static const char *const keys[] = { "managed", "policy", "pause", "vmm_pid", NULL };
+	static const char *const keys[] = { "managed", "policy", "pause", "vmm_pid", "restore",
+					    NULL };
 	struct api *a = c->a;
 	struct vm *vm = c->vm;
 	json_t *body = body_object(c->rq, r), *v;
@@ -575,6 +594,16 @@ static void h_patch(struct api_call *c, struct api_reply *r)
 		if (!parse_policy(v, &cfg, r))
 			goto out;
 		coord_set_config(vm->coord, &cfg);
+	}
+	v = json_object_get(body, "restore");
+	if (v) {
+		int how;
+
+		if (!parse_restore(v, &how, r))
+			goto out;
+		vm_set_restore(vm, how);
+		events_emit(vm->d, vm->name, "restore",
+			    json_pack("{s:s}", "restore", pager_restore_name(how)));
 	}
 	v = json_object_get(body, "managed");
 	if (v) {

@@ -51,6 +51,7 @@ void pager_config_default(struct pager_config *cfg, const char *store_dir)
 		.prefetch_min_bytes = DEFAULT_PREFETCH_MIN_BYTES,
 		.prefetch_max_bytes = DEFAULT_PREFETCH_MAX_BYTES,
 		.prefetch = true,
+		.restore = PAGER_RESTORE_WORKING_SET,
 		.critical_budget_ns = PAGER_CRITICAL_BUDGET_NS,
 		.direct_io = true,
 		.fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS,
@@ -69,7 +70,8 @@ static int config_check(const struct pager_config *c)
 	    c->write_batch_bytes < PAGER_PAGE_SIZE ||
 	    c->write_batch_bytes % PAGER_PAGE_SIZE ||
 	    c->prefetch_min_bytes < PAGER_PAGE_SIZE ||
-	    c->prefetch_max_bytes < c->prefetch_min_bytes)
+	    c->prefetch_max_bytes < c->prefetch_min_bytes ||
+	    (unsigned int)c->restore >= PAGER_RESTORES)
 		return -EINVAL;
 	return 0;
 }
@@ -217,6 +219,9 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	}
 	p->subject = p->subject_own;
 	p->cfg = *cfg;
+	p->restore = (enum pager_restore)cfg->restore;
+	p->next_restore = PAGER_RESTORE_POLICY;
+	p->last_restore = p->restore;
 	p->store.fd = -1;
 	p->fault_wake_fd = -1;
 	p->offload_done_fd = -1;
@@ -232,7 +237,8 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	if (err)
 		goto fail;
 	p->state = calloc(p->npages, 1);	/* all RESIDENT */
-	if (!p->state) {
+	p->hot = calloc(p->npages, 1);
+	if (!p->state || !p->hot) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -310,6 +316,7 @@ fail:
 		close(p->resident_fd);
 	store_close(&p->store, false);
 	free(p->state);
+	free(p->hot);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -476,6 +483,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	close(p->error_fd);
 	close(p->resident_fd);
 	free(p->state);
+	free(p->hot);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -733,11 +741,11 @@ static void mark_dirty_locked(struct pager *p, uint64_t gpa, uint64_t len)
 {
 	uint64_t pg, n;
 
-	if (!p->count[PAGE_CLEAN] && !p->count[PAGE_IN_FLIGHT])
-		return;
 	while (len && !pager_gpa_chunk_locked(p, gpa, len, &pg, &n) && n) {
-		for (uint64_t i = pg; i < pg + n; i++)
+		for (uint64_t i = pg; i < pg + n; i++) {
 			p->dirty_own += pager_dirty_note_locked(p, i);
+			p->state[i] |= PG_WS_CUR;	/* vmnapd touched it */
+		}
 		gpa += n * PAGER_PAGE_SIZE;
 		len -= n * PAGER_PAGE_SIZE;
 	}
@@ -996,13 +1004,6 @@ int pager_offload_start(struct pager *p,
 	}
 	pthread_mutex_lock(&p->lock);
 	p->registered = true;
-	/* Working set: what this cycle faulted in is prefetched after resume. */
-	for (uint64_t pg = 0; pg < p->npages; pg++) {
-		uint8_t s = p->state[pg];
-
-		p->state[pg] = (uint8_t)((s & ~(PG_WS_CUR | PG_WS_PREV)) |
-					 ((s & PG_WS_CUR) ? PG_WS_PREV : 0));
-	}
 	p->crit_recording = false;	/* this cycle's delivery never came */
 	p->offloading = true;
 	p->offload_err = 0;
@@ -1032,14 +1033,60 @@ int pager_offload_cancel(struct pager *p)
 	return 0;
 }
 
-void pager_resumed(struct pager *p)
+static const char *const restore_names[PAGER_RESTORES] = {
+	[PAGER_RESTORE_WORKING_SET] = "working-set",
+	[PAGER_RESTORE_EAGER] = "eager",
+	[PAGER_RESTORE_LAZY] = "lazy",
+};
+
+const char *pager_restore_name(enum pager_restore r)
 {
-	if (!p->cfg.prefetch)
+	return (unsigned int)r < PAGER_RESTORES ? restore_names[r] : "?";
+}
+
+int pager_restore_parse(const char *s, enum pager_restore *out)
+{
+	for (unsigned int i = 0; s && i < PAGER_RESTORES; i++)
+		if (!strcmp(s, restore_names[i])) {
+			*out = (enum pager_restore)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+void pager_set_restore(struct pager *p, enum pager_restore how)
+{
+	if ((unsigned int)how >= PAGER_RESTORES)
 		return;
 	pthread_mutex_lock(&p->lock);
-	p->prefetch_requested = true;
-	atomic_store(&p->prefetch_abort, false);
-	pthread_cond_broadcast(&p->prefetch_cv);
+	p->restore = how;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void pager_resume_restore(struct pager *p, enum pager_restore how)
+{
+	if ((unsigned int)how > PAGER_RESTORE_POLICY)
+		how = PAGER_RESTORE_POLICY;
+	pthread_mutex_lock(&p->lock);
+	p->next_restore = how;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void pager_resumed(struct pager *p)
+{
+	enum pager_restore how;
+
+	pthread_mutex_lock(&p->lock);
+	how = p->next_restore == PAGER_RESTORE_POLICY ? p->restore : p->next_restore;
+	p->cycle_override = how != p->restore;
+	p->next_restore = PAGER_RESTORE_POLICY;
+	p->last_restore = how;
+	if (how != PAGER_RESTORE_LAZY && p->cfg.prefetch) {
+		p->prefetch_requested = true;
+		p->prefetch_mode = how;
+		atomic_store(&p->prefetch_abort, false);
+		pthread_cond_broadcast(&p->prefetch_cv);
+	}
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -1074,6 +1121,12 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->zero_faults = p->zero_faults;
 	st->eexist = p->eexist;
 	st->prefetch_pages = p->prefetch_pages;
+	st->restore = p->restore;
+	st->last_restore = p->last_restore;
+	st->working_set_pages = p->ws_pages;
+	st->eager_pages = p->eager_pages;
+	st->zero_copy_offloads = p->zero_copy_offloads;
+	st->dirty_hot_pages = p->dirty_hot;
 	st->offloads = p->offloads;
 	st->offload_errors = p->offload_errors;
 	st->offload_cancels = p->offload_cancels;

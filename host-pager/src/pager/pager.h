@@ -70,6 +70,7 @@ struct pager_config {
 	uint32_t fault_error_timeout_ms;	/* a fault the store keeps failing
 					 * this long loses the VM ("lost" at
 					 * pager_set_error_cb); 0: never */
+	int restore;			/* enum pager_restore: after a resume */
 };
 /* pager_config.fault_error_timeout_ms by default */
 #define PAGER_FAULT_ERROR_TIMEOUT_MS	30000u
@@ -84,6 +85,38 @@ struct pager_region_desc {
 	uint64_t host_addr;		/* in the mapper's address space */
 	int memfd;			/* -1: anonymous memory (not evictable) */
 };
+
+/*
+ * How offloaded pages come back after a resume (faults are always served
+ * first; every mode keeps readahead for a sequential fault stream):
+ *   working-set  the pages touched in the last resume cycle that are
+ *                still offloaded stream back in the background
+ *   eager        every offloaded page streams back in the background at
+ *                store speed
+ *   lazy         nothing comes back unprompted: faults only (no
+ *                pre-resume restore of the resume-critical set either)
+ *
+ * "Touched" in a cycle (resume to next offload) is: the page a userfaultfd
+ * fault asked for (not its fault-around neighbours), a page dirty tracking
+ * saw written (a PAGEMAP_SCAN or a wp_sync fault) or vmnapd itself asked
+ * for (pager_make_resident), the window a sequential fault stream brings, and a page restored in the background that a
+ * mapper's page table maps when the next offload starts (/proc/PID/pagemap
+ * "present": restoring writes the memfd, which maps nothing, so only an
+ * access maps it).  A page not touched in a cycle leaves the working set:
+ * it shrinks.  A read-only fault-around neighbour is not seen (it was
+ * mapped by the fault's UFFDIO_COPY): it drops out after one cycle and
+ * comes back by fault-around again.
+ */
+enum pager_restore {
+	PAGER_RESTORE_WORKING_SET = 0,
+	PAGER_RESTORE_EAGER,
+	PAGER_RESTORE_LAZY,
+	PAGER_RESTORES,
+	PAGER_RESTORE_POLICY = PAGER_RESTORES,	/* pager_resume_restore: the VM's */
+};
+const char *pager_restore_name(enum pager_restore r);
+/* "working-set", "eager", "lazy" -> *@out; -EINVAL. */
+int pager_restore_parse(const char *s, enum pager_restore *out);
 
 enum pager_page_state {
 	PAGE_RESIDENT = 0,
@@ -109,7 +142,20 @@ enum pager_page_state {
  *             offload waits for the page instead of racing its punch
  *   none      no tracking: a restored page is RESIDENT (never CLEAN) and
  *             every offload writes every resident page
+ *
+ * With tracking, every first write to a restored page costs the writer a
+ * fault (the kernel's, or vmnapd's for wp_sync).  So a page seen written
+ * after its restore is "write-hot" for PAGER_HOT_CYCLES restores: a fault
+ * run, or a read-ahead run for a live mapper's stream, made only of
+ * write-hot pages is copied into that mapper writable and RESIDENT
+ * (written again by the next offload, as if written); once the count runs
+ * out they are restored protected again - then only a write seen once
+ * more keeps them hot.  A prefetched page stays CLEAN and protected: it
+ * is mapped by the access itself, read-only in a write-protect-registered
+ * mapping, so unprotecting it would save no fault.  While an offload runs every restore is
+ * protected (its scans must see every write).
  */
+#define PAGER_HOT_CYCLES	4
 enum pager_dirty_tracking {
 	PAGER_DIRTY_UNKNOWN = 0,	/* not decided yet (nothing registered) */
 	PAGER_DIRTY_WP_ASYNC,
@@ -207,7 +253,14 @@ struct pager_stats {
 	uint64_t dirty_own_pages;	/* CLEAN pages vmnapd itself accessed */
 	uint64_t dirty_kept_pages;	/* written during an offload: not punched */
 	uint64_t dirty_wp_faults;	/* wp_sync: write faults served */
+	uint64_t dirty_hot_pages;	/* restored writable: written lately */
 	uint64_t store_written_bytes;	/* slot bytes written by all offloads */
+	/* restore after resume (enum pager_restore) */
+	enum pager_restore restore;	/* the VM's policy */
+	enum pager_restore last_restore;	/* how the last resume restored */
+	uint64_t working_set_pages;	/* touched in the last cycle */
+	uint64_t eager_pages;		/* pages brought in by eager restore */
+	uint64_t zero_copy_offloads;	/* offloads that wrote from a mapping */
 };
 
 struct pager;
@@ -371,7 +424,21 @@ void pager_resume_delivered(struct pager *p);
 /* Change the pre-resume restore's time budget (0: no restore).  Loop
  * thread. */
 void pager_set_critical_budget(struct pager *p, uint64_t ns);
-/* The VM runs again: start working-set prefetch. */
+/* The VM's restore policy for resumes (default cfg.restore).  Loop thread. */
+void pager_set_restore(struct pager *p, enum pager_restore how);
+/*
+ * How the next resume restores, overriding the VM's policy once: e.g. a
+ * resume for a guest timer (the guest runs its timer and goes idle again)
+ * passes PAGER_RESTORE_LAZY, so nothing but its faults comes back.  Call
+ * before pager_resume_prepare() (a lazy resume restores no critical set
+ * either); pager_resumed() consumes it.  A cycle so overridden adds the
+ * pages it touched to the working set instead of replacing it (a timer's
+ * few pages do not make the data working set forgotten).
+ * PAGER_RESTORE_POLICY: the VM's policy.  Loop thread.
+ */
+void pager_resume_restore(struct pager *p, enum pager_restore how);
+/* The VM runs again: start the background restore (pager_resume_restore
+ * or the VM's policy). */
 void pager_resumed(struct pager *p);
 /*
  * FREE_REPORT: the range becomes ZERO (punched, store slot dropped; pages

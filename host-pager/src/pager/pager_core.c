@@ -479,7 +479,7 @@ int pager_discard_run(struct pager *p, uint64_t pg, uint64_t n,
 		pthread_mutex_lock(&p->lock);
 		for (uint64_t k = i; k < i + run; k++) {
 			pg_set(p, k, PAGE_ZERO);
-			p->state[k] &= (uint8_t)~(PG_WS_CUR | PG_WS_PREV);
+			p->state[k] &= (uint8_t)~(PG_WS_CUR | PG_WS_PREV | PG_BG);
 		}
 		*counter += run;
 		pthread_cond_broadcast(&p->state_cv);
@@ -523,8 +523,6 @@ void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
 			       PAGE_RESIDENT);
 			p->state[pg + i] &= (uint8_t)~PG_WRITTEN;
 		}
-		if (ok)
-			p->state[pg + i] |= PG_WS_CUR;
 	}
 	pthread_cond_broadcast(&p->state_cv);
 }
@@ -551,6 +549,9 @@ int pager_install_run(struct pager *p, uint64_t pg, uint64_t n, const void *buf,
 			(unsigned long long)pg_memfd_off(r, pg), strerror(-err));
 	pthread_mutex_lock(&p->lock);
 	pager_finish_run_locked(p, pg, n, !err);
+	/* in the memfd, mapped by no mapper: touched once one maps it */
+	for (uint64_t i = 0; i < n && !err; i++)
+		p->state[pg + i] |= PG_BG;
 	pthread_mutex_unlock(&p->lock);
 	if (err)
 		pager_report_error(p, err, "restore");

@@ -183,12 +183,15 @@ int pager_resume_prepare(struct pager *p)
 	uint64_t pgs[PAGER_CRITICAL_MAX_PAGES], t0 = now_ns(), restored = 0;
 	struct crit_run runs[CRITICAL_QUEUE_DEPTH];
 	unsigned int nr, i = 0;
-	bool budget_hit = false;
+	bool budget_hit = false, lazy;
 	char *buf = NULL;
 	int err = 0;
 
 	pthread_mutex_lock(&p->lock);
-	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns ?
+	/* a lazy resume brings back nothing unprompted */
+	lazy = (p->next_restore == PAGER_RESTORE_POLICY ? p->restore : p->next_restore) ==
+	       PAGER_RESTORE_LAZY;
+	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns && !lazy ?
 	     snapshot_locked(p, pgs) : 0;
 	pthread_mutex_unlock(&p->lock);
 	if (nr) {

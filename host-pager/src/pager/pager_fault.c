@@ -165,7 +165,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 {
 	struct pager *p = fc->p;
 	uint64_t around = p->cfg.fault_around_pages, start, n, host, eexist = 0;
-	bool wp = m->wp;
+	bool wp = m->wp, seq = false, hot = true;
 	int err;
 
 	/* Sequential: the fault lands after the last run, at most a window
@@ -181,6 +181,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		start = pg;
 		n = pager_claim_run_locked(p, pg, window, 0);
 		m->seq_window = (uint32_t)window;
+		seq = true;
 	} else {
 		/* Window: the aligned block of fault_around pages holding @pg,
 		 * in its region; claim the offloaded run through @pg in it. */
@@ -200,10 +201,20 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	/* recorded now, not once served: UFFDIO_COPY wakes the faulter, which
 	 * may have the resume delivered before this thread retakes the lock */
 	pager_critical_note_locked(p, start, n);
+	/* write-hot: a run of pages all written lately comes back writable
+	 * (not while an offload runs: its scans must see every write) */
+	hot = !p->offloading;
+	for (uint64_t i = start; wp && i < start + n; i++)
+		hot &= p->hot[i] > 0;
+	if (wp && hot && n) {
+		wp = false;
+		for (uint64_t i = start; i < start + n; i++)
+			p->hot[i]--;
+	}
 	if (m->seq_window > around && n) {
 		/* sequential: have the next window read while this one is used */
 		pager_critical_note_readahead_locked(p, start + n, m->seq_window);
-		pager_readahead_locked(p, start + n, m->seq_window);
+		pager_readahead_locked(p, m, start + n, m->seq_window);
 		m->seq_next = start + n + m->seq_window;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -219,6 +230,15 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		return err;
 	}
 	pager_finish_run_locked(p, start, n, true);
+	if (m->wp && !wp) {	/* writable: no write will be seen */
+		for (uint64_t i = start; i < start + n; i++)
+			pager_dirty_note_locked(p, i);
+		p->dirty_hot += n;
+	}
+	/* touched: the page; its fault-around neighbours only came along,
+	 * but a sequential stream goes on through its whole window */
+	for (uint64_t i = seq ? start : pg; i < (seq ? start + n : pg + 1); i++)
+		p->state[i] |= PG_WS_CUR;
 	p->fault_pages += n;
 	return 0;
 }
@@ -250,7 +270,11 @@ static void handle_wp_fault(struct fault_ctx *fc, struct pager_mapper *m, uint64
 	if (found && p->track == PAGER_DIRTY_WP_SYNC) {
 		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
 			pthread_cond_wait(&p->state_cv, &p->lock);
-		p->dirty_scanned += pager_dirty_note_locked(p, pg);
+		if (pager_dirty_note_locked(p, pg)) {
+			p->dirty_scanned++;
+			p->hot[pg] = PAGER_HOT_CYCLES;
+		}
+		p->state[pg] |= PG_WS_CUR;	/* written: touched */
 		p->dirty_wp_faults++;
 	}
 	pthread_mutex_unlock(&p->lock);

@@ -47,8 +47,11 @@
 
 /* Page-state byte: the state in the low bits, working-set flags above. */
 #define PG_STATE_MASK	0x07u
-#define PG_WS_CUR	0x10u	/* faulted or prefetched in this cycle */
-#define PG_WS_PREV	0x20u	/* ... in the previous cycle: prefetch it */
+#define PG_BG		0x08u	/* restored in the background this cycle (into
+				 * the memfd, mapped by no one): touched once
+				 * a mapper maps it */
+#define PG_WS_CUR	0x10u	/* touched in this cycle (see enum pager_restore) */
+#define PG_WS_PREV	0x20u	/* ... in the previous cycle: the working set */
 #define PG_CRIT		0x40u	/* noted in the resume-critical set since the
 				 * last pager_resume_prepare */
 #define PG_WRITTEN	0x80u	/* seen written while IN_FLIGHT: not CLEAN */
@@ -123,6 +126,8 @@ struct pager {
 	pthread_mutex_t lock;
 	pthread_cond_t state_cv;	/* a page left IN_FLIGHT */
 	uint8_t *state;			/* npages state bytes */
+	uint8_t *hot;			/* npages: restores left writable
+					 * (PAGER_HOT_CYCLES); under lock */
 	uint64_t count[PAGE_STATES];
 	struct pager_mapper *mappers;
 	unsigned int nr_mappers;
@@ -145,10 +150,14 @@ struct pager {
 	bool prefetch_thread_started;
 	pthread_cond_t prefetch_cv;
 	bool prefetch_requested;
+	enum pager_restore prefetch_mode;	/* of the request: eager or
+						 * working-set */
 	bool prefetch_running;
 	bool prefetch_exit;
 	/* readahead for a sequential fault stream (fault thread -> prefetcher) */
 	uint64_t ra_start, ra_len;	/* pages; ra_len 0: none asked */
+	struct pager_mapper *ra_mapper;	/* whose fault stream asked (only
+					 * compared to the live mappers) */
 	atomic_bool prefetch_abort;
 
 	/* offload */
@@ -175,6 +184,12 @@ struct pager {
 	void (*resident_cb)(struct pager *p, void *arg);
 	void *resident_arg;
 	uint64_t resident_asked, resident_failed;	/* requests; failed ones */
+	/* restore after resume (under lock) */
+	enum pager_restore restore;	/* the VM's policy */
+	enum pager_restore next_restore;	/* this resume's (POLICY: the VM's) */
+	enum pager_restore last_restore;
+	bool cycle_override;		/* this cycle's resume overrode the policy */
+	uint64_t ws_pages, eager_pages, zero_copy_offloads;
 
 	/* errors for the loop thread (pager_report_error) */
 	int error_fd;			/* eventfd watched by the loop */
@@ -222,7 +237,7 @@ struct pager {
 	const char *track_reason;
 	bool detaching;			/* pager_free: unregister regardless */
 	uint64_t dirty_fallbacks, clean_punched, dirty_scanned, dirty_own;
-	uint64_t dirty_kept, store_written, dirty_wp_faults;
+	uint64_t dirty_kept, store_written, dirty_wp_faults, dirty_hot;
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -325,13 +340,18 @@ void pager_fault_thread_stop(struct pager *p);
 void pager_fault_kick(struct pager *p);
 
 /* pager_prefetch.c */
-/* Ask the prefetcher to read [pg, pg+n) ahead of a sequential fault
+/* Ask the prefetcher to read [pg, pg+n) ahead of @m's sequential fault
  * stream; call with p->lock held. */
-void pager_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
+void pager_readahead_locked(struct pager *p, struct pager_mapper *m, uint64_t pg,
+			    uint64_t n);
 int pager_prefetch_thread_start(struct pager *p);
 void pager_prefetch_thread_stop(struct pager *p);
 /* Abort a running prefetch and wait until it is idle. */
 void pager_prefetch_quiesce(struct pager *p);
+/* A cycle ends (an offload starts, its dirty scan done): pages restored in
+ * the background that a mapper maps now count as touched, and this cycle's
+ * touched pages become the working set.  Neither lock held. */
+void pager_ws_cycle_end(struct pager *p);
 
 
 /* pager_resident.c */

@@ -3,10 +3,14 @@
  * pager_offload.c - evict a paused VM's resident pages.
  *
  * Per region, the memfd's data extents are found with SEEK_DATA/SEEK_HOLE
- * (a hole is ZERO at no cost).  Each extent is read with pread in batches
- * of write_batch_bytes; in a batch, all-zero pages need no I/O and every
- * run of non-zero pages becomes one O_DIRECT write at its slot through
- * io_uring, write_queue_depth batches in flight.  When every write of a
+ * (a hole is ZERO at no cost).  Each extent goes in batches of
+ * write_batch_bytes, read zero-copy: the region's memfd range is mapped
+ * read-only and shared for the offload, a batch's claimed pages populated
+ * with MADV_POPULATE_READ (batch_read; pread into a buffer where the
+ * mapping fails, or with VMNAPD_OFFLOAD_COPY set).  In a batch, all-zero
+ * pages need no I/O and every run of non-zero pages becomes one O_DIRECT
+ * write at its slot through io_uring straight from the mapping,
+ * write_queue_depth batches in flight.  When every write of a
  * batch completed, the batch's pages are punched from the memfd (also
  * through io_uring: the punch runs in a kernel worker while this thread
  * reads the next batch) and then become OFFLOADED (or ZERO).  The first
@@ -33,6 +37,7 @@
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -58,7 +63,8 @@ struct write_req {
 };
 
 struct batch {
-	char *buf;
+	char *buf;		/* pread copy (no mapping of the memfd) */
+	char *src;		/* the pages' data: in the mapping, or buf */
 	struct pager_region *r;
 	uint64_t pg;		/* first page */
 	uint64_t n;		/* pages */
@@ -76,12 +82,15 @@ struct batch {
 struct offload {
 	struct pager *p;
 	struct io_uring ring;
+	char *map[PAGER_MAX_REGIONS];	/* read-only shared mapping of each
+					 * region's memfd range, or NULL */
 	struct batch *b;
 	unsigned int nb;
 	unsigned int busy;
 	uint64_t batch_pages;
 	uint64_t written;
 	uint64_t clean, kept;	/* pages punched with no I/O; kept (written) */
+	bool zero_copy;		/* a batch was written from a mapping */
 	bool track;		/* dirty tracking on at the start */
 	bool sync;		/* ... by write faults (wp_sync) */
 	int err;
@@ -305,7 +314,7 @@ static void reap_one(struct offload *o, struct io_uring_cqe *cqe)
 	}
 	if (res >= 0 && (uint32_t)res < w->len) {
 		/* short write: finish it synchronously to learn the errno */
-		res = store_write(&o->p->store, b->buf + w->buf_off + res,
+		res = store_write(&o->p->store, b->src + w->buf_off + res,
 				  w->len - (uint32_t)res, w->store_off + (uint64_t)res);
 	} else if (res > 0) {
 		res = 0;
@@ -376,6 +385,49 @@ static void batch_unclaim(struct pager *p, struct batch *b, uint64_t from)
 }
 
 /*
+ * The batch's claimed pages, [off, off+len) of its region's memfd, for
+ * classifying and writing: zero-copy, b->src points into the region's
+ * read-only mapping, each run of claimed pages populated by one
+ * MADV_POPULATE_READ (no fault per page); else a pread into b->buf.  Only
+ * claimed pages are touched: populating a page the memfd lacks allocates
+ * it, which for an OFFLOADED page (a hole) would hide its store copy from
+ * the faults.  Bytes available, or -errno.
+ */
+static ssize_t batch_read(struct offload *o, struct batch *b, uint64_t off, uint64_t len)
+{
+	char *map = o->map[b->r - o->p->regions];
+	ssize_t got;
+
+	b->src = map ? map + (off - b->r->memfd_off) : NULL;
+	for (uint64_t i = 0, n = len / PAGER_PAGE_SIZE; b->src && i < n;) {
+		uint64_t run = 0;
+
+		if (b->kind[i] != BP_WRITE) {	/* a CLEAN page is not read */
+			i++;
+			continue;
+		}
+		while (i + run < n && b->kind[i + run] == BP_WRITE)
+			run++;
+		/* EINVAL (before 5.14): each page faults in when read instead;
+		 * anything else: this batch is copied */
+		if (madvise(b->src + i * PAGER_PAGE_SIZE, run * PAGER_PAGE_SIZE,
+			    MADV_POPULATE_READ) < 0 && errno != EINVAL) {
+			log_debug(o->p->subject, "offload: MADV_POPULATE_READ: %s: pread",
+				  strerror(errno));
+			b->src = NULL;
+		}
+		i += run;
+	}
+	if (b->src) {
+		o->zero_copy = true;
+		return (ssize_t)len;
+	}
+	b->src = b->buf;
+	got = pread(b->r->memfd, b->buf, len, (off_t)off);
+	return got < 0 ? -errno : got;
+}
+
+/*
  * Claim [off, off+len) of region @r, read it, classify its pages, queue
  * the writes.  The claim comes first: a page read before it could be
  * discarded (FREE_REPORT, the VMM's REMOVE) or restored in between, and
@@ -418,12 +470,10 @@ static int batch_submit(struct offload *o, struct batch *b,
 	 * then made to the page faulted back in: never lost by the punch */
 	if (o->sync && pager_dirty_protect(p, b->pg, b->n))
 		o->sync = false;	/* fell back: no longer tracked */
-	got = pread(r->memfd, b->buf, len, (off_t)off);
+	got = batch_read(o, b, off, len);
 	if (got < 0) {
-		int err = -errno;
-
 		batch_unclaim(p, b, 0);
-		return err;
+		return (int)got;
 	}
 	len = (uint64_t)got & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
 	batch_unclaim(p, b, len / PAGER_PAGE_SIZE);	/* beyond a short read */
@@ -432,11 +482,11 @@ static int batch_submit(struct offload *o, struct batch *b,
 	b->n = len / PAGER_PAGE_SIZE;
 	for (uint64_t i = 0; i < b->n; i++)
 		if (b->kind[i] == BP_WRITE)
-			b->kind[i] = page_is_zero(b->buf + i * PAGER_PAGE_SIZE) ?
+			b->kind[i] = page_is_zero(b->src + i * PAGER_PAGE_SIZE) ?
 				     BP_ZERO : BP_WRITE;
 	for (uint64_t i = 0; i < b->n; i++)
 		if (b->kind[i] == BP_WRITE)
-			b->crc[i] = store_crc32c(0, b->buf + i * PAGER_PAGE_SIZE,
+			b->crc[i] = store_crc32c(0, b->src + i * PAGER_PAGE_SIZE,
 						 PAGER_PAGE_SIZE);
 	b->busy = true;
 	o->busy++;
@@ -462,7 +512,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 			.len = (uint32_t)(run * PAGER_PAGE_SIZE),
 			.store_off = pg_store_off(b->pg + i),
 		};
-		io_uring_prep_write(sqe, p->store.fd, b->buf + w->buf_off, w->len,
+		io_uring_prep_write(sqe, p->store.fd, b->src + w->buf_off, w->len,
 				    w->store_off);
 		io_uring_sqe_set_data(sqe, w);
 		b->pending++;
@@ -541,6 +591,44 @@ static int offload_region(struct offload *o, struct pager_region *r)
 	return 0;
 }
 
+/*
+ * Zero-copy: map each region's memfd range read-only and shared, for the
+ * offload's length.  The VM is paused and only claimed pages inside data
+ * extents are read (batch_read), so nothing is allocated through it; the
+ * punches unmap the pages from it as from every mapping.  Only a memfd
+ * sealed against shrinking (F_SEAL_SHRINK, as QEMU seals it): a VMM that
+ * truncated an unsealed one under the offload would make a read of the
+ * mapping a SIGBUS, where pread just comes back short.  A region that is
+ * not sealed or cannot be mapped is copied with pread.
+ */
+static void offload_map(struct offload *o)
+{
+	struct pager *p = o->p;
+
+	for (unsigned int i = 0; i < p->nr_regions; i++) {
+		struct pager_region *r = &p->regions[i];
+		void *m;
+		int seals;
+
+		if (r->memfd < 0 || getenv("VMNAPD_OFFLOAD_COPY"))
+			continue;
+		seals = fcntl(r->memfd, F_GET_SEALS);
+		if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+			log_debug(p->subject, "offload: region %u: memfd not sealed against "
+				  "shrinking: copied with pread", i);
+			continue;
+		}
+		m = mmap(NULL, r->size, PROT_READ, MAP_SHARED | MAP_NORESERVE, r->memfd,
+			 (off_t)r->memfd_off);
+		if (m == MAP_FAILED) {
+			log_warn(p->subject, "offload: cannot map region %u of the memfd (%s): "
+				 "copied with pread", i, strerror(errno));
+			continue;
+		}
+		o->map[i] = m;
+	}
+}
+
 static int offload_init(struct offload *o, struct pager *p)
 {
 	int err;
@@ -548,6 +636,7 @@ static int offload_init(struct offload *o, struct pager *p)
 	o->p = p;
 	o->batch_pages = p->cfg.write_batch_bytes / PAGER_PAGE_SIZE;
 	o->nb = p->cfg.write_queue_depth;
+	offload_map(o);
 	err = io_uring_queue_init(OFFLOAD_RING_ENTRIES, &o->ring, 0);
 	if (err)
 		return err;
@@ -582,6 +671,9 @@ static void offload_fini(struct offload *o)
 	}
 	if (o->ring.ring_fd > 0)
 		io_uring_queue_exit(&o->ring);
+	for (unsigned int i = 0; i < o->p->nr_regions; i++)
+		if (o->map[i])
+			munmap(o->map[i], o->p->regions[i].size);
 }
 
 /*
@@ -656,8 +748,11 @@ static int offload_scan(struct offload *o)
 		o->track = false;	/* fell back: every CLEAN page is RESIDENT */
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t pg = 0; pg < p->npages; pg++)
-		if (written[pg])
-			found += pager_dirty_note_locked(p, pg);
+		if (written[pg] && pager_dirty_note_locked(p, pg)) {
+			found++;
+			p->state[pg] |= PG_WS_CUR;	/* restored, then written */
+			p->hot[pg] = PAGER_HOT_CYCLES;
+		}
 	p->dirty_scanned += found;
 	pthread_mutex_unlock(&p->lock);
 	free(written);
@@ -677,6 +772,8 @@ void *pager_offload_main(void *arg)
 	err = offload_init(&o, p);
 	if (!err)
 		err = offload_scan(&o);
+	if (!err)
+		pager_ws_cycle_end(p);	/* after the scan: it saw the writes */
 	for (unsigned int i = 0; i < p->nr_regions && !err && !o.err && !o.cancelled; i++)
 		if (p->regions[i].memfd >= 0)
 			err = offload_region(&o, &p->regions[i]);
@@ -694,6 +791,7 @@ void *pager_offload_main(void *arg)
 	p->last_offload_written = o.written;
 	p->store_written += o.written;
 	p->clean_punched += o.clean;
+	p->zero_copy_offloads += o.zero_copy;
 	p->dirty_kept += o.kept;
 	if (err == -ECANCELED)
 		p->offload_cancels++;

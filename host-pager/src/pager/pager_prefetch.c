@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * pager_prefetch.c - working-set prefetch after resume.  The pages faulted
- * (or prefetched) in the previous cycle (PG_WS_PREV) that are still
- * offloaded stream back in the background, in guest-RAM order, read from
- * the store and written into the memfd.
+ * pager_prefetch.c - the background restore after resume (enum
+ * pager_restore) and the working set it uses.  Working-set mode: the pages
+ * touched in the previous cycle (PG_WS_PREV) that are still offloaded
+ * stream back in the background, in guest-RAM order, read from the store
+ * and written into the memfd; eager mode: every offloaded page does.
  *
  * Faults first (as CRIU's lazy pages): while the fault thread serves a
  * batch the prefetcher waits; the transfer size starts at
@@ -16,10 +17,13 @@
  * before the working set: a mapper is about to wait for it.
  */
 #include <errno.h>
+#include <linux/userfaultfd.h>
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "loop.h"
@@ -43,7 +47,9 @@ static bool should_stop(struct pager *p)
 struct pf_slot {
 	void *buf;		/* prefetch_max_bytes, O_DIRECT-aligned */
 	uint64_t pg, n;
+	struct pager_mapper *ra;	/* readahead for this mapper's stream */
 	bool busy;
+	bool eager;		/* an eager restore's run (not readahead) */
 };
 
 struct pf {
@@ -54,18 +60,98 @@ struct pf {
 	uint64_t done;
 };
 
+/*
+ * Readahead of write-hot pages (PAGER_HOT_CYCLES) for mapper @m's
+ * sequential stream: copied into @m's mapping writable (UFFDIO_COPY), so
+ * that its writes take no fault at all - a page written into the memfd is
+ * mapped by the access, read-only in a write-protect-registered mapping
+ * until its first write faults.  The pages become RESIDENT (written again
+ * by the next offload) and count as touched, as the stream's windows do.
+ * Only while @m lives, its range is mapped whole and no offload runs;
+ * else (or for what the copy did not place) the caller writes the memfd.
+ * Bytes copied.  Neither lock held; the run is claimed.
+ */
+static uint64_t ra_copy_hot(struct pager *p, struct pager_mapper *m, uint64_t pg,
+			    uint64_t n, const char *buf)
+{
+	struct pager_region *r = pg_region(p, pg);
+	uint64_t done = 0, len = n * PAGER_PAGE_SIZE, host = 0;
+	unsigned int ri = (unsigned int)(r - p->regions);
+	bool ok;
+
+	pthread_mutex_lock(&p->reg_lock);	/* @m is not freed meanwhile */
+	pthread_mutex_lock(&p->lock);
+	ok = pager_tracking_locked(p) && !p->offloading;
+	for (uint64_t i = pg; ok && i < pg + n; i++)
+		ok = p->hot[i] > 0;
+	if (ok) {
+		struct pager_mapper *x = p->mappers;
+		uint64_t off = (pg - r->first_page) * PAGER_PAGE_SIZE;
+
+		while (x && x != m)
+			x = x->next;
+		ok = x && !m->dead && m->registered && m->wp && m->host_addr[ri] &&
+		     off >= m->map_lo[ri] && off + len <= m->map_hi[ri];
+		host = ok ? m->host_addr[ri] + off : 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+	for (int tries = 0; ok && done < len && tries < 100;) {
+		struct uffdio_copy c = {
+			.dst = host + done, .src = (uint64_t)(uintptr_t)(buf + done),
+			.len = len - done,
+		};
+
+		if (ioctl(m->uffd, UFFDIO_COPY, &c) == 0) {
+			done = len;
+			break;
+		}
+		if (c.copy > 0)
+			done += (uint64_t)c.copy;
+		if (errno != EAGAIN)
+			break;
+		tries++;
+	}
+	pthread_mutex_unlock(&p->reg_lock);
+	return done & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+}
+
 /* A read completed: put its pages into the memfd (or back to OFFLOADED). */
 static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 {
 	struct pf_slot *s = io_uring_cqe_get_data(cqe);
+	struct pager *p = f->p;
 	size_t len = s->n * PAGER_PAGE_SIZE;
 	int err = cqe->res < 0 ? cqe->res : (size_t)cqe->res != len ? -EIO : 0;
+	uint64_t copied = 0;
 
 	if (!err)
-		err = store_verify(&f->p->store, s->buf, s->pg, s->n);
-	if (!pager_install_run(f->p, s->pg, s->n, s->buf, err)) {
+		err = store_verify(&p->store, s->buf, s->pg, s->n);
+	if (!err && s->ra)
+		copied = ra_copy_hot(p, s->ra, s->pg, s->n, s->buf) / PAGER_PAGE_SIZE;
+	if (copied) {
+		/* the copied pages are in place, writable: RESIDENT at once;
+		 * the rest through the memfd (the copy stopped short) */
+		pthread_mutex_lock(&p->lock);
+		pager_finish_run_locked(p, s->pg, copied, true);
+		for (uint64_t i = s->pg; i < s->pg + copied; i++) {
+			p->hot[i]--;
+			pager_dirty_note_locked(p, i);
+			p->state[i] |= PG_WS_CUR;
+		}
+		p->dirty_hot += copied;
+		p->prefetch_pages += copied;
+		pthread_mutex_unlock(&p->lock);
+		f->done += copied;
+		s->pg += copied;
+		s->n -= copied;
+		memmove(s->buf, (char *)s->buf + copied * PAGER_PAGE_SIZE,
+			s->n * PAGER_PAGE_SIZE);
+	}
+	if (s->n && !pager_install_run(p, s->pg, s->n, s->buf, err)) {
 		pthread_mutex_lock(&f->p->lock);
 		f->p->prefetch_pages += s->n;
+		if (s->eager)
+			f->p->eager_pages += s->n;
 		pthread_mutex_unlock(&f->p->lock);
 		f->done += s->n;
 	}
@@ -91,17 +177,21 @@ static void pf_reap(struct pf *f, bool wait)
  * flight, write each into the memfd as it completes.  No new read while a
  * fault batch is being served.
  */
-void pager_readahead_locked(struct pager *p, uint64_t pg, uint64_t n)
+void pager_readahead_locked(struct pager *p, struct pager_mapper *m, uint64_t pg,
+			    uint64_t n)
 {
 	p->ra_start = pg;
 	p->ra_len = n;
+	p->ra_mapper = m;
 	pthread_cond_broadcast(&p->prefetch_cv);
 }
 
-/* Claim the next run to read: readahead first, then the working set from
- * *@ws_pg (0 when the working set is done or not asked for). */
-static uint64_t next_run(struct pager *p, bool ws, uint64_t *ws_pg, uint64_t chunk,
-			 uint64_t *pg_out, bool *ws_done)
+/* Claim the next run to read: readahead first, then the offloaded pages
+ * with @flags (PG_WS_PREV: the working set; 0: every one) from *@ws_pg (0
+ * when they are done or not asked for). */
+static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_pg,
+			 uint64_t chunk, uint64_t *pg_out, bool *ws_done,
+			 struct pager_mapper **ra_m)
 {
 	uint64_t n = 0, pg;
 
@@ -121,6 +211,7 @@ static uint64_t next_run(struct pager *p, bool ws, uint64_t *ws_pg, uint64_t chu
 			 * moved) before the pages reach the memfd */
 			pager_critical_note_locked(p, pg, n);
 			*pg_out = pg;
+			*ra_m = p->ra_mapper;
 			pthread_mutex_unlock(&p->lock);
 			return n;
 		}
@@ -128,9 +219,9 @@ static uint64_t next_run(struct pager *p, bool ws, uint64_t *ws_pg, uint64_t chu
 	if (ws && !*ws_done && !atomic_load(&p->faults_active)) {
 		pg = *ws_pg;
 		while (pg < p->npages &&
-		       !(pg_state(p, pg) == PAGE_OFFLOADED && (p->state[pg] & PG_WS_PREV)))
+		       !(pg_state(p, pg) == PAGE_OFFLOADED && (p->state[pg] & flags) == flags))
 			pg++;
-		n = pg < p->npages ? pager_claim_run_locked(p, pg, chunk, PG_WS_PREV) : 0;
+		n = pg < p->npages ? pager_claim_run_locked(p, pg, chunk, flags) : 0;
 		if (!n)
 			*ws_done = true;
 		*ws_pg = pg + n;
@@ -146,8 +237,10 @@ static uint64_t next_run(struct pager *p, bool ws, uint64_t *ws_pg, uint64_t chu
  * PREFETCH_QUEUE_DEPTH reads in flight, write each into the memfd as it
  * completes.  No new working-set read while a fault batch is served.
  */
-static void prefetch_run(struct pf *f, bool ws)
+static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 {
+	bool eager = mode == PAGER_RESTORE_EAGER;
+	uint8_t flags = eager ? 0 : PG_WS_PREV;
 	struct pager *p = f->p;
 	uint64_t min_pages = p->cfg.prefetch_min_bytes / PAGER_PAGE_SIZE;
 	uint64_t max_pages = p->cfg.prefetch_max_bytes / PAGER_PAGE_SIZE;
@@ -159,6 +252,7 @@ static void prefetch_run(struct pf *f, bool ws)
 	for (;;) {
 		struct io_uring_sqe *sqe;
 		struct pf_slot *s = NULL;
+		struct pager_mapper *ra_m = NULL;
 		uint64_t n, pg = 0;
 		bool ra_pending;
 
@@ -186,7 +280,7 @@ static void prefetch_run(struct pf *f, bool ws)
 		for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !s; i++)
 			if (!f->slot[i].busy)
 				s = &f->slot[i];
-		n = next_run(p, ws, &ws_pg, chunk, &pg, &ws_done);
+		n = next_run(p, ws, flags, &ws_pg, chunk, &pg, &ws_done, &ra_m);
 		if (!n)
 			continue;
 		if (!ra_pending)
@@ -194,6 +288,8 @@ static void prefetch_run(struct pf *f, bool ws)
 		s->pg = pg;
 		s->n = n;
 		s->busy = true;
+		s->eager = eager && !ra_pending;
+		s->ra = ra_pending ? ra_m : NULL;
 		sqe = io_uring_get_sqe(&f->ring);
 		io_uring_prep_read(sqe, p->store.fd, s->buf, (unsigned int)(n * PAGER_PAGE_SIZE),
 				   pg_store_off(pg));
@@ -205,8 +301,8 @@ static void prefetch_run(struct pf *f, bool ws)
 			chunk = chunk * 2 < max_pages ? chunk * 2 : max_pages;
 	}
 	if (ws_pages)
-		log_info(p->subject, "prefetch: %llu working-set page(s) in %llu ms",
-			 (unsigned long long)ws_pages,
+		log_info(p->subject, "prefetch: %llu %s page(s) in %llu ms",
+			 (unsigned long long)ws_pages, eager ? "offloaded (eager)" : "working-set",
 			 (unsigned long long)((now_ns() - t0) / 1000000));
 }
 
@@ -227,6 +323,7 @@ static void *prefetch_main(void *arg)
 	}
 	pthread_mutex_lock(&p->lock);
 	while (!p->prefetch_exit) {
+		enum pager_restore mode;
 		bool ws;
 
 		if (!p->prefetch_requested && !p->ra_len) {
@@ -234,10 +331,11 @@ static void *prefetch_main(void *arg)
 			continue;
 		}
 		ws = p->prefetch_requested;
+		mode = p->prefetch_mode;
 		p->prefetch_requested = false;
 		p->prefetch_running = true;
 		pthread_mutex_unlock(&p->lock);
-		prefetch_run(&f, ws);
+		prefetch_run(&f, ws, mode);
 		pager_maybe_unregister(p);
 		pthread_mutex_lock(&p->lock);
 		p->prefetch_running = false;
@@ -279,4 +377,102 @@ void pager_prefetch_thread_stop(struct pager *p)
 	pthread_mutex_unlock(&p->lock);
 	pthread_join(p->prefetch_thread, NULL);
 	p->prefetch_thread_started = false;
+}
+
+/* Pagemap entries read per pread (8 bytes each). */
+#define PM_CHUNK	4096
+#define PM_PRESENT	(1ull << 63)
+
+/* One mapper's live range of a region: pagemap fd, first address, pages. */
+struct pm_range {
+	int fd;
+	uint64_t addr, pg, n;
+};
+
+/*
+ * Pages restored in the background (PG_BG) that some mapper maps now were
+ * accessed after the restore (writing the memfd maps nothing): touched.
+ * Read from each mapper's /proc/PID/pagemap (bit 63: present); a mapper
+ * whose pagemap cannot be read just shows nothing (its accesses then count
+ * only as faults and writes).
+ */
+static void note_present(struct pager *p)
+{
+	struct pm_range *rg;
+	unsigned int nr = 0, max = PAGER_MAX_MAPPERS * PAGER_MAX_REGIONS;
+	uint64_t *ent;
+
+	rg = malloc(max * sizeof(*rg));
+	ent = malloc(PM_CHUNK * sizeof(*ent));
+	if (!rg || !ent)
+		goto out;
+	/* reg_lock: no mapper is freed (its pagemap fd closed) meanwhile */
+	pthread_mutex_lock(&p->reg_lock);
+	pthread_mutex_lock(&p->lock);
+	for (struct pager_mapper *m = p->mappers; m && nr < max; m = m->next) {
+		if (m->dead || m->pagemap_fd < 0)
+			continue;
+		for (unsigned int i = 0; i < p->nr_regions && nr < max; i++) {
+			const struct pager_region *r = &p->regions[i];
+
+			if (!m->host_addr[i] || m->map_hi[i] <= m->map_lo[i])
+				continue;
+			rg[nr++] = (struct pm_range){
+				.fd = m->pagemap_fd,
+				.addr = m->host_addr[i] + m->map_lo[i],
+				.pg = r->first_page + m->map_lo[i] / PAGER_PAGE_SIZE,
+				.n = (m->map_hi[i] - m->map_lo[i]) / PAGER_PAGE_SIZE,
+			};
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < nr; i++) {
+		for (uint64_t k = 0; k < rg[i].n;) {
+			uint64_t want = rg[i].n - k < PM_CHUNK ? rg[i].n - k : PM_CHUNK;
+			off_t at = (off_t)((rg[i].addr / PAGER_PAGE_SIZE + k) * sizeof(*ent));
+			ssize_t got = pread(rg[i].fd, ent, want * sizeof(*ent), at);
+
+			if (got <= 0)
+				break;
+			want = (uint64_t)got / sizeof(*ent);
+			pthread_mutex_lock(&p->lock);
+			for (uint64_t j = 0; j < want; j++) {
+				uint64_t pg = rg[i].pg + k + j;
+
+				if ((ent[j] & PM_PRESENT) && (p->state[pg] & PG_BG))
+					p->state[pg] |= PG_WS_CUR;
+			}
+			pthread_mutex_unlock(&p->lock);
+			k += want;
+		}
+	}
+	pthread_mutex_unlock(&p->reg_lock);
+out:
+	free(rg);
+	free(ent);
+}
+
+void pager_ws_cycle_end(struct pager *p)
+{
+	uint64_t ws = 0;
+	bool keep;
+
+	note_present(p);
+	pthread_mutex_lock(&p->lock);
+	/* a cycle whose resume overrode the policy (a guest timer's) adds
+	 * what it touched; a normal one replaces the working set */
+	keep = p->cycle_override;
+	p->cycle_override = false;
+	for (uint64_t pg = 0; pg < p->npages; pg++) {
+		uint8_t s = p->state[pg];
+		bool in = (s & PG_WS_CUR) || (keep && (s & PG_WS_PREV));
+
+		p->state[pg] = (uint8_t)((s & ~(PG_WS_CUR | PG_WS_PREV | PG_BG)) |
+					 (in ? PG_WS_PREV : 0));
+		ws += in;
+	}
+	p->ws_pages = ws;
+	pthread_mutex_unlock(&p->lock);
+	log_debug(p->subject, "working set: %llu page(s) touched in the last cycle%s",
+		  (unsigned long long)ws, keep ? " (added: an overridden resume)" : "");
 }

@@ -40,6 +40,7 @@ void config_default(struct vmnapd_settings *s)
 	coord_config_default(&s->coord);
 	s->pressure_enabled = true;
 	pressure_config_default(&s->pressure);
+	s->restore = PAGER_RESTORE_WORKING_SET;
 }
 
 void config_free(struct vmnapd_settings *s)
@@ -306,6 +307,18 @@ out:
 	return ret;
 }
 
+int config_restore_from_json(const json_t *v, int *out, char *err, size_t n)
+{
+	enum pager_restore how;
+
+	if (!json_is_string(v) || pager_restore_parse(json_string_value(v), &how)) {
+		snprintf(err, n, "restore: want \"eager\", \"working-set\" or \"lazy\"");
+		return -EINVAL;
+	}
+	*out = how;
+	return 0;
+}
+
 int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n)
 {
 	json_error_t jerr;
@@ -343,6 +356,8 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 			ret = config_coord_from_json(v, &s->coord, err, n);
 		else if (!strcmp(key, "pressure"))
 			ret = config_pressure_from_json(v, s, err, n);
+		else if (!strcmp(key, "restore"))
+			ret = config_restore_from_json(v, &s->restore, err, n);
 		else if (key[0] == '_')
 			ret = 0;	/* "_comment" and friends */
 		else {

@@ -51,6 +51,7 @@ struct vmnapd_settings {
 	uint32_t api_max_conns;
 	uint32_t api_conn_timeout_s;
 	struct coord_config coord;
+	int restore;			/* enum pager_restore: a VM's default */
 	/* memory pressure: on when a cgroup is given and enabled */
 	char *pressure_cgroup;		/* NULL: none */
 	bool pressure_enabled;		/* true */
@@ -66,6 +67,8 @@ void config_free(struct vmnapd_settings *s);
 int config_coord_from_json(const json_t *obj, struct coord_config *cfg,
 			   char *err, size_t errlen);
 json_t *config_coord_to_json(const struct coord_config *cfg);
+/* A "restore" value (enum pager_restore) into *@out; -EINVAL with @err. */
+int config_restore_from_json(const json_t *v, int *out, char *err, size_t errlen);
 /* Apply a "pressure" object onto @s; -EINVAL with @err. */
 int config_pressure_from_json(const json_t *obj, struct vmnapd_settings *s,
 			      char *err, size_t errlen);

@@ -68,6 +68,7 @@ struct vm *vm_new(struct vmnapd *d, const char *name)
 		return NULL;
 	}
 	vm->d = d;
+	vm->restore = -1;
 	vm->id = ++d->next_vm_id;
 	snprintf(vm->name, sizeof(vm->name), "%s", name);
 	snprintf(vm->subject, sizeof(vm->subject), "vm %s", name);
@@ -96,9 +97,12 @@ static int pager_attached(struct vm *vm, int err)
 int vm_pager_attach(struct vm *vm, const struct pager_config *cfg,
 		    const struct pager_region_desc *rd, unsigned int nr)
 {
+	struct pager_config c = *cfg;
+
 	if (vm->pager)
 		return -EEXIST;
-	return pager_attached(vm, pager_new(vm->d->loop, vm->subject, vm->name, cfg, rd,
+	c.restore = vm_restore(vm);
+	return pager_attached(vm, pager_new(vm->d->loop, vm->subject, vm->name, &c, rd,
 					    nr, vm, &vm->pager));
 }
 
@@ -106,10 +110,13 @@ int vm_pager_adopt(struct vm *vm, const struct pager_config *cfg,
 		   const struct pager_region_desc *rd, unsigned int nr,
 		   const char *store_id)
 {
+	struct pager_config c = *cfg;
+
 	if (vm->pager)
 		return -EEXIST;
+	c.restore = vm_restore(vm);
 	return pager_attached(vm, pager_new_from_store(vm->d->loop, vm->subject, vm->name,
-						       cfg, rd, nr, store_id, vm,
+						       &c, rd, nr, store_id, vm,
 						       &vm->pager));
 }
 

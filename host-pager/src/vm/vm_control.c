@@ -842,6 +842,23 @@ static void rejection_json(const char *reason, uint64_t n, void *arg)
 	json_object_set_new(arg, reason, json_integer((json_int_t)n));
 }
 
+int vm_restore(const struct vm *vm)
+{
+	if (vm->restore >= 0)
+		return vm->restore;
+	return vm->d->settings ? vm->d->settings->restore : PAGER_RESTORE_WORKING_SET;
+}
+
+int vm_set_restore(struct vm *vm, int how)
+{
+	if (how < -1 || how >= PAGER_RESTORES)
+		return -EINVAL;
+	vm->restore = how;
+	if (vm->pager)
+		pager_set_restore(vm->pager, (enum pager_restore)vm_restore(vm));
+	return 0;
+}
+
 json_t *vm_control_json(struct vm *vm)
 {
 	json_t *o = json_pack("{s:s,s:I}", "name", vm->name, "id", (json_int_t)vm->id);
@@ -876,6 +893,8 @@ json_t *vm_control_json(struct vm *vm)
 		json_object_set_new(o, "state", json_string("LOST"));
 		json_object_set_new(o, "error", json_string(vm->lost_error));
 	}
+	json_object_set_new(o, "restore",
+			    json_string(pager_restore_name((enum pager_restore)vm_restore(vm))));
 	if (vm->pause) {
 		const char *why = vm_control_clock_refusal(vm->pause);
 

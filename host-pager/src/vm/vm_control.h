@@ -93,4 +93,9 @@ uint64_t vm_control_events_suppressed(struct vm *vm);
 /* Everything the API shows for a VM. */
 json_t *vm_control_json(struct vm *vm);
 
+/* The VM's restore policy (enum pager_restore): its own or the daemon's. */
+int vm_restore(const struct vm *vm);
+/* Set it (-1: the daemon's default), for its pager too.  -EINVAL. */
+int vm_set_restore(struct vm *vm, int how);
+
 #endif

@@ -62,6 +62,7 @@ struct vm {
 	 * and killed the VMM; kept after the pager is gone.  0: not lost */
 	int lost_err;
 	char lost_error[160];	/* what the API says */
+	int restore;		/* enum pager_restore; -1: the daemon's default */
 };
 
 struct vmnapd {

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_restore.c - what comes back after a resume (enum pager_restore),
+ * with the mock VMM (mockvmm.h), every page data:
+ *
+ *   eager  every offloaded page streams back with no touch and no fault,
+ *          twice (two cycles), contents exact
+ *   lazy   nothing comes back unprompted (no background restore, no
+ *          pre-resume restore of the resume-critical set): only the pages
+ *          touched, by faults
+ *   ws     the working set is the pages touched in the last cycle: pages
+ *          prefetched back but not touched leave it (it shrinks to 0); a
+ *          resume overridden to lazy (a guest timer's, pager_resume_restore)
+ *          restores nothing and adds what it touched to the working set
+ *   hot    pages written after their restore come back writable (write-
+ *          hot): the second cycle's writes take no fault, the next offload
+ *          writes those pages, and the writes are kept
+ *
+ * Touches read every 4th page with fault-around 1, so no fault is taken
+ * for sequential and each touched page is one fault (or, once restored in
+ * the background, one mapping).  TAP.
+ *
+ *   pager_restore eager|lazy|ws|hot [MiB]	(default 16)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mockvmm.h"
+#include "pager.h"
+
+#define STRIDE		4
+#define RESTORE_WAIT_POLLS	3000	/* 10 ms each: a hang guard, not a speed limit */
+#define LAZY_WATCH_MS	300	/* how long nothing must come back */
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+struct restore_call {
+	enum pager_restore how;
+	int prepared;
+};
+
+static void set_restore_cb(struct harness *h, void *arg)
+{
+	pager_set_restore(the_pager(h), ((struct restore_call *)arg)->how);
+	pager_set_fault_around(the_pager(h), 1);
+}
+
+/* A resume as the coordinator does it: how, critical set, VM runs. */
+static void resume_cb(struct harness *h, void *arg)
+{
+	struct restore_call *c = arg;
+
+	pager_resume_restore(the_pager(h), c->how);
+	c->prepared = pager_resume_prepare(the_pager(h));
+	pager_resumed(the_pager(h));
+}
+
+static void delivered_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_resume_delivered(the_pager(h));
+}
+
+/* A resume delivered at once (no fault recorded in the critical set). */
+static void resume(struct harness *h, enum pager_restore how)
+{
+	struct restore_call c = { .how = how };
+
+	on_loop(h, resume_cb, &c);
+	on_loop(h, delivered_cb, NULL);
+}
+
+/* Stats once at most @left pages are offloaded (the background restore -
+ * prefetch, or the pre-resume restore of the critical set - brought the
+ * rest) and nothing is in flight. */
+static struct pager_stats wait_restored(struct harness *h, uint64_t left)
+{
+	struct pager_stats st = stats(h, NULL);
+
+	for (int i = 0; i < RESTORE_WAIT_POLLS && (st.pages[PAGE_OFFLOADED] > left ||
+					   st.pages[PAGE_IN_FLIGHT]); i++) {
+		nap_ms(10);
+		st = stats(h, NULL);
+	}
+	return st;
+}
+
+static bool touch(struct harness *h, uint64_t lo, uint64_t hi)
+{
+	char ans[LINE_MAX_LEN];
+
+	vmm_cmd(h, ans, "touch %llu %llu %u", (unsigned long long)lo,
+		(unsigned long long)hi, STRIDE);
+	return !strncmp(ans, "ok", 2);
+}
+
+static bool verify_all(struct harness *h, const char *what)
+{
+	char ans[LINE_MAX_LEN];
+
+	vmm_cmd(h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "%s: every page as filled (%s)", what, ans);
+	return !strcmp(ans, "ok");
+}
+
+static int start(struct harness *h, const char *self, uint64_t mib, enum pager_restore how)
+{
+	struct restore_call c = { .how = how };
+	char ans[LINE_MAX_LEN];
+
+	g_all_data = true;
+	setenv("PAGER_ALL_DATA", "1", 1);	/* the VMM child fills all pages */
+	if (harness_start(h, NULL) || vmm_spawn(h, self, mib, 1)) {
+		tap_bail("harness setup failed");
+		return -1;
+	}
+	read_line(h->from_vmm, ans, sizeof(ans));
+	if (strcmp(ans, "ready")) {
+		tap_bail("mock VMM not ready (%s)", ans);
+		return -1;
+	}
+	tap(1, "mock VMM ready");
+	on_loop(h, set_restore_cb, &c);
+	tap(stats(h, NULL).restore == how, "restore policy %s", pager_restore_name(how));
+	return 0;
+}
+
+static int mode_eager(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE;
+	struct pager_stats st, st0;
+
+	if (start(&h, self, mib, PAGER_RESTORE_EAGER))
+		return 1;
+	for (int cycle = 1; cycle <= 2; cycle++) {
+		int err = offload(&h);
+
+		st0 = stats(&h, NULL);
+		tap(!err && st0.pages[PAGE_OFFLOADED] == npages, "cycle %d: offload: %llu of "
+		    "%llu pages out", cycle, (unsigned long long)st0.pages[PAGE_OFFLOADED],
+		    (unsigned long long)npages);
+		resume(&h, PAGER_RESTORE_POLICY);
+		st = wait_restored(&h, 0);
+		tap(st.pages[PAGE_OFFLOADED] == 0 && st.faults == st0.faults &&
+		    st.eager_pages - st0.eager_pages == npages &&
+		    st.last_restore == PAGER_RESTORE_EAGER,
+		    "cycle %d: eager restore brought all %llu pages back with no fault "
+		    "(%llu offloaded, %llu faults, %llu eager pages)", cycle,
+		    (unsigned long long)npages, (unsigned long long)st.pages[PAGE_OFFLOADED],
+		    (unsigned long long)(st.faults - st0.faults),
+		    (unsigned long long)(st.eager_pages - st0.eager_pages));
+		verify_all(&h, "after the eager restore");
+	}
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+static int mode_lazy(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE, touched = npages / 4 / STRIDE;
+	struct restore_call c = { .how = PAGER_RESTORE_POLICY };
+	struct pager_stats st, st0;
+	int err;
+
+	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
+		return 1;
+	err = offload(&h);
+	on_loop(&h, resume_cb, &c);
+	/* faults while the resume is delivered: the resume-critical set */
+	tap(!err && touch(&h, 0, npages / 4), "offload, resume, %llu pages touched",
+	    (unsigned long long)touched);
+	on_loop(&h, delivered_cb, NULL);
+	st = stats(&h, NULL);
+	tap(st.pages[PAGE_OFFLOADED] == npages - touched && st.prefetch_pages == 0,
+	    "only the touched pages came back (%llu offloaded, %llu prefetched)",
+	    (unsigned long long)st.pages[PAGE_OFFLOADED], (unsigned long long)st.prefetch_pages);
+	err = offload(&h);
+	st0 = stats(&h, NULL);
+	tap(!err && st0.working_set_pages == touched && st0.critical_set_pages > 0,
+	    "offload: working set %llu pages, critical set %llu pages",
+	    (unsigned long long)st0.working_set_pages,
+	    (unsigned long long)st0.critical_set_pages);
+	on_loop(&h, resume_cb, &c);
+	nap_ms(LAZY_WATCH_MS);
+	st = stats(&h, NULL);
+	tap(c.prepared == 0 && st.critical_restored_pages == st0.critical_restored_pages &&
+	    st.prefetch_pages == st0.prefetch_pages && st.pages[PAGE_OFFLOADED] == npages &&
+	    st.last_restore == PAGER_RESTORE_LAZY,
+	    "lazy resume: nothing restored unprompted (%d critical, %llu prefetched, "
+	    "%llu of %llu offloaded)", c.prepared,
+	    (unsigned long long)(st.prefetch_pages - st0.prefetch_pages),
+	    (unsigned long long)st.pages[PAGE_OFFLOADED], (unsigned long long)npages);
+	on_loop(&h, delivered_cb, NULL);
+	verify_all(&h, "by faults");
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+static int mode_ws(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE;
+	uint64_t a = npages / 2 / STRIDE, b = npages / 4 / STRIDE, t = 16;
+	struct pager_stats st, st0;
+	int err;
+
+	if (start(&h, self, mib, PAGER_RESTORE_WORKING_SET))
+		return 1;
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.working_set_pages == 0, "offload 1: working set %llu pages (nothing "
+	    "touched since an offload yet)", (unsigned long long)st.working_set_pages);
+	resume(&h, PAGER_RESTORE_POLICY);
+	tap(touch(&h, 0, npages / 2), "%llu pages touched by faults", (unsigned long long)a);
+	err = offload(&h);
+	st0 = stats(&h, NULL);
+	tap(!err && st0.working_set_pages == a, "offload 2: working set %llu pages (want %llu)",
+	    (unsigned long long)st0.working_set_pages, (unsigned long long)a);
+
+	resume(&h, PAGER_RESTORE_POLICY);
+	st = wait_restored(&h, npages - a);
+	tap(st.pages[PAGE_OFFLOADED] == npages - a, "the working set came back (%llu pages "
+	    "offloaded)", (unsigned long long)st.pages[PAGE_OFFLOADED]);
+	tap(touch(&h, 0, npages / 4), "%llu of them touched again", (unsigned long long)b);
+	st = stats(&h, NULL);
+	tap(st.faults == st0.faults, "... with no fault (%llu)",
+	    (unsigned long long)(st.faults - st0.faults));
+	err = offload(&h);
+	st0 = stats(&h, NULL);
+	tap(!err && st0.working_set_pages == b, "offload 3: the working set shrank to the "
+	    "%llu pages touched (%llu)", (unsigned long long)b,
+	    (unsigned long long)st0.working_set_pages);
+
+	/* a guest timer's resume: lazy, and it adds to the working set */
+	resume(&h, PAGER_RESTORE_LAZY);
+	nap_ms(LAZY_WATCH_MS);
+	st = stats(&h, NULL);
+	tap(st.prefetch_pages == st0.prefetch_pages && st.last_restore == PAGER_RESTORE_LAZY,
+	    "timer resume (lazy): nothing prefetched (%llu)",
+	    (unsigned long long)(st.prefetch_pages - st0.prefetch_pages));
+	tap(touch(&h, npages / 2, npages / 2 + t * STRIDE), "the timer touches %llu pages",
+	    (unsigned long long)t);
+	err = offload(&h);
+	st0 = stats(&h, NULL);
+	tap(!err && st0.working_set_pages == b + t, "offload 4: working set %llu pages "
+	    "(the data set %llu + the timer's %llu)", (unsigned long long)st0.working_set_pages,
+	    (unsigned long long)b, (unsigned long long)t);
+
+	resume(&h, PAGER_RESTORE_POLICY);
+	st = wait_restored(&h, npages - b - t);
+	tap(st.pages[PAGE_OFFLOADED] == npages - b - t && st.last_restore ==
+	    PAGER_RESTORE_WORKING_SET, "data resume: the %llu pages came back (%llu "
+	    "offloaded), none touched", (unsigned long long)(b + t),
+	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.working_set_pages == 0, "offload 5: working set %llu pages: "
+	    "prefetched but untouched pages do not count", (unsigned long long)st.working_set_pages);
+	resume(&h, PAGER_RESTORE_POLICY);
+	verify_all(&h, "after five cycles");
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+/* The write loop's faults (one word written per page). */
+static long writeloop(struct harness *h)
+{
+	char ans[LINE_MAX_LEN];
+	unsigned long long ns;
+	long flt = -1;
+
+	vmm_cmd(h, ans, "writeloop 1");
+	return sscanf(ans, "ok %llu %ld", &ns, &flt) == 2 ? flt : -1;
+}
+
+static int mode_hot(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE;
+	struct pager_stats st;
+	char ans[LINE_MAX_LEN];
+	long flt;
+	int err;
+
+	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
+		return 1;
+	err = offload(&h);
+	st = stats(&h, NULL);
+	if (st.dirty_tracking != PAGER_DIRTY_WP_ASYNC) {
+		tap_skip("write-hot checks", "no wp_async dirty tracking here: %s",
+			 pager_dirty_tracking_name(st.dirty_tracking));
+		vmm_quit(&h);
+		return harness_finish(&h);
+	}
+	vmm_cmd(&h, ans, "touchall");
+	tap(!err && !strncmp(ans, "ok", 2), "offload, every page read back by faults");
+	flt = writeloop(&h);
+	tap(flt == (long)npages, "cycle 1: each page's first write faults (%ld faults)", flt);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.dirty_scanned_pages >= npages, "offload: %llu pages seen written",
+	    (unsigned long long)st.dirty_scanned_pages);
+	vmm_cmd(&h, ans, "touchall");
+	tap(!strncmp(ans, "ok", 2), "every page read back");
+	flt = writeloop(&h);
+	st = stats(&h, NULL);
+	tap(flt == 0 && st.dirty_hot_pages == npages, "cycle 2: written again with no fault "
+	    "(%ld faults; %llu pages came back write-hot)", flt,
+	    (unsigned long long)st.dirty_hot_pages);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.last_offload_written == npages * PAGE, "the next offload writes them "
+	    "all (%llu bytes)", (unsigned long long)st.last_offload_written);
+	vmm_cmd(&h, ans, "read %llu", (unsigned long long)(npages - 1));
+	tap(strtoull(ans + 6, NULL, 16) == npages - 1, "the last write came back (%s)", ans);
+	vmm_cmd(&h, ans, "read 5");
+	tap(!strcmp(ans, "value 0x5"), "... for page 5 too (%s)", ans);
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+static const struct {
+	const char *name;
+	int (*run)(const char *self, uint64_t mib);
+} modes[] = {
+	{ "eager", mode_eager },
+	{ "lazy", mode_lazy },
+	{ "ws", mode_ws },
+	{ "hot", mode_hot },
+};
+
+int main(int argc, char **argv)
+{
+	if (mockvmm_init(argc, argv))
+		return 0;
+	for (size_t i = 0; argc > 1 && i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (!strcmp(argv[1], modes[i].name))
+			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
+	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot [MiB]\n");
+	return 2;
+}
