@@ -80,11 +80,58 @@ def _():
 def _():
     b = types.SimpleNamespace(args=types.SimpleNamespace(cohorts=list(common.COHORTS), repeats=3))
     plan = runner.Bench.plan(b)
-    assert len(plan) == 12
+    n = len(common.COHORTS)
+    assert len(plan) == 3 * n
     for c in common.COHORTS:
         assert sorted(r for cc, r in plan if cc == c) == [0, 1, 2]
-    firsts = [plan[i * 4][0] for i in range(3)]
+    firsts = [plan[i * n][0] for i in range(3)]
     assert len(set(firsts)) == 3, firsts  # each repetition starts elsewhere
+
+
+@t("cohorts: offload (defaults), offload-seed, offload-lazy and their policies")
+def _():
+    for c in ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "swap"):
+        assert c in common.COHORTS, c
+    for c in common.VMNAP_COHORTS:
+        assert c in common.COHORT_POLICY, c
+    pol = common.COHORT_POLICY
+    assert not pol["pause"]["kinds"]["model"]["offload"]
+    assert pol["offload"]["kinds"]["model"]["offload"] and set(pol["offload"]) == {"kinds"}
+    assert pol["offload-seed"]["offload_policy"] == "seed"
+    assert pol["offload-lazy"]["restore"] == "lazy"
+    # every policy is one vmnapd accepts: keys of host-pager/vmnapd.conf.example
+    with open(os.path.join(ROOT, "host-pager/vmnapd.conf.example")) as f:
+        known = json.load(f)["coordinator"]
+    for c, p in pol.items():
+        assert set(p) <= set(known), (c, set(p) - set(known))
+
+
+@t("resume breakdown: p50/p99 per phase from vmnapd's resume events")
+def _():
+    from replay import vmnapd
+    evs = [{"type": "transition", "vm": "a", "to": "PAUSED", "resident_bytes": 300},
+           {"type": "offload_decision", "vm": "a", "offload": True, "reason": "cheap"},
+           {"type": "offload_decision", "vm": "a", "offload": False, "reason": "cost"},
+           {"type": "transition", "vm": "a", "to": "OFFLOADED", "resident_bytes": 100}]
+    for i in range(1, 11):
+        evs.append({"type": "resume", "vm": "a", "restore": "lazy" if i == 1 else "working-set",
+                    "pre_resume_ns": 0, "vmm_ns": i * 1000000, "resumed_ns": 1000,
+                    "ack_ns": 2 * i * 1000000, "total_ns": 3 * i * 1000000, "faults": i})
+    with tempfile.NamedTemporaryFile("w", delete=False) as f:
+        for ev in evs:
+            f.write(json.dumps(ev) + "\n")
+        f.write("not json\n")
+    try:
+        fig = vmnapd.vmnapd_event_figures(f.name)
+    finally:
+        os.unlink(f.name)
+    r = runner.resume_figures(fig)
+    assert r["resumes"] == 10 and r["resumes_lazy"] == 1, r
+    assert r["offloads"] == 1 and r["offloaded_bytes"] == 200
+    assert r["offload_decisions"] == {"offload:cheap": 1, "no:cost": 1}
+    assert r["resume_vmm_p50_ms"] == 5.5 and r["resume_ack_p50_ms"] == 11.0, r
+    assert abs(r["resume_total_p99_ms"] - 29.73) < 1e-6, r
+    assert r["resume_faults_p50"] == 5.5 and r["vmnapd_delivery_p50_ms"] is None
 
 
 @t("percentiles interpolate")
