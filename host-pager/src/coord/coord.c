@@ -631,7 +631,7 @@ static uint64_t expected_rest(const struct coord *c, enum coord_wait_kind k, uin
 
 	if (!c->hist_n[k]) {
 		*from = "prior";
-		return c->cfg.prior_wait_ns > age ? c->cfg.prior_wait_ns - age : age;
+		return max_u64(c->cfg.prior_wait_ns > age ? c->cfg.prior_wait_ns - age : 0, age);
 	}
 	for (unsigned int i = 0; i < c->hist_n[k]; i++)
 		if (c->hist[k][i] > age)

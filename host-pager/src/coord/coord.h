@@ -33,7 +33,8 @@
  *         and the guest's timer budget must cover the offload.  The expected
  *         rest is learned per VM and wait kind: the median of (d - age) over
  *         the last COORD_WAIT_HISTORY waits of that kind that lasted d > age
- *         (none yet: prior_wait_ns - age; all shorter: age).  With several
+ *         (none yet: the larger of prior_wait_ns - age and age; all
+ *         shorter: age).  With several
  *         waits, the shortest expectation counts (any ready wait resumes).
  *         A "not yet" (cost against expectation) is asked again when the
  *         wait's age doubles; a "no" for the budget is final for the cycle.
