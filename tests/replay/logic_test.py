@@ -48,6 +48,22 @@ def _():
     assert 3 <= len(steps) <= 8 and sum(s["wait_ms"] for s in steps) < 10000
 
 
+@t("heavy trajectory: ~30 recorded steps, a long-lived process rewriting a slice per step")
+def _():
+    hdr, steps = trajectory.load_trajectory(os.path.join(ROOT, "tests/data/replay-heavy.jsonl"))
+    assert 25 <= len(steps) <= 35, len(steps)
+    assert 100000 <= sum(s["wait_ms"] for s in steps) <= 140000
+    assert "hog.py" in steps[0]["cmd"] and "setsid" in steps[0]["cmd"]
+    assert all("/tmp/hog.in" in s["cmd"] and "sync" in s["cmd"] for s in steps[1:])
+    # every step rewrote a different slice than the one before it
+    assert len({s["stdout_sha256"] for s in steps[1:]}) == len(steps) - 1
+    # the full trajectory's commands exit as they do there
+    _h, full = trajectory.load_trajectory(os.path.join(ROOT, "tests/data/replay-full.jsonl"))
+    assert steps[0]["exit_code"] == 0
+    assert [s["exit_code"] for s in steps[1:]] == [f["exit_code"] for f in full[:len(steps) - 1]]
+    assert len(hdr["final_diff_sha256"]) == 64
+
+
 def bad_trajectory(lines):
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         for ln in lines:
