@@ -2,7 +2,11 @@
 # bench-replay: the trajectory replay benchmark (scripts/replay.py),
 # small configuration: the full trajectory (41 steps, 205 s of waits), every
 # cohort interleaved, REPLAY_REPEATS runs each, 1 VM and then REPLAY_VMS VMs
-# from a common release with REPLAY_CPU_QUOTA CPUs each.  Outputs go to
+# from a common release with REPLAY_CPU_QUOTA CPUs each.
+#
+# REPLAY_TRAJECTORY=tests/data/replay-heavy.jsonl: the memory-heavy agent (a
+# process holding 192 MiB of non-zero data rewrites 20 MiB of it per step,
+# a file written and synced per step; 30 steps, 120 s of waits).  Outputs go to
 # build/bench/replay/<run-id>/, linked as latest-1vm, latest-<N>vm and latest
 # (the last run).
 #
@@ -12,11 +16,11 @@
 # calling vmnapd's wait API itself (direct); the summary adds the gateway's
 # own overhead, calibrated side by side in the same run.
 #
-# About 100 min on 2 cores (12 cohort runs of ~4 min, twice).  Bigger:
+# About 150 min on 2 cores (18 cohort runs of ~4 min, twice).  Bigger:
 #   make bench-replay REPLAY_VMS=4 REPLAY_REPEATS=5
 
 REPLAY_TRAJECTORY	?= tests/data/replay-full.jsonl
-REPLAY_COHORTS		?= baseline,pause,offload,swap
+REPLAY_COHORTS		?= baseline,pause,offload,offload-seed,offload-lazy,swap
 REPLAY_REPEATS		?= 3
 REPLAY_VMS		?= 2
 REPLAY_CPU_QUOTA	?= 0.5

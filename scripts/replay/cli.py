@@ -7,7 +7,11 @@ and measures what each wait costs in memory, cohort by cohort:
 
   baseline  the VM stays as it is while the agent waits
   pause     vmnapd pauses the VM during waits (offload disabled)
-  offload   vmnapd pauses and offloads guest RAM to its store
+  offload   vmnapd pauses and offloads guest RAM to its store (the daemon's
+            defaults: the cost offload policy, working-set restore)
+  offload-seed  the same with the seed's fixed offload rule (50 ms into a
+            wait, 1 s of guest timer budget, 5 s between offloads)
+  offload-lazy  the cost policy, pages back by faults only after a resume
   swap      kernel swap, the peer a user would pick: at each wait start the
             VM cgroup's memory is reclaimed to a swap file on the same
             filesystem (memory.reclaim, v1 memory.force_empty, or
@@ -129,7 +133,11 @@ def cmd_table(args):
             ("throughput_per_min", "VMs/min", "{:.3f}"),
             ("delivery_p50_ms", "deliv. p50 ms", "{:.1f}"),
             ("delivery_p99_ms", "deliv. p99 ms", "{:.1f}"),
-            ("offloaded_bytes", "offloaded MiB", "{:.0f}")]
+            ("offloaded_bytes", "offloaded MiB", "{:.0f}"),
+            ("store_written_bytes", "store written MiB", "{:.0f}"),
+            ("resume_vmm_p99_ms", "resume VMM p99 ms", "{:.1f}"),
+            ("resume_ack_p99_ms", "RESUMED→ACK p99 ms", "{:.1f}"),
+            ("resume_total_p99_ms", "resume p99 ms", "{:.1f}")]
     print(f"{s['vms']} VM(s), {s['repeats']} runs per cohort, trajectory "
           f"{s['trajectory']} ({s['trajectory_steps']} steps, {s['trajectory_wait_s']} s of waits), "
           f"medians; run {s['run_id']}, measurement_integrity_passed: "
@@ -155,7 +163,7 @@ def cmd_table(args):
         cells = []
         for key, _title, fmt in cols:
             val = agg.get(key)
-            if key == "offloaded_bytes" and val is not None:
+            if key in ("offloaded_bytes", "store_written_bytes") and val is not None:
                 val = val / MIB
             cells.append("-" if val is None else fmt.format(val))
         ratio = agg.get("ratio_to_baseline", {}).get("guest_ram_memxtime_gib_s")
@@ -248,7 +256,7 @@ def cmd_run(args):
                 print(f"ok {i} - replay {c} # SKIP {validation['skipped_cohorts'][c]}")
                 continue
             fails = [x for x in validation["functional_checks"]
-                     if x["run"].startswith(c + "-") and not x["passed"]]
+                     if x["run"].rsplit("-r", 1)[0] == c and not x["passed"]]
             print(f"{'not ok' if fails or not agg['runs'] else 'ok'} {i} - replay {c}: "
                   f"{agg['runs']} run(s), "
                   f"{len(fails)} failed check(s)")

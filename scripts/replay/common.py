@@ -14,8 +14,22 @@ VMNAP_CACHE = os.environ.get("VMNAP_CACHE", "/var/cache/vmnap")
 
 TRAJECTORY_FORMAT = "vmnap-trajectory"
 TRAJECTORY_VERSION = 1
-COHORTS = ("baseline", "pause", "offload", "swap")
-VMNAP_COHORTS = ("pause", "offload")
+COHORTS = ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "swap")
+VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy")
+# What each vmnap cohort asks of the coordinator beyond its defaults
+# (PUT /vms/NAME "policy"): offload-seed is the fixed offload rule.
+COHORT_POLICY = {
+    "pause": {"kinds": {"model": {"pause": True, "offload": False}}},
+    "offload": {"kinds": {"model": {"pause": True, "offload": True}}},
+    "offload-seed": {"kinds": {"model": {"pause": True, "offload": True}},
+                     "offload_policy": "seed"},
+    "offload-lazy": {"kinds": {"model": {"pause": True, "offload": True}}},
+}
+# The VM's restore policy (PUT /vms/NAME "restore") where not vmnapd's
+# default: offload-lazy brings pages back by faults only after every resume.
+COHORT_RESTORE = {"offload-lazy": "lazy"}
+# The phases of a resume in vmnapd's "resume" events (ns fields), in order.
+RESUME_PHASES = ("pre_resume", "vmm", "resumed", "ack", "total")
 
 AGENT_PORT = 1234
 REQ_MAGIC, ACK_MAGIC, RSP_MAGIC = b"VXRQ", b"VXAK", b"VXRS"

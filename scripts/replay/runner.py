@@ -12,8 +12,9 @@ import tempfile
 import threading
 import time
 
-from .common import (BUILD, COHORTS, FINAL_DIFF_CMD, GIB, MIB, NS, PAGE, ROOT,
-                     SWAPFILE_MARGIN_MIB, VMNAP_COHORTS, VMNAP_LINK_PORT, log, now_ns)
+from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, COHORTS, FINAL_DIFF_CMD, GIB, MIB,
+                     NS, PAGE, RESUME_PHASES, ROOT, SWAPFILE_MARGIN_MIB, VMNAP_COHORTS,
+                     VMNAP_LINK_PORT, log, now_ns)
 from .events import EventLog, event_seq_gaps
 from .gateway import Gateway, ModelError, calibrate, model_request
 from .guest import Guest
@@ -32,6 +33,26 @@ def percentile(vals, p):
     lo = int(k)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def resume_figures(fig):
+    """A run's figures from vmnapd's events (vmnapd_event_figures): pauses,
+    offloads, offloaded bytes, vmnapd's delivery p50/p99, the offload
+    decisions by reason, and p50/p99 of every resume phase (ms) and of the
+    faults taken between the resume request and its end."""
+    out = {"pauses": fig["pauses"], "offloads": fig["offloads"],
+           "offloaded_bytes": fig["offloaded_bytes"], "offload_decisions": fig["decisions"],
+           "resumes": fig["resumes"], "resumes_lazy": fig["resumes_lazy"]}
+    series = [("vmnapd_delivery", fig["delivered_ms"])]
+    series += [(f"resume_{p}", fig["resume_ms"][p]) for p in RESUME_PHASES]
+    for name, vals in series:
+        for p in (50, 99):
+            v = percentile(vals, p)
+            out[f"{name}_p{p}_ms"] = None if v is None else round(v, 3)
+    for p in (50, 99):
+        v = percentile(fig["resume_faults"], p)
+        out[f"resume_faults_p{p}"] = None if v is None else round(v, 1)
+    return out
 
 
 class CohortRun:
@@ -216,8 +237,9 @@ class CohortRun:
                 g.wait_ready()
                 if self.cohort in VMNAP_COHORTS:
                     self.api.register(g.name, g.qmp, f"{g.vsock}_{VMNAP_LINK_PORT}",
-                                      offload=self.cohort == "offload",
-                                      freezer=b.cgroups.freezer_dir(g.cg_dirs))
+                                      COHORT_POLICY[self.cohort],
+                                      freezer=b.cgroups.freezer_dir(g.cg_dirs),
+                                      restore=COHORT_RESTORE.get(self.cohort))
                 elif self.via_gateway:
                     self.api.register_unmanaged(g.name)
             t0 = now_ns()
@@ -272,12 +294,8 @@ class CohortRun:
                 self.vmnapd_lost = (event_seq_gaps(self.vmnapd.events_path)
                                     if os.path.exists(self.vmnapd.events_path) else 0)
                 if self.cohort in VMNAP_COHORTS:
-                    fig = vmnapd_event_figures(self.vmnapd.events_path)
-                    self.result.update(pauses=fig["pauses"], offloads=fig["offloads"],
-                                       offloaded_bytes=fig["offloaded_bytes"])
-                    for p in (50, 99):
-                        v = percentile(fig["delivered_ms"], p)
-                        self.result[f"vmnapd_delivery_p{p}_ms"] = None if v is None else round(v, 3)
+                    self.result.update(resume_figures(
+                        vmnapd_event_figures(self.vmnapd.events_path)))
                 shutil.rmtree(os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
                               ignore_errors=True)
             if self.cohort == "swap":
@@ -337,6 +355,7 @@ class CohortRun:
             r["host_pswpout_bytes"] = (vs["pswpout"] - swap_before["pswpout"]) * PAGE
             r["host_pswpin_bytes"] = (vs["pswpin"] - swap_before["pswpin"]) * PAGE
             r["reclaim_errors"] = self.reclaim_errors
+            r["store_written_bytes"] = r["host_pswpout_bytes"]  # written to the swap file
         elif self.cohort in VMNAP_COHORTS:
             vms = {}
             for g in self.guests:
@@ -346,8 +365,12 @@ class CohortRun:
                     vms[g.name] = {"error": str(e)}
             r["vmnapd_vms"] = vms
             r["major_faults"] = sum(v.get("pager", {}).get("faults", 0) for v in vms.values())
+            r["store_written_bytes"] = sum(
+                v.get("pager", {}).get("dirty", {}).get("store_written_bytes", 0)
+                for v in vms.values())
         else:
             r["offloaded_bytes"] = 0
+            r["store_written_bytes"] = 0
 
 
 

@@ -6,7 +6,7 @@ import os
 import statistics
 import sys
 
-from .common import COHORTS, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log, runs_accel
+from .common import COHORTS, RESUME_PHASES, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log, runs_accel
 from .events import event_seq_gaps
 from .plot import plot
 
@@ -24,7 +24,10 @@ def write_outputs(bench, runs, checks, samples, skipped):
               "guest_ram_mean_mib", "guest_ram_peak_mib", "vmm_pss_mean_mib",
               "vmm_pss_peak_mib", "cgroup_mean_mib", "cgroup_peak_mib",
               "completion_window_s", "throughput_per_min", "delivery_p50_ms",
-              "delivery_p95_ms", "delivery_p99_ms", "major_faults", "offloaded_bytes")
+              "delivery_p95_ms", "delivery_p99_ms", "major_faults", "offloaded_bytes",
+              "store_written_bytes", "offloads", "resumes", "resumes_lazy",
+              "resume_faults_p50", "resume_faults_p99") + tuple(
+                  f"resume_{p}_p{q}_ms" for p in RESUME_PHASES for q in (50, 99))
     for c in COHORTS:
         rs = [r for r in runs if r["cohort"] == c and "error" not in r]
         if c in skipped or not rs:

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 
-from .common import BUILD, ROOT
+from .common import BUILD, RESUME_PHASES, ROOT
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -49,18 +49,19 @@ class VmnapApi:
             raise RuntimeError(f"API {method} {path}: {resp.status} {text.strip()}")
         return json.loads(text) if text.strip() else {}
 
-    def register(self, name, qmp, link_socket, offload, freezer=None):
+    def register(self, name, qmp, link_socket, policy, freezer=None, restore=None):
         """Managed VM, paused by freezing its cgroup (the guest clock keeps
         running), or over QMP when it has none (the guest clock stops: its
         monotonic timers run late by the time paused, accepted here so the
-        run can go on); model waits may offload or not."""
+        run can go on), with the cohort's coordinator @policy and restore
+        policy (None: vmnapd's default)."""
         pause = ({"backend": "freezer", "path": freezer} if freezer else
                  {"backend": "qmp", "path": qmp, "allow_clock_stop": True})
-        return self.call("PUT", f"/vms/{name}", {
-            "pause": pause,
-            "link_socket": link_socket,
-            "managed": True,
-            "policy": {"kinds": {"model": {"pause": True, "offload": offload}}}})
+        body = {"pause": pause, "link_socket": link_socket, "managed": True,
+                "policy": policy}
+        if restore:
+            body["restore"] = restore
+        return self.call("PUT", f"/vms/{name}", body)
 
     def register_unmanaged(self, name):
         """A coordinator that never pauses: waits are taken and answered
@@ -83,9 +84,12 @@ class VmnapApi:
 
 def vmnapd_event_figures(path):
     """Per-run figures from vmnapd's event log: pauses, offloads, bytes
-    offloaded (resident at PAUSED minus at OFFLOADED) and vmnapd's own
-    delivery latencies."""
-    out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": []}
+    offloaded (resident at PAUSED minus at OFFLOADED), vmnapd's own
+    delivery latencies, offload decisions by reason, and every resume's
+    phases (ms) and faults, by phase."""
+    out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": [],
+           "decisions": {}, "resumes": 0, "resumes_lazy": 0,
+           "resume_ms": {p: [] for p in RESUME_PHASES}, "resume_faults": []}
     paused_resident = {}
     if not os.path.exists(path):
         return out
@@ -107,6 +111,17 @@ def vmnapd_event_figures(path):
                         out["offloaded_bytes"] += before - after
             elif ev.get("type") == "delivered" and isinstance(ev.get("latency_ns"), int):
                 out["delivered_ms"].append(ev["latency_ns"] / 1e6)
+            elif ev.get("type") == "offload_decision":
+                key = ("offload" if ev.get("offload") else "no") + ":" + str(ev.get("reason"))
+                out["decisions"][key] = out["decisions"].get(key, 0) + 1
+            elif ev.get("type") == "resume":
+                out["resumes"] += 1
+                out["resumes_lazy"] += ev.get("restore") == "lazy"
+                for p in RESUME_PHASES:
+                    if isinstance(ev.get(f"{p}_ns"), int):
+                        out["resume_ms"][p].append(ev[f"{p}_ns"] / 1e6)
+                if isinstance(ev.get("faults"), int):
+                    out["resume_faults"].append(ev["faults"])
     return out
 
 

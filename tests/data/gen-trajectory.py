@@ -16,11 +16,22 @@ trajectory once in a guest:
     tests/data/gen-trajectory.py
     scripts/replay.py record --transport tty --trajectory tests/data/replay-full.jsonl
     scripts/replay.py record --transport tty --trajectory tests/data/replay-tiny.jsonl
+    scripts/replay.py record --transport tty --trajectory tests/data/replay-heavy.jsonl
+
+Arguments name the trajectories to write (full, tiny, heavy; default all):
+rewriting one drops its recorded expectations.
+
+The heavy trajectory is the memory-heavy agent: its first step starts a
+long-lived process (HOG) that holds HOG_MIB of non-zero data (every page
+different) for the rest of the run; every later step has it rewrite one
+HOG_SLICE_MIB slice of that data (the next slice each step, wrapping), then
+writes a file and syncs it, then runs the full trajectory's next command.
 """
 import json
 import math
 import os
 import random
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 7
@@ -84,7 +95,46 @@ TINY = [
 ]
 
 
-def draw_waits(n, rng):
+HOG_MIB, HOG_SLICE_MIB, HEAVY_STEPS, HEAVY_SEED, HEAVY_MEAN_WAIT_MS = 192, 20, 30, 11, 4000
+
+# The long-lived process: fills HOG_MIB, then serves "touch N" requests on a
+# fifo (rewrite slice N, answer with the slice's digest) until killed.
+HOG_PY = f"""import hashlib, os, sys
+MIB, PAGE = 1 << 20, 4096
+size, sl = {HOG_MIB} * MIB, {HOG_SLICE_MIB} * MIB
+pat = hashlib.sha256(b'vmnap-hog').digest() * (MIB // 32)
+buf = bytearray(size)
+for off in range(0, size, MIB):
+    buf[off:off + MIB] = pat
+for p in range(0, size, PAGE):
+    buf[p:p + 8] = (p // PAGE).to_bytes(8, 'little')
+open('/tmp/hog.ready', 'w').close()
+while True:
+    with open('/tmp/hog.in') as f:
+        n = int(f.read().split()[1])
+    off = (n % (size // sl)) * sl
+    for p in range(off + 8, off + sl, PAGE):
+        buf[p] = (buf[p] + n) & 255
+    d = hashlib.sha256(buf[off:off + sl]).hexdigest()
+    with open('/tmp/hog.out', 'w') as f:
+        f.write(f'slice {{n}} at {{off // MIB}} MiB: {{d}}\\n')
+"""
+
+HOG_START = (
+    "mkdir -p /var/tmp/heavy && rm -f /tmp/hog.in /tmp/hog.out /tmp/hog.ready && "
+    "mkfifo /tmp/hog.in /tmp/hog.out && cat > /tmp/hog.py <<'PY'\n" + HOG_PY + "PY\n"
+    "setsid python3 /tmp/hog.py </dev/null >/tmp/hog.log 2>&1 &\n"
+    "while [ ! -e /tmp/hog.ready ]; do sleep 0.1; done; echo hog holding "
+    f"{HOG_MIB} MiB")
+
+
+def heavy_cmd(i, cmd):
+    """Step i (2..): touch slice i, write and sync a file, then @cmd."""
+    return (f"echo touch {i} > /tmp/hog.in && cat /tmp/hog.out && "
+            f"head -c 4M /dev/zero | tr '\\0' s > /var/tmp/heavy/f{i % 4} && sync && {cmd}")
+
+
+def draw_waits(n, rng, mean_ms=MEAN_WAIT_MS):
     waits = []
     for _ in range(n):
         u = rng.random()
@@ -97,34 +147,49 @@ def draw_waits(n, rng):
     # Scale the middle band so the mean is MEAN_WAIT_MS, the tails untouched.
     fixed = sum(w for w in waits if w < 20 or w > 10000)
     mid = [i for i, w in enumerate(waits) if 20 <= w <= 10000]
-    scale = (MEAN_WAIT_MS * n - fixed) / sum(waits[i] for i in mid)
+    scale = (mean_ms * n - fixed) / sum(waits[i] for i in mid)
     for i in mid:
         waits[i] = min(waits[i] * scale, 9999)
     return [int(round(w)) for w in waits]
 
 
-def write(path, name, steps, note):
+def write(path, name, steps, note, seed=SEED, mean_ms=MEAN_WAIT_MS):
     header = {"format": "vmnap-trajectory", "version": 1, "name": name,
               "workspace": "/srv/project", "note": note,
-              "waits": f"gen-trajectory.py seed {SEED}: {TINY_SHARE:.0%} < 20 ms, "
-                       f"{LONG_SHARE:.0%} > 10 s, rest log-normal; mean {MEAN_WAIT_MS} ms"}
+              "waits": f"gen-trajectory.py seed {seed}: {TINY_SHARE:.0%} < 20 ms, "
+                       f"{LONG_SHARE:.0%} > 10 s, rest log-normal; mean {mean_ms} ms"}
     with open(path, "w") as f:
         f.write(json.dumps(header) + "\n")
         for i, (cmd, wait) in enumerate(steps, 1):
             f.write(json.dumps({"step": i, "wait_ms": wait, "cmd": cmd}) + "\n")
 
 
-def main():
-    rng = random.Random(SEED)
-    waits = draw_waits(len(FULL), rng)
-    write(os.path.join(HERE, "replay-full.jsonl"), "inventory-discount-fix",
-          list(zip(FULL, waits)),
-          "an SWE agent fixing the bulk-discount tier and rounding bugs")
-    write(os.path.join(HERE, "replay-tiny.jsonl"), "inventory-tiny", TINY,
-          "five steps with short waits, for make check")
-    print(f"full: {len(FULL)} steps, waits {sum(waits) / 1000:.1f} s, "
+def report(name, waits):
+    print(f"{name}: {len(waits)} steps, waits {sum(waits) / 1000:.1f} s, "
           f"mean {sum(waits) / len(waits):.0f} ms, "
           f"{sum(w < 20 for w in waits)} < 20 ms, {sum(w > 10000 for w in waits)} > 10 s")
+
+
+def main():
+    which = set(sys.argv[1:]) or {"full", "tiny", "heavy"}
+    if "full" in which:
+        waits = draw_waits(len(FULL), random.Random(SEED))
+        write(os.path.join(HERE, "replay-full.jsonl"), "inventory-discount-fix",
+              list(zip(FULL, waits)),
+              "an SWE agent fixing the bulk-discount tier and rounding bugs")
+        report("full", waits)
+    if "tiny" in which:
+        write(os.path.join(HERE, "replay-tiny.jsonl"), "inventory-tiny", TINY,
+              "five steps with short waits, for make check")
+    if "heavy" in which:
+        waits = draw_waits(HEAVY_STEPS, random.Random(HEAVY_SEED), HEAVY_MEAN_WAIT_MS)
+        cmds = [HOG_START] + [heavy_cmd(i, FULL[i - 2]) for i in range(2, HEAVY_STEPS + 1)]
+        write(os.path.join(HERE, "replay-heavy.jsonl"), "inventory-memory-heavy",
+              list(zip(cmds, waits)),
+              f"a long-lived process holds {HOG_MIB} MiB of non-zero data and rewrites "
+              f"{HOG_SLICE_MIB} MiB of it per step; a file is written and synced per step; "
+              "the full trajectory's first commands", HEAVY_SEED, HEAVY_MEAN_WAIT_MS)
+        report("heavy", waits)
 
 
 if __name__ == "__main__":

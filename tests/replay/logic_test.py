@@ -104,6 +104,22 @@ def _():
             shutil.rmtree(d)
 
 
+@t("heavy trajectory: ~30 recorded steps, a long-lived process rewriting a slice per step")
+def _():
+    hdr, steps = trajectory.load_trajectory(os.path.join(ROOT, "tests/data/replay-heavy.jsonl"))
+    assert 25 <= len(steps) <= 35, len(steps)
+    assert 100000 <= sum(s["wait_ms"] for s in steps) <= 140000
+    assert "hog.py" in steps[0]["cmd"] and "setsid" in steps[0]["cmd"]
+    assert all("/tmp/hog.in" in s["cmd"] and "sync" in s["cmd"] for s in steps[1:])
+    # every step rewrote a different slice than the one before it
+    assert len({s["stdout_sha256"] for s in steps[1:]}) == len(steps) - 1
+    # the full trajectory's commands exit as they do there
+    _h, full = trajectory.load_trajectory(os.path.join(ROOT, "tests/data/replay-full.jsonl"))
+    assert steps[0]["exit_code"] == 0
+    assert [s["exit_code"] for s in steps[1:]] == [f["exit_code"] for f in full[:len(steps) - 1]]
+    assert len(hdr["final_diff_sha256"]) == 64
+
+
 def bad_trajectory(lines):
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         for ln in lines:
@@ -136,11 +152,58 @@ def _():
 def _():
     b = types.SimpleNamespace(args=types.SimpleNamespace(cohorts=list(common.COHORTS), repeats=3))
     plan = runner.Bench.plan(b)
-    assert len(plan) == 12
+    n = len(common.COHORTS)
+    assert len(plan) == 3 * n
     for c in common.COHORTS:
         assert sorted(r for cc, r in plan if cc == c) == [0, 1, 2]
-    firsts = [plan[i * 4][0] for i in range(3)]
+    firsts = [plan[i * n][0] for i in range(3)]
     assert len(set(firsts)) == 3, firsts  # each repetition starts elsewhere
+
+
+@t("cohorts: offload (defaults), offload-seed, offload-lazy and their policies")
+def _():
+    for c in ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "swap"):
+        assert c in common.COHORTS, c
+    for c in common.VMNAP_COHORTS:
+        assert c in common.COHORT_POLICY, c
+    pol = common.COHORT_POLICY
+    assert not pol["pause"]["kinds"]["model"]["offload"]
+    assert pol["offload"]["kinds"]["model"]["offload"] and set(pol["offload"]) == {"kinds"}
+    assert pol["offload-seed"]["offload_policy"] == "seed"
+    assert common.COHORT_RESTORE == {"offload-lazy": "lazy"}
+    # every policy is one vmnapd accepts: keys of host-pager/vmnapd.conf.example
+    with open(os.path.join(ROOT, "host-pager/vmnapd.conf.example")) as f:
+        known = json.load(f)["coordinator"]
+    for c, p in pol.items():
+        assert set(p) <= set(known), (c, set(p) - set(known))
+
+
+@t("resume breakdown: p50/p99 per phase from vmnapd's resume events")
+def _():
+    from replay import vmnapd
+    evs = [{"type": "transition", "vm": "a", "to": "PAUSED", "resident_bytes": 300},
+           {"type": "offload_decision", "vm": "a", "offload": True, "reason": "cheap"},
+           {"type": "offload_decision", "vm": "a", "offload": False, "reason": "cost"},
+           {"type": "transition", "vm": "a", "to": "OFFLOADED", "resident_bytes": 100}]
+    for i in range(1, 11):
+        evs.append({"type": "resume", "vm": "a", "restore": "lazy" if i == 1 else "working-set",
+                    "pre_resume_ns": 0, "vmm_ns": i * 1000000, "resumed_ns": 1000,
+                    "ack_ns": 2 * i * 1000000, "total_ns": 3 * i * 1000000, "faults": i})
+    with tempfile.NamedTemporaryFile("w", delete=False) as f:
+        for ev in evs:
+            f.write(json.dumps(ev) + "\n")
+        f.write("not json\n")
+    try:
+        fig = vmnapd.vmnapd_event_figures(f.name)
+    finally:
+        os.unlink(f.name)
+    r = runner.resume_figures(fig)
+    assert r["resumes"] == 10 and r["resumes_lazy"] == 1, r
+    assert r["offloads"] == 1 and r["offloaded_bytes"] == 200
+    assert r["offload_decisions"] == {"offload:cheap": 1, "no:cost": 1}
+    assert r["resume_vmm_p50_ms"] == 5.5 and r["resume_ack_p50_ms"] == 11.0, r
+    assert abs(r["resume_total_p99_ms"] - 29.73) < 1e-6, r
+    assert r["resume_faults_p50"] == 5.5 and r["vmnapd_delivery_p50_ms"] is None
 
 
 @t("percentiles interpolate")

@@ -60,6 +60,15 @@ static void test_overrides(void **st)
 	assert_int_equal(s.coord.offload_after_ns, 50 * MS);
 	assert_true(s.coord.kind[COORD_WAIT_NETWORK].may_offload);
 	assert_false(s.coord.kind[COORD_WAIT_FILE].may_offload);
+	assert_int_equal(s.coord.profile, COORD_PROFILE_COST);
+	config_free(&s);
+	assert_int_equal(load_text("{\"coordinator\": {\"offload_policy\": \"seed\", "
+				   "\"cost_ratio\": 8, \"assumed_write_mib_s\": 100, "
+				   "\"prior_wait_ms\": 700}}", &s, err), 0);
+	assert_int_equal(s.coord.profile, COORD_PROFILE_SEED);
+	assert_int_equal(s.coord.cost_ratio, 8);
+	assert_int_equal(s.coord.assumed_write_bps, 100ull << 20);
+	assert_int_equal(s.coord.prior_wait_ns, 700 * MS);
 	config_free(&s);
 	assert_int_equal(load_text("{\"fault_error_timeout_ms\": 0}", &s, err), 0);
 	assert_int_equal(s.fault_error_timeout_ms, 0);	/* 0: retry for ever */
@@ -95,6 +104,11 @@ static void test_errors(void **st)
 		"{\"coordinator\": {\"kinds\": {\"disk\": {}}}}",	/* kind */
 		"{\"coordinator\": {\"kinds\": {\"model\": {\"offload\": 1}}}}",
 		"{\"coordinator\": {\"busy_backoff_ms\": 10, \"busy_backoff_max_ms\": 5}}",
+		"{\"coordinator\": {\"offload_policy\": \"fast\"}}",	/* profile */
+		"{\"coordinator\": {\"offload_policy\": 1}}",
+		"{\"coordinator\": {\"restore\": \"all\"}}",
+		"{\"coordinator\": {\"cost_ratio\": 0}}",
+		"{\"coordinator\": {\"assumed_write_mib_s\": 1.5}}",
 		"{\"api\": {\"max_body_bytes\": 10}}",
 		"{\"pressure\": {\"cgroup\": 5}}",
 		"{\"pressure\": {\"psi_critical_pct\": 101}}",
@@ -132,6 +146,9 @@ static void test_roundtrip(void **st)
 	coord_config_default(&a);
 	a.max_pause_ns = 1234 * MS;
 	a.kind[COORD_WAIT_FILE].may_pause = false;
+	a.profile = COORD_PROFILE_SEED;
+	a.cost_ratio = 3;
+	a.prior_wait_ns = 900 * MS;
 	j = config_coord_to_json(&a);
 	coord_config_default(&b);
 	assert_int_equal(config_coord_from_json(j, &b, err, sizeof(err)), 0);

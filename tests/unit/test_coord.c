@@ -39,6 +39,13 @@ struct fake {
 	bool last_offloaded;
 	uint64_t last_paused_ns, last_latency;
 	char trail[512];	/* "RUNNING>WAITING>..." */
+	/* the pager's cost view, and what the coordinator decided */
+	uint64_t to_write, last_written;
+	unsigned int decisions, restores, breakdowns;
+	struct coord_decision last_decision;
+	enum coord_restore last_restore;
+	unsigned int pre_resumes_at_restore;
+	struct coord_resume_breakdown last_breakdown;
 };
 
 static uint64_t f_now(void *a) { return ((struct fake *)a)->now; }
@@ -150,6 +157,50 @@ static void f_delivered(void *a, const char *id, uint64_t lat)
 	((struct fake *)a)->last_latency = lat;
 }
 
+static int f_offload_bytes(void *a, struct coord_offload_bytes *b)
+{
+	struct fake *f = a;
+
+	b->to_write = f->to_write;
+	b->last_written = f->last_written;
+	return 0;
+}
+
+static void f_decision(void *a, const struct coord_decision *d)
+{
+	struct fake *f = a;
+
+	f->decisions++;
+	f->last_decision = *d;
+}
+
+static void f_restore(void *a, enum coord_restore how)
+{
+	struct fake *f = a;
+
+	f->restores++;
+	f->last_restore = how;
+	f->pre_resumes_at_restore = f->pre_resumes;
+}
+
+static void f_breakdown(void *a, const struct coord_resume_breakdown *b)
+{
+	struct fake *f = a;
+
+	f->breakdowns++;
+	f->last_breakdown = *b;
+}
+
+/* ops_link plus the pager's cost view: the cost profile prices offloads */
+static const struct coord_ops ops_cost = {
+	.now = f_now, .arm_timer = f_arm, .handoff = f_handoff, .handoff_abort = f_abort,
+	.resumed = f_resumed, .pause = f_pause, .resume = f_resume, .offload = f_offload,
+	.offload_cancel = f_offload_cancel, .transition = f_transition, .delivered = f_delivered,
+	.pre_resume = f_pre_resume, .resume_delivered = f_resume_delivered,
+	.offload_bytes = f_offload_bytes, .decision = f_decision, .restore = f_restore,
+	.resume_breakdown = f_breakdown,
+};
+
 static const struct coord_ops ops_link = {
 	.now = f_now, .arm_timer = f_arm, .handoff = f_handoff, .handoff_abort = f_abort,
 	.resumed = f_resumed, .pause = f_pause, .resume = f_resume, .offload = f_offload,
@@ -159,16 +210,22 @@ static const struct coord_ops ops_link = {
 
 static struct fake fw;
 
-static struct coord *mk(bool managed)
+static struct coord *mk_with(bool managed, const struct coord_ops *ops,
+			     const struct coord_config *cfg)
 {
 	memset(&fw, 0, sizeof(fw));
 	fw.now = 1000 * SEC;	/* far from zero: no accidental "due" */
 	fw.deadline = COORD_NO_DEADLINE;
-	fw.c = coord_new(NULL, &ops_link, &fw, "vm test");
+	fw.c = coord_new(cfg, ops, &fw, "vm test");
 	assert_non_null(fw.c);
 	coord_link_up(fw.c);
 	coord_set_managed(fw.c, managed);
 	return fw.c;
+}
+
+static struct coord *mk(bool managed)
+{
+	return mk_with(managed, &ops_link, NULL);
 }
 
 /* Move the fake clock forward by @ns, firing the timer at its deadlines. */
@@ -1156,6 +1213,307 @@ static void test_missing_resume_ack(void **s)
 	coord_free(c);
 }
 
+/* ---- the cost profile ---------------------------------------------- */
+
+#define MIB	(1ull << 20)
+
+/* Unmanaged, so nothing pauses: @n model waits of @ms each teach the
+ * coordinator how long this VM's model waits last. */
+static void learn_waits(struct coord *c, unsigned int n, uint64_t ms)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "h%u", i);
+		assert_int_equal(coord_wait_start(c, id, COORD_WAIT_MODEL, 0), 0);
+		advance(c, ms * MS);
+		assert_int_equal(coord_wait_ready(c, id), 0);
+	}
+}
+
+/*
+ * A fresh cost-profile VM that has seen @hist_n waits of @hist_ms, with
+ * @to_write bytes to offload (the store measured at @bps, 0: not yet), is
+ * paused for a new wait with a guest timer @budget away: the decision.
+ */
+static struct coord_decision decide(unsigned int hist_n, uint64_t hist_ms, uint64_t to_write,
+				    uint64_t bps, uint64_t budget)
+{
+	struct coord_config cfg;
+	struct coord *c;
+	struct coord_decision d;
+
+	coord_config_default(&cfg);
+	cfg.assumed_write_bps = 256 * MIB;	/* a slow store until measured */
+	c = mk_with(false, &ops_cost, &cfg);
+	learn_waits(c, hist_n, hist_ms);
+	if (bps) {	/* one offload of 1 GiB took 1 GiB / bps */
+		coord_set_managed(c, true);
+		assert_int_equal(coord_manual_pause(c), 0);
+		ack_ready(c, 30 * SEC);
+		coord_pause_done(c, 0);
+		assert_int_equal(coord_manual_offload(c), 0);
+		advance(c, (1024 * MIB) * SEC / bps);
+		fw.last_written = 1024 * MIB;
+		coord_offload_done(c, 0);
+		assert_int_equal(coord_manual_resume(c), 0);
+		coord_resume_done(c, 0);
+		coord_resume_ack(c, fw.last_req);
+		coord_set_managed(c, false);
+	}
+	fw.to_write = to_write;
+	fw.decisions = 0;
+	coord_set_managed(c, true);
+	assert_int_equal(coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0), 0);
+	advance(c, 20 * MS);
+	ack_ready(c, budget);
+	coord_pause_done(c, 0);
+	assert_int_equal(fw.decisions, 1);
+	d = fw.last_decision;
+	assert_int_equal(d.profile, COORD_PROFILE_COST);
+	assert_int_equal(coord_state(c) == COORD_OFFLOADING, d.offload);
+	coord_free(c);
+	return d;
+}
+
+static void test_cost_policy_dirty_bytes(void **s)
+{
+	struct coord_decision d;
+
+	(void)s;
+	/* waits last 10 s: 100 MiB at the assumed 256 MiB/s is ~0.4 s: go */
+	d = decide(5, 10000, 100 * MIB, 0, 30 * SEC);
+	assert_true(d.offload);
+	assert_string_equal(d.reason, "cheap");
+	assert_string_equal(d.expected_from, "history");
+	assert_int_equal(d.samples, 5);
+	assert_int_equal(d.expected_rest_ns, 10 * SEC - 20 * MS);
+	assert_int_equal(d.write_bytes, 100 * MIB);
+	assert_false(d.write_bps_measured);
+	assert_int_equal(d.cost_ns, 5 * MS + 100 * MIB * SEC / (256 * MIB));
+	/* 1 GiB is 4 s, x4 > 10 s: not yet */
+	d = decide(5, 10000, 1024 * MIB, 0, 30 * SEC);
+	assert_false(d.offload);
+	assert_false(d.final);
+	assert_string_equal(d.reason, "cost");
+	/* nothing dirty: only the fixed cost */
+	d = decide(5, 10000, 0, 0, 30 * SEC);
+	assert_true(d.offload);
+	assert_int_equal(d.cost_ns, 5 * MS);
+}
+
+static void test_cost_policy_store_speed(void **s)
+{
+	struct coord_decision d;
+
+	(void)s;
+	/* 1 GiB to write: too slow at the assumed 256 MiB/s ... */
+	d = decide(5, 10000, 1024 * MIB, 0, 30 * SEC);
+	assert_false(d.offload);
+	/* ... cheap once the store was measured at 2 GiB/s */
+	d = decide(5, 10000, 1024 * MIB, 2048 * MIB, 30 * SEC);
+	assert_true(d.write_bps_measured);
+	assert_int_equal(d.write_bps, 2048 * MIB);
+	assert_true(d.offload);
+	/* and not when it was measured slower than assumed */
+	d = decide(5, 10000, 300 * MIB, 64 * MIB, 30 * SEC);
+	assert_false(d.offload);
+	assert_string_equal(d.reason, "cost");
+}
+
+static void test_cost_policy_expected_wait(void **s)
+{
+	struct coord_decision d;
+
+	(void)s;
+	/* the same 100 MiB is not worth it when this VM's waits last 1 s */
+	d = decide(5, 1000, 100 * MIB, 0, 30 * SEC);
+	assert_false(d.offload);
+	assert_string_equal(d.reason, "cost");
+	assert_int_equal(d.expected_rest_ns, 1 * SEC - 20 * MS);
+	/* no history: the prior (2 s) */
+	d = decide(0, 0, 100 * MIB, 0, 30 * SEC);
+	assert_true(d.offload);
+	assert_string_equal(d.expected_from, "prior");
+	assert_int_equal(d.expected_rest_ns, 2 * SEC - 20 * MS);
+	/* every wait seen was shorter than this one is already: as long again */
+	d = decide(3, 10, 1 * MIB, 0, 30 * SEC);
+	assert_string_equal(d.expected_from, "age");
+	assert_int_equal(d.expected_rest_ns, 20 * MS);
+	assert_false(d.offload);	/* ~9 ms x 4 > 20 ms */
+	/* the guest's timer comes before the offload could end: final no */
+	d = decide(5, 10000, 1024 * MIB, 2048 * MIB, 400 * MS);
+	assert_false(d.offload);
+	assert_true(d.final);
+	assert_string_equal(d.reason, "budget");
+}
+
+/* "Not yet" is asked again as the wait ages: a long wait gets its offload. */
+static void test_cost_policy_recheck(void **s)
+{
+	struct coord *c = mk_with(false, &ops_cost, NULL);
+
+	(void)s;
+	learn_waits(c, 3, 1000);
+	learn_waits(c, 3, 30000);	/* 1 s or 30 s */
+	fw.to_write = 300 * MIB;	/* ~0.3 s at 1 GiB/s: x4 > the median rest (1 s) */
+	fw.decisions = 0;
+	coord_set_managed(c, true);
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 50 * SEC);
+	coord_pause_done(c, 0);
+	assert_string_equal(fw.last_decision.reason, "cost");
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	/* past 1 s only the 30 s waits are left: offload */
+	advance(c, 1500 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	assert_string_equal(fw.last_decision.reason, "cheap");
+	assert_true(fw.decisions >= 3);
+	coord_free(c);
+}
+
+/* The seed profile decides as the fixed rule did (test_full_cycle_offload,
+ * test_offload_cooldown), whatever the pager's estimate. */
+static void test_seed_profile(void **s)
+{
+	struct coord_config cfg;
+	struct coord *c;
+
+	(void)s;
+	coord_config_default(&cfg);
+	cfg.profile = COORD_PROFILE_SEED;
+	c = mk_with(true, &ops_cost, &cfg);
+	fw.to_write = 0;	/* the cost profile would offload at once */
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	assert_int_equal(fw.decisions, 1);
+	assert_int_equal(fw.last_decision.profile, COORD_PROFILE_SEED);
+	assert_true(fw.last_decision.offload);
+	assert_int_equal(fw.last_decision.at_ns, fw.now + 30 * MS);
+	advance(c, 29 * MS);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	advance(c, 1 * MS);	/* 50 ms into the wait */
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	coord_external_event(c);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	assert_string_equal(fw.last_decision.reason, "cooldown");
+	advance(c, 4 * SEC);
+	assert_int_equal(fw.offloads, 1);
+	advance(c, 1 * SEC);
+	assert_int_equal(fw.offloads, 2);
+	coord_free(c);
+	/* a 1 s budget is the seed's minimum */
+	c = mk_with(true, &ops_cost, &cfg);
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 800 * MS);
+	coord_pause_done(c, 0);
+	assert_false(fw.last_decision.offload);
+	assert_string_equal(fw.last_decision.reason, "budget");
+	coord_free(c);
+}
+
+/*
+ * A resume for the guest's timer restores lazily and skips the pre-resume
+ * restore; the VM is paused and offloaded again right away (no cooldown);
+ * the data resume restores by the VM's policy.
+ */
+static void test_timer_resume_lazy(void **s)
+{
+	struct coord_config cfg;
+	struct coord *c;
+	struct coord_stats st;
+
+	(void)s;
+	coord_config_default(&cfg);
+	c = mk_with(true, &ops_cost, &cfg);
+	fw.to_write = 64 * MIB;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 2 * SEC);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	advance(c, 2 * SEC);	/* the guest's timer (less the margin) */
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	assert_int_equal(fw.last_restore, COORD_RESTORE_LAZY);
+	assert_int_equal(fw.pre_resumes, 0);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.last_breakdown.reason, COORD_RESUME_TIMER);
+	assert_int_equal(fw.last_breakdown.restore, COORD_RESTORE_LAZY);
+	/* the timer dirtied 1 MiB: paused and offloaded again at once */
+	fw.to_write = 1 * MIB;
+	advance(c, 20 * MS);
+	ack_ready(c, 2 * SEC);
+	coord_pause_done(c, 0);
+	assert_int_equal(fw.offloads, 2);
+	assert_int_equal(fw.last_decision.write_bytes, 1 * MIB);
+	coord_offload_done(c, 0);
+	coord_wait_ready(c, "r1");
+	assert_int_equal(fw.last_restore, COORD_RESTORE_POLICY);
+	assert_int_equal(fw.pre_resumes, 1);
+	assert_int_equal(fw.pre_resumes_at_restore, 0);	/* told before */
+	coord_get_stats(c, &st);
+	assert_int_equal(st.resumes_lazy, 1);
+	coord_free(c);
+}
+
+/* Every resume, phase by phase. */
+static void test_resume_breakdown(void **s)
+{
+	struct coord *c = mk_with(true, &ops_cost, NULL);
+
+	(void)s;
+	fw.to_write = 0;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	coord_offload_done(c, 0);
+	advance(c, 1 * SEC);
+	coord_wait_ready(c, "r1");
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	assert_int_equal(fw.breakdowns, 0);
+	advance(c, 3 * MS);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.breakdowns, 0);	/* until RESUME_ACK */
+	advance(c, 7 * MS);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.breakdowns, 1);
+	assert_true(fw.last_breakdown.acked);
+	assert_true(fw.last_breakdown.offloaded);
+	assert_true(fw.last_breakdown.resumed_sent);
+	assert_int_equal(fw.last_breakdown.reason, COORD_RESUME_DATA_READY);
+	assert_int_equal(fw.last_breakdown.restore, COORD_RESTORE_POLICY);
+	assert_int_equal(fw.last_breakdown.pre_resume_ns, 0);
+	assert_int_equal(fw.last_breakdown.vmm_ns, 3 * MS);
+	assert_int_equal(fw.last_breakdown.resumed_ns, 0);
+	assert_int_equal(fw.last_breakdown.ack_ns, 7 * MS);
+	assert_int_equal(fw.last_breakdown.total_ns, 10 * MS);
+	/* no RESUME_ACK: it ends at the ack timeout, not acknowledged */
+	coord_wait_start(c, "r2", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	coord_offload_done(c, 0);
+	coord_wait_ready(c, "r2");
+	coord_resume_done(c, 0);
+	advance(c, 300 * MS);
+	assert_int_equal(fw.breakdowns, 2);
+	assert_false(fw.last_breakdown.acked);
+	assert_int_equal(fw.last_breakdown.total_ns, 200 * MS);
+	coord_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1201,6 +1559,13 @@ int main(void)
 		cmocka_unit_test(test_timer_deadline_from_request),
 		cmocka_unit_test(test_frozen_clock_timer_deadline_from_request),
 		cmocka_unit_test(test_late_ack_timer_within_margin),
+		cmocka_unit_test(test_cost_policy_dirty_bytes),
+		cmocka_unit_test(test_cost_policy_store_speed),
+		cmocka_unit_test(test_cost_policy_expected_wait),
+		cmocka_unit_test(test_cost_policy_recheck),
+		cmocka_unit_test(test_seed_profile),
+		cmocka_unit_test(test_timer_resume_lazy),
+		cmocka_unit_test(test_resume_breakdown),
 	};
 
 	log_set_level(LOG_WARN);

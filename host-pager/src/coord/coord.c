@@ -77,6 +77,16 @@ struct coord {
 	uint64_t resume_ack_req_id;
 	uint64_t resume_ack_deadline_ns;
 
+	/* offload policy */
+	bool offload_recheck;		/* offload_at_ns asks the cost policy again */
+	uint64_t write_bps;		/* measured store write speed; 0: none yet */
+	uint64_t hist[COORD_NR_WAIT_KINDS][COORD_WAIT_HISTORY];	/* wait durations */
+	unsigned int hist_n[COORD_NR_WAIT_KINDS], hist_next[COORD_NR_WAIT_KINDS];
+	/* the resume in progress, phase by phase */
+	bool rb_active;
+	struct coord_resume_breakdown rb;
+	uint64_t rb_running_ns;		/* clock: the VMM's vCPUs run */
+
 	bool has_caps;			/* memory pressure caps the offload gates */
 	struct coord_pressure_caps caps;
 	uint64_t armed_ns;		/* last deadline given to arm_timer */
@@ -109,6 +119,39 @@ static const char *const reason_names[COORD_NR_RESUME_REASONS] = {
 	[COORD_RESUME_MANUAL] = "manual",
 };
 
+static const char *const profile_names[COORD_NR_PROFILES] = {
+	[COORD_PROFILE_COST] = "cost",
+	[COORD_PROFILE_SEED] = "seed",
+};
+
+static const char *const restore_names[COORD_NR_RESTORES] = {
+	[COORD_RESTORE_POLICY] = "policy",
+	[COORD_RESTORE_LAZY] = "lazy",
+};
+
+const char *coord_profile_name(enum coord_profile p)
+{
+	return (unsigned int)p < COORD_NR_PROFILES ? profile_names[p] : "unknown";
+}
+
+const char *coord_restore_name(enum coord_restore r)
+{
+	return (unsigned int)r < COORD_NR_RESTORES ? restore_names[r] : "unknown";
+}
+
+static int name_parse(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -1;
+}
+
+int coord_profile_parse(const char *s)
+{
+	return name_parse(profile_names, COORD_NR_PROFILES, s);
+}
+
 const char *coord_state_name(enum coord_state s)
 {
 	return (unsigned int)s < COORD_NR_STATES ? state_names[s] : "UNKNOWN";
@@ -121,10 +164,7 @@ const char *coord_wait_kind_name(enum coord_wait_kind k)
 
 int coord_wait_kind_parse(const char *s)
 {
-	for (int k = 0; k < COORD_NR_WAIT_KINDS; k++)
-		if (!strcmp(s, kind_names[k]))
-			return k;
-	return -1;
+	return name_parse(kind_names, COORD_NR_WAIT_KINDS, s);
 }
 
 const char *coord_wait_state_name(enum coord_wait_state s)
@@ -168,6 +208,11 @@ void coord_config_default(struct coord_config *cfg)
 		.busy_backoff_ns = 20 * NS_PER_MS,
 		.busy_backoff_max_ns = 1 * NS_PER_SEC,
 		.max_pause_ns = 60 * NS_PER_SEC,
+		.profile = COORD_PROFILE_COST,
+		.cost_ratio = 4,
+		.offload_fixed_ns = 5 * NS_PER_MS,
+		.prior_wait_ns = 2 * NS_PER_SEC,
+		.assumed_write_bps = 1024ull << 20,
 	};
 	for (int k = 0; k < COORD_NR_WAIT_KINDS; k++)
 		cfg->kind[k] = (struct coord_kind_policy){
@@ -358,6 +403,8 @@ static void deliver_pending(struct coord *c)
 
 /* ---- transitions --------------------------------------------------- */
 
+static void breakdown_end(struct coord *c, bool acked);
+
 static void set_state(struct coord *c, enum coord_state to, const char *why)
 {
 	enum coord_state from = c->state;
@@ -482,13 +529,29 @@ static void start_resume(struct coord *c, enum coord_resume_reason reason,
 	c->resume_reason = reason;
 	c->resume_pending = COORD_RESUME_NONE;
 	c->resume_retry_at_ns = COORD_NO_DEADLINE;
+	c->offload_recheck = false;
+	breakdown_end(c, false);	/* a previous resume never acknowledged */
+	c->rb_active = true;
+	c->rb = (struct coord_resume_breakdown){
+		.reason = reason,
+		/* the guest runs its timer and goes idle again: nothing comes
+		 * back but what it touches */
+		.restore = reason == COORD_RESUME_TIMER ? COORD_RESTORE_LAZY : COORD_RESTORE_POLICY,
+		.offloaded = c->offloaded,
+		.requested_at_ns = clock_now(c),
+	};
+	if (c->rb.restore == COORD_RESTORE_LAZY)
+		c->st.resumes_lazy++;
 	set_state(c, COORD_RESUMING, why);
-	if (c->offloaded && c->ops->pre_resume) {
+	if (c->ops->restore)
+		c->ops->restore(c->arg, c->rb.restore);
+	if (c->offloaded && c->ops->pre_resume && reason != COORD_RESUME_TIMER) {
 		err = c->ops->pre_resume(c->arg);
 		if (err < 0)	/* the faults will serve what is missing */
 			log_warn(c->subject, "pre-resume restore: %s", strerror(-err));
 		c->critical_window = true;
 	}
+	c->rb.pre_resume_ns = clock_now(c) - c->rb.requested_at_ns;
 	err = c->ops->resume(c->arg);
 	if (err)
 		coord_resume_done(c, err);
@@ -500,22 +563,43 @@ static uint64_t gate(const struct coord *c, uint64_t policy, uint64_t cap)
 	return c->has_caps ? min_u64(policy, cap) : policy;
 }
 
-/* PAUSED: when may this cycle offload?  NO_DEADLINE: not at all. */
-static uint64_t offload_time(struct coord *c)
+/* May this pause cycle offload at all?  NULL, or why not. */
+static const char *offload_refusal(struct coord *c)
+{
+	if (c->manual)
+		return "manual_pause";
+	if (!offload_possible(c))
+		return "no_pager";
+	if (!(c->handoff_flags & COORD_HANDOFF_OFFLOAD) || !waits_allow(c, true))
+		return "wait_kind";
+	if (c->budget_deadline_ns == COORD_NO_DEADLINE)
+		return "timer_unknown";
+	return NULL;
+}
+
+/* The seed rule: when this cycle offloads, NO_DEADLINE: not at all. */
+static uint64_t seed_offload_time(struct coord *c, const char **why)
 {
 	uint64_t t;
 
-	if (c->manual || !offload_possible(c) || !(c->handoff_flags & COORD_HANDOFF_OFFLOAD) ||
-	    !waits_allow(c, true) || c->budget_deadline_ns == COORD_NO_DEADLINE)
+	*why = offload_refusal(c);
+	if (*why)
 		return COORD_NO_DEADLINE;
 	t = max_u64(add_sat(oldest_wait_start(c), gate(c, c->cfg.offload_after_ns,
 						       c->caps.offload_after_ns)), clock_now(c));
-	if (c->has_offloaded)
-		t = max_u64(t, add_sat(c->last_offload_ns, gate(c, c->cfg.offload_cooldown_ns,
-								c->caps.offload_cooldown_ns)));
+	*why = "offload_after";
+	if (c->has_offloaded &&
+	    add_sat(c->last_offload_ns, gate(c, c->cfg.offload_cooldown_ns,
+					     c->caps.offload_cooldown_ns)) > t) {
+		t = add_sat(c->last_offload_ns, gate(c, c->cfg.offload_cooldown_ns,
+						     c->caps.offload_cooldown_ns));
+		*why = "cooldown";
+	}
 	if (c->budget_deadline_ns < add_sat(t, gate(c, c->cfg.offload_min_budget_ns,
-						    c->caps.offload_min_budget_ns)))
+						    c->caps.offload_min_budget_ns))) {
+		*why = "budget";
 		return COORD_NO_DEADLINE;
+	}
 	return t;
 }
 
@@ -577,6 +661,199 @@ static void coord_rearm(struct coord *c)
 		return;
 	c->armed_ns = t;
 	c->ops->arm_timer(c->arg, t);
+}
+
+/* ---- offload policy ------------------------------------------------ */
+
+static void history_add(struct coord *c, enum coord_wait_kind k, uint64_t d)
+{
+	c->hist[k][c->hist_next[k]] = d;
+	c->hist_next[k] = (c->hist_next[k] + 1) % COORD_WAIT_HISTORY;
+	if (c->hist_n[k] < COORD_WAIT_HISTORY)
+		c->hist_n[k]++;
+}
+
+/* The lower median of @v[0..n) (sorts it); n > 0. */
+static uint64_t median(uint64_t *v, unsigned int n)
+{
+	for (unsigned int i = 1; i < n; i++)
+		for (unsigned int j = i; j && v[j - 1] > v[j]; j--) {
+			uint64_t t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return v[(n - 1) / 2];
+}
+
+/* How much longer a wait of kind @k, @age old, is expected to last. */
+static uint64_t expected_rest(const struct coord *c, enum coord_wait_kind k, uint64_t age,
+			      const char **from)
+{
+	uint64_t r[COORD_WAIT_HISTORY];
+	unsigned int m = 0;
+
+	if (!c->hist_n[k]) {
+		*from = "prior";
+		return max_u64(c->cfg.prior_wait_ns > age ? c->cfg.prior_wait_ns - age : 0, age);
+	}
+	for (unsigned int i = 0; i < c->hist_n[k]; i++)
+		if (c->hist[k][i] > age)
+			r[m++] = c->hist[k][i] - age;
+	if (!m) {	/* longer than every wait seen: as long again */
+		*from = "age";
+		return age;
+	}
+	*from = "history";
+	return median(r, m);
+}
+
+static void decided(struct coord *c, const struct coord_decision *d)
+{
+	if (d->offload)
+		c->st.decisions_offload++;
+	else
+		c->st.decisions_not++;
+	log_info(c->subject, "offload decision (%s): %s (%s)", coord_profile_name(d->profile),
+		 d->offload ? "offload" : d->final ? "no" : "not yet", d->reason);
+	if (c->ops->decision)
+		c->ops->decision(c->arg, d);
+}
+
+/*
+ * The cost profile at @now: fills @d; returns when to ask again
+ * (NO_DEADLINE: not in this cycle; @d->offload: now).
+ */
+static uint64_t cost_decide(struct coord *c, uint64_t now, struct coord_decision *d)
+{
+	struct coord_offload_bytes b = { 0 };
+	uint64_t timer = timer_resume_time(c), best = COORD_NO_DEADLINE;
+	double cost;
+
+	d->budget_ns = timer == COORD_NO_DEADLINE ? COORD_NO_DEADLINE :
+		       timer > now ? timer - now : 0;
+	d->reason = offload_refusal(c);
+	if (d->reason) {
+		d->final = true;
+		return COORD_NO_DEADLINE;
+	}
+	if (c->ops->offload_bytes(c->arg, &b) < 0) {
+		d->reason = "no_estimate";	/* cannot price it: the seed rule */
+		return COORD_NO_DEADLINE;
+	}
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
+		const struct coord_wait *w = &c->waits[i];
+		uint64_t age, rest;
+		const char *from;
+
+		if (!w->used || w->ready)
+			continue;
+		age = now > w->start_ns ? now - w->start_ns : 0;
+		rest = expected_rest(c, w->kind, age, &from);
+		if (rest < best) {
+			best = rest;
+			d->kind = w->kind;
+			d->age_ns = age;
+			d->expected_rest_ns = rest;
+			d->expected_from = from;
+			d->samples = c->hist_n[w->kind];
+		}
+	}
+	d->write_bytes = b.to_write;
+	d->write_bps_measured = c->write_bps != 0;
+	d->write_bps = c->write_bps ? c->write_bps : max_u64(c->cfg.assumed_write_bps, 1);
+	cost = (double)c->cfg.offload_fixed_ns +
+	       (double)b.to_write * (double)NS_PER_SEC / (double)d->write_bps;
+	d->cost_ns = cost >= (double)COORD_NO_DEADLINE ? COORD_NO_DEADLINE : (uint64_t)cost;
+	if (d->cost_ns >= d->budget_ns) {
+		d->reason = "budget";		/* the guest's timer comes first */
+		d->final = true;
+		return COORD_NO_DEADLINE;
+	}
+	if (c->has_caps) {
+		d->reason = "pressure";		/* memory is short: whatever it costs */
+		d->offload = true;
+		return now;
+	}
+	if (cost * (double)c->cfg.cost_ratio > (double)d->expected_rest_ns) {
+		d->reason = "cost";		/* not yet: ask again at twice the age */
+		return add_sat(now, max_u64(d->age_ns, c->cfg.handoff_delay_ns));
+	}
+	d->reason = "cheap";
+	d->offload = true;
+	return now;
+}
+
+/*
+ * PAUSED: decide whether and when this cycle offloads; sets offload_at_ns
+ * (and offload_recheck) and reports the decision.  True: offload now.
+ */
+static bool offload_decide(struct coord *c)
+{
+	uint64_t now = clock_now(c);
+	struct coord_decision d = {
+		.profile = c->cfg.profile,
+		.budget_ns = COORD_NO_DEADLINE,
+		.at_ns = COORD_NO_DEADLINE,
+	};
+	uint64_t t = COORD_NO_DEADLINE;
+	bool seed = c->cfg.profile == COORD_PROFILE_SEED || !c->ops->offload_bytes;
+
+	c->offload_recheck = false;
+	if (!seed) {
+		t = cost_decide(c, now, &d);
+		if (!d.offload && t != COORD_NO_DEADLINE)
+			c->offload_recheck = true;
+		/* no estimate from the pager: decided as the seed rule */
+		seed = !d.offload && !d.final && !c->offload_recheck;
+	}
+	if (seed) {
+		const char *why;
+
+		d = (struct coord_decision){ .profile = COORD_PROFILE_SEED,
+					     .budget_ns = COORD_NO_DEADLINE };
+		t = seed_offload_time(c, &why);
+		d.reason = why;
+		d.offload = t != COORD_NO_DEADLINE;
+		d.final = !d.offload;
+		if (c->budget_deadline_ns != COORD_NO_DEADLINE)
+			d.budget_ns = c->budget_deadline_ns > now ? c->budget_deadline_ns - now : 0;
+	}
+	d.at_ns = d.offload ? t : COORD_NO_DEADLINE;
+	c->offload_at_ns = t;
+	decided(c, &d);
+	return d.offload && t <= now;
+}
+
+/* An offload ended well: learn the store's write speed from it. */
+static void learn_write_speed(struct coord *c, uint64_t dur_ns)
+{
+	struct coord_offload_bytes b = { 0 };
+	double bps;
+
+	if (!c->ops->offload_bytes || c->ops->offload_bytes(c->arg, &b) < 0 ||
+	    b.last_written < (1u << 20) || !dur_ns)
+		return;		/* too little written to time the store */
+	bps = (double)b.last_written * (double)NS_PER_SEC / (double)dur_ns;
+	c->write_bps = c->write_bps ? (uint64_t)((3.0 * (double)c->write_bps + bps) / 4.0) :
+		       (uint64_t)bps;
+}
+
+/* ---- resume breakdown ----------------------------------------------- */
+
+static void breakdown_end(struct coord *c, bool acked)
+{
+	uint64_t now = clock_now(c);
+
+	if (!c->rb_active)
+		return;
+	c->rb_active = false;
+	c->rb.acked = acked;
+	if (acked && c->rb.resumed_sent)
+		c->rb.ack_ns = now - (c->rb_running_ns + c->rb.resumed_ns);
+	c->rb.total_ns = now - c->rb.requested_at_ns;
+	if (c->ops->resume_breakdown)
+		c->ops->resume_breakdown(c->arg, &c->rb);
 }
 
 static void start_offload(struct coord *c, const char *why)
@@ -657,6 +934,20 @@ void coord_set_config(struct coord *c, const struct coord_config *cfg)
 	coord_rearm(c);
 }
 
+void coord_get_learned(const struct coord *c, struct coord_learned *l)
+{
+	*l = (struct coord_learned){ .write_bps = c->write_bps };
+	for (int k = 0; k < COORD_NR_WAIT_KINDS; k++) {
+		uint64_t v[COORD_WAIT_HISTORY];
+
+		l->samples[k] = c->hist_n[k];
+		if (!c->hist_n[k])
+			continue;
+		memcpy(v, c->hist[k], c->hist_n[k] * sizeof(v[0]));
+		l->median_wait_ns[k] = median(v, c->hist_n[k]);
+	}
+}
+
 const struct coord_evidence *coord_last_evidence(const struct coord *c)
 {
 	return &c->last_ev;
@@ -710,6 +1001,7 @@ void coord_tick(struct coord *c)
 			log_warn(c->subject, "no RESUME_ACK for request %llu: delivering anyway",
 				 (unsigned long long)c->resume_ack_req_id);
 			c->awaiting_resume_ack = false;
+			breakdown_end(c, false);
 			deliver_pending(c);
 		}
 		if (c->state == COORD_WAITING && now >= c->handoff_at_ns) {
@@ -735,7 +1027,8 @@ void coord_tick(struct coord *c)
 			start_resume(c, COORD_RESUME_FAILSAFE, "max_pause");
 		else if (now >= timer_resume_time(c))
 			start_resume(c, COORD_RESUME_TIMER, "guest_timer");
-		else if (c->state == COORD_PAUSED && now >= c->offload_at_ns)
+		else if (c->state == COORD_PAUSED && now >= c->offload_at_ns &&
+			 (!c->offload_recheck || offload_decide(c)))
 			start_offload(c, "offload_policy");
 		break;
 	case COORD_OFFLOADING:
@@ -813,6 +1106,7 @@ int coord_wait_ready(struct coord *c, const char *id)
 	w->ready = true;
 	w->ready_ns = clock_now(c);
 	c->st.waits_ready++;
+	history_add(c, w->kind, w->ready_ns - w->start_ns);
 	log_info(c->subject, "wait %s data ready after %llu ms in %s", w->id,
 		 (unsigned long long)((w->ready_ns - w->start_ns) / NS_PER_MS),
 		 coord_state_name(c->state));
@@ -968,6 +1262,7 @@ void coord_link_down(struct coord *c)
 	}
 	if (c->awaiting_resume_ack) {
 		c->awaiting_resume_ack = false;
+		breakdown_end(c, false);
 		deliver_pending(c);
 	}
 	coord_rearm(c);
@@ -1043,6 +1338,7 @@ void coord_resume_ack(struct coord *c, uint64_t req_id)
 		return;
 	}
 	c->awaiting_resume_ack = false;
+	breakdown_end(c, true);
 	deliver_pending(c);
 	coord_rearm(c);
 }
@@ -1114,10 +1410,8 @@ void coord_pause_done(struct coord *c, int err)
 		start_resume(c, c->resume_pending, "resume_pending");
 	} else if (!c->manual && !coord_nr_waits(c)) {
 		start_resume(c, COORD_RESUME_DATA_READY, "no_waits");
-	} else {
-		c->offload_at_ns = offload_time(c);
-		if (c->offload_at_ns != COORD_NO_DEADLINE && c->offload_at_ns <= c->paused_at_ns)
-			start_offload(c, "offload_policy");
+	} else if (offload_decide(c)) {
+		start_offload(c, "offload_policy");
 	}
 	coord_rearm(c);
 }
@@ -1147,6 +1441,7 @@ void coord_offload_done(struct coord *c, int err)
 		return;
 	}
 	c->st.offloads++;
+	learn_write_speed(c, c->offloaded_at_ns - c->last_offload_ns);
 	set_state(c, COORD_OFFLOADED, "offloaded");
 	if (c->resume_pending)
 		start_resume(c, c->resume_pending, "resume_pending");
@@ -1177,11 +1472,17 @@ void coord_resume_done(struct coord *c, int err)
 		c->st.offloaded_ns_total += now - c->offloaded_at_ns;
 	c->st.resumes_by_reason[c->resume_reason]++;
 	c->req_id = 0;
+	c->rb_running_ns = now;
+	c->rb.vmm_ns = now - c->rb.requested_at_ns - c->rb.pre_resume_ns;
 	if (req_id && c->link_up && c->ops->resumed) {
 		c->ops->resumed(c->arg, req_id, paused_ns, c->resume_reason, c->offloaded);
+		c->rb.resumed_sent = true;
+		c->rb.resumed_ns = clock_now(c) - now;
 		c->awaiting_resume_ack = true;
 		c->resume_ack_req_id = req_id;
 		c->resume_ack_deadline_ns = add_sat(now, c->cfg.ack_timeout_ns);
+	} else {
+		breakdown_end(c, false);	/* no guest link: it ends here */
 	}
 	{
 		uint64_t delay = c->cfg.handoff_delay_ns;

@@ -23,6 +23,42 @@
  * reports through coord_link_up/down(), coord_handoff_ack() and
  * coord_resume_ack().  Unit tests drive it with a fake clock.
  *
+ * Offload policy (coord_config.profile):
+ *   cost  (default) offload a paused VM when what the offload costs is small
+ *         against what it saves: the bytes it must write (ops->offload_bytes:
+ *         dirty and never-stored pages) at the store's write speed (measured
+ *         from this VM's offloads: bytes written / duration, an EWMA; until
+ *         the first measurement assumed_write_bps), plus offload_fixed_ns,
+ *         times cost_ratio must not exceed the expected rest of the wait,
+ *         and the guest's timer budget must cover the offload.  The expected
+ *         rest is learned per VM and wait kind: the median of (d - age) over
+ *         the last COORD_WAIT_HISTORY waits of that kind that lasted d > age
+ *         (none yet: the larger of prior_wait_ns - age and age; all
+ *         shorter: age).  With several
+ *         waits, the shortest expectation counts (any ready wait resumes).
+ *         A "not yet" (cost against expectation) is asked again when the
+ *         wait's age doubles; a "no" for the budget is final for the cycle.
+ *         No cooldown and no fixed delay: re-offloading a VM whose guest
+ *         timer dirtied little costs little.  Without ops->offload_bytes
+ *         the cost profile decides as the seed rule does.
+ *   seed  the fixed rule: offload offload_after_ns into the wait, when the
+ *         timer budget is at least offload_min_budget_ns and
+ *         offload_cooldown_ns have passed since this VM's last offload.
+ * Every decision, yes or no, goes to ops->decision with its inputs.
+ *
+ * Restore (ops->restore): before each resume the coordinator says how
+ * pages come back.  A resume for the guest's own timer is
+ * COORD_RESTORE_LAZY (faults only, no pre-resume restore): the guest runs
+ * its timer and goes idle, and is paused and offloaded again; every other
+ * resume is COORD_RESTORE_POLICY, the VM's own restore policy (eager,
+ * working-set or lazy), which is the pager's, set outside the coordinator.
+ *
+ * Resume breakdown: every resume is timed from the request (resume
+ * trigger) through the pre-resume restore and the VMM's resume (vCPUs
+ * running) to RESUMED sent and the guest's RESUME_ACK, and given to
+ * ops->resume_breakdown once it ends (acknowledged, timed out, or without
+ * a guest link at once).
+ *
  * A VM is unmanaged until coord_set_managed(c, true): waits are counted
  * (and delivered at once) but nothing is handed off, paused or offloaded.
  *
@@ -84,6 +120,21 @@ enum coord_resume_reason {
 #define COORD_NO_DEADLINE	UINT64_MAX
 #define COORD_BUDGET_UNKNOWN	UINT64_MAX	/* VMNAP_TIMER_UNKNOWN */
 
+enum coord_profile {
+	COORD_PROFILE_COST = 0,		/* offload when cheap against the wait */
+	COORD_PROFILE_SEED,		/* fixed delay, budget and cooldown */
+	COORD_NR_PROFILES,
+};
+
+/* How pages come back after a resume (ops->restore). */
+enum coord_restore {
+	COORD_RESTORE_POLICY = 0,	/* the VM's restore policy */
+	COORD_RESTORE_LAZY,		/* faults only (a timer resume) */
+	COORD_NR_RESTORES,
+};
+
+#define COORD_WAIT_HISTORY	32	/* waits remembered per kind */
+
 struct coord_kind_policy {
 	bool may_pause;
 	bool may_offload;
@@ -100,6 +151,11 @@ struct coord_config {
 	uint64_t busy_backoff_ns;	/* first retry after BUSY (20 ms) */
 	uint64_t busy_backoff_max_ns;	/* backoff doubles up to this (1 s) */
 	uint64_t max_pause_ns;		/* fail-safe: resume after (60 s) */
+	enum coord_profile profile;	/* offload policy (cost) */
+	uint32_t cost_ratio;		/* cost x this <= expected rest (4) */
+	uint64_t offload_fixed_ns;	/* cost of an offload writing nothing (5 ms) */
+	uint64_t prior_wait_ns;		/* expected wait with no history (2 s) */
+	uint64_t assumed_write_bps;	/* store write speed until measured (1 GiB/s) */
 	/*
 	 * The pause backend stops the guest's clock too (QEMU stop/cont,
 	 * Cloud Hypervisor: the guest's monotonic time does not advance
@@ -127,6 +183,46 @@ struct coord_pressure_caps {
 };
 
 struct coord;
+
+/* What an offload writes, as the pager sees it (ops->offload_bytes). */
+struct coord_offload_bytes {
+	uint64_t to_write;	/* an offload now would write about this much */
+	uint64_t last_written;	/* the offload that ended last wrote this */
+};
+
+/* One offload decision (ops->decision). */
+struct coord_decision {
+	enum coord_profile profile;
+	bool offload;		/* offload now */
+	bool final;		/* no: not asked again in this pause */
+	const char *reason;	/* why, one word */
+	enum coord_wait_kind kind;	/* of the wait with the shortest expectation */
+	uint64_t age_ns;	/* of that wait */
+	uint64_t expected_rest_ns;	/* of that wait (cost); 0 (seed) */
+	const char *expected_from;	/* "history", "prior", "age" (cost); NULL */
+	unsigned int samples;	/* waits of that kind remembered */
+	uint64_t budget_ns;	/* until the timer resume; COORD_NO_DEADLINE: unknown */
+	uint64_t write_bytes;	/* estimate (cost); 0 unknown */
+	uint64_t write_bps;	/* store write speed used (cost) */
+	bool write_bps_measured;
+	uint64_t cost_ns;	/* offload_fixed + write_bytes / write_bps (cost) */
+	uint64_t at_ns;		/* seed: when it offloads (clock) */
+};
+
+/* One resume, phase by phase (ops->resume_breakdown); ns. */
+struct coord_resume_breakdown {
+	enum coord_resume_reason reason;
+	enum coord_restore restore;
+	bool offloaded;
+	bool acked;			/* RESUME_ACK came (else timed out, or no link) */
+	bool resumed_sent;		/* a RESUMED went to the guest */
+	uint64_t requested_at_ns;	/* clock */
+	uint64_t pre_resume_ns;		/* requested -> pre-resume restore done */
+	uint64_t vmm_ns;		/* -> the VMM's vCPUs run */
+	uint64_t resumed_ns;		/* -> RESUMED sent */
+	uint64_t ack_ns;		/* -> RESUME_ACK (0 without one) */
+	uint64_t total_ns;		/* requested -> the end */
+};
 
 /*
  * The world, as the coordinator sees it.  Actions return 0 when started
@@ -170,6 +266,16 @@ struct coord_ops {
 			   const char *why);
 	/* A wait was delivered (ready -> the guest has the data). */
 	void (*delivered)(void *arg, const char *wait_id, uint64_t latency_ns);
+	/* The pager's view of what offloading costs; -errno when unknown.
+	 * NULL: the cost profile decides as the seed rule does. */
+	int (*offload_bytes)(void *arg, struct coord_offload_bytes *b);
+	/* Every offload decision (events). */
+	void (*decision)(void *arg, const struct coord_decision *d);
+	/* How pages come back after the resume about to start (called
+	 * before ->pre_resume and ->resume).  NULL: the caller's default. */
+	void (*restore)(void *arg, enum coord_restore how);
+	/* A resume ended (see struct coord_resume_breakdown). */
+	void (*resume_breakdown)(void *arg, const struct coord_resume_breakdown *b);
 };
 
 struct coord_stats {
@@ -186,6 +292,15 @@ struct coord_stats {
 	uint64_t delivery_ns_sum;
 	uint64_t last_delivery_ns;
 	uint64_t transitions;
+	uint64_t decisions_offload, decisions_not;	/* offload decisions */
+	uint64_t resumes_lazy;		/* resumes told to restore by faults only */
+};
+
+/* What the cost profile has learned (for the API). */
+struct coord_learned {
+	uint64_t write_bps;		/* 0: not measured yet */
+	unsigned int samples[COORD_NR_WAIT_KINDS];
+	uint64_t median_wait_ns[COORD_NR_WAIT_KINDS];	/* 0: no sample */
 };
 
 /* What the last HANDOFF_ACK said (for the API). */
@@ -203,6 +318,9 @@ const char *coord_wait_kind_name(enum coord_wait_kind k);
 /* -1 when unknown. */
 int coord_wait_kind_parse(const char *s);
 const char *coord_resume_reason_name(enum coord_resume_reason r);
+const char *coord_profile_name(enum coord_profile p);
+int coord_profile_parse(const char *s);			/* -1: unknown */
+const char *coord_restore_name(enum coord_restore r);
 /* Histogram bucket of a latency: 0 for < 1 µs, i for [2^(i-1), 2^i) µs. */
 unsigned int coord_hist_bucket(uint64_t ns);
 
@@ -218,6 +336,7 @@ const struct coord_config *coord_config(const struct coord *c);
 void coord_set_config(struct coord *c, const struct coord_config *cfg);
 const struct coord_evidence *coord_last_evidence(const struct coord *c);
 unsigned int coord_nr_waits(const struct coord *c);	/* outstanding */
+void coord_get_learned(const struct coord *c, struct coord_learned *l);
 
 /* The caller's clock reached the armed deadline. */
 void coord_tick(struct coord *c);

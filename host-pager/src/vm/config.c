@@ -26,7 +26,11 @@ static const struct {
 	{ "busy_backoff_ms", offsetof(struct coord_config, busy_backoff_ns) },
 	{ "busy_backoff_max_ms", offsetof(struct coord_config, busy_backoff_max_ns) },
 	{ "max_pause_ms", offsetof(struct coord_config, max_pause_ns) },
+	{ "offload_fixed_ms", offsetof(struct coord_config, offload_fixed_ns) },
+	{ "prior_wait_ms", offsetof(struct coord_config, prior_wait_ns) },
 };
+#define MAX_COST_RATIO		1000u
+#define MAX_WRITE_MIB_S		(1u << 20)	/* 1 TiB/s */
 #define NR_COORD_MS_KEYS (sizeof(coord_ms_keys) / sizeof(coord_ms_keys[0]))
 
 void config_default(struct vmnapd_settings *s)
@@ -127,6 +131,55 @@ static int kinds_from_json(const json_t *obj, struct coord_config *cfg, char *er
 	return 0;
 }
 
+/* "offload_policy": a name out of @parse's list. */
+static int get_name(const char *key, const json_t *v, int (*parse)(const char *),
+		    const char *want, int *out, char *err, size_t n)
+{
+	int x = json_is_string(v) ? parse(json_string_value(v)) : -1;
+
+	if (x < 0) {
+		snprintf(err, n, "coordinator.%s: want one of %s", key, want);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+static int get_uint(const char *key, const json_t *v, uint32_t max, uint32_t *out,
+		    char *err, size_t n)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > (json_int_t)max) {
+		snprintf(err, n, "coordinator.%s: want an integer, 1..%u", key, max);
+		return -EINVAL;
+	}
+	*out = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
+/* The offload policy's keys that are not durations; 1: not one of them. */
+static int policy_key_from_json(const char *key, const json_t *v, struct coord_config *c,
+				char *err, size_t n)
+{
+	int x, ret;
+	uint32_t u;
+
+	if (!strcmp(key, "offload_policy")) {
+		ret = get_name(key, v, coord_profile_parse, "\"cost\", \"seed\"", &x, err, n);
+		if (!ret)
+			c->profile = (enum coord_profile)x;
+	} else if (!strcmp(key, "cost_ratio")) {
+		ret = get_uint(key, v, MAX_COST_RATIO, &c->cost_ratio, err, n);
+	} else if (!strcmp(key, "assumed_write_mib_s")) {
+		ret = get_uint(key, v, MAX_WRITE_MIB_S, &u, err, n);
+		if (!ret)
+			c->assumed_write_bps = (uint64_t)u << 20;
+	} else {
+		return 1;
+	}
+	return ret;
+}
+
 int config_coord_from_json(const json_t *obj, struct coord_config *cfg, char *err, size_t n)
 {
 	struct coord_config c = *cfg;
@@ -145,6 +198,12 @@ int config_coord_from_json(const json_t *obj, struct coord_config *cfg, char *er
 			continue;	/* "_comment" */
 		if (!strcmp(key, "kinds")) {
 			ret = kinds_from_json(v, &c, err, n);
+			if (ret)
+				return ret;
+			continue;
+		}
+		ret = policy_key_from_json(key, v, &c, err, n);
+		if (ret <= 0) {
 			if (ret)
 				return ret;
 			continue;
@@ -185,6 +244,10 @@ json_t *config_coord_to_json(const struct coord_config *cfg)
 				    json_pack("{s:b,s:b}", "pause", cfg->kind[k].may_pause,
 					      "offload", cfg->kind[k].may_offload));
 	json_object_set_new(o, "kinds", kinds);
+	json_object_set_new(o, "offload_policy", json_string(coord_profile_name(cfg->profile)));
+	json_object_set_new(o, "cost_ratio", json_integer(cfg->cost_ratio));
+	json_object_set_new(o, "assumed_write_mib_s",
+			    json_integer((json_int_t)(cfg->assumed_write_bps >> 20)));
 	return o;
 }
 

@@ -43,6 +43,8 @@ struct vm_control {
 	pid_t vmm_pid;			/* given at registration, or 0 */
 	struct vmm_mem_sampler *vmm_mem;	/* once a VMM pid is known */
 	bool offload_running;
+	enum coord_restore restore;	/* how pages come back after this resume */
+	uint64_t resume_faults0, resume_fault_pages0;	/* pager counters at its request */
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
 	uint64_t last_unquiesce_ns;	/* from the last RESUME_ACK */
@@ -230,6 +232,13 @@ static int ctl_pause(void *arg)
 	return err;
 }
 
+/* The VM runs again: the pager brings its pages back (ctl_restore said how). */
+static void pager_restore_after_resume(struct vm *vm)
+{
+	if (vm->pager)
+		pager_resumed(vm->pager);
+}
+
 static void resume_done(struct pause_backend *pb, int err, void *arg)
 {
 	struct vm *vm = arg;
@@ -238,8 +247,7 @@ static void resume_done(struct pause_backend *pb, int err, void *arg)
 	if (!err) {
 		if (vm->vsock)
 			vhost_vsock_set_paused(vm->vsock, false);
-		if (vm->pager)
-			pager_resumed(vm->pager);
+		pager_restore_after_resume(vm);
 	}
 	coord_resume_done(vm->coord, err);
 }
@@ -390,6 +398,102 @@ static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
 		    json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns));
 }
 
+/* What an offload now would write: the resident pages with no valid store
+ * copy (RESIDENT, not CLEAN; holes and zero pages are not written, so the
+ * memfd's allocated bytes less the CLEAN ones bound it too). */
+static int ctl_offload_bytes(void *arg, struct coord_offload_bytes *b)
+{
+	struct vm *vm = arg;
+	struct pager_stats st;
+	uint64_t clean, dirty;
+
+	if (!vm->pager)
+		return -ENODEV;
+	pager_get_stats(vm->pager, &st);
+	clean = st.pages[PAGE_CLEAN] * PAGER_PAGE_SIZE;
+	dirty = st.resident_bytes > clean ? st.resident_bytes - clean : 0;
+	b->to_write = dirty < st.pages[PAGE_RESIDENT] * PAGER_PAGE_SIZE ? dirty :
+		      st.pages[PAGE_RESIDENT] * PAGER_PAGE_SIZE;
+	b->last_written = st.last_offload_written;
+	return 0;
+}
+
+static json_t *ns_or_null(uint64_t ns)
+{
+	return ns == COORD_NO_DEADLINE ? json_null() : json_integer((json_int_t)ns);
+}
+
+static void ctl_decision(void *arg, const struct coord_decision *d)
+{
+	struct vm *vm = arg;
+	json_t *f = json_pack("{s:s,s:b,s:b,s:s,s:o}", "policy", coord_profile_name(d->profile),
+			      "offload", d->offload, "final", d->final,
+			      "reason", d->reason ? d->reason : "", "budget_ns",
+			      ns_or_null(d->budget_ns));
+
+	if (d->profile == COORD_PROFILE_COST) {
+		json_object_set_new(f, "kind", json_string(coord_wait_kind_name(d->kind)));
+		json_object_set_new(f, "age_ns", json_integer((json_int_t)d->age_ns));
+		json_object_set_new(f, "expected_rest_ns",
+				    json_integer((json_int_t)d->expected_rest_ns));
+		if (d->expected_from)
+			json_object_set_new(f, "expected_from", json_string(d->expected_from));
+		json_object_set_new(f, "samples", json_integer(d->samples));
+		json_object_set_new(f, "write_bytes", json_integer((json_int_t)d->write_bytes));
+		json_object_set_new(f, "write_bps", json_integer((json_int_t)d->write_bps));
+		json_object_set_new(f, "write_bps_measured", json_boolean(d->write_bps_measured));
+		json_object_set_new(f, "cost_ns", ns_or_null(d->cost_ns));
+	} else if (d->offload) {
+		uint64_t now = now_ns();
+
+		json_object_set_new(f, "in_ns", json_integer((json_int_t)(d->at_ns > now ?
+									 d->at_ns - now : 0)));
+	}
+	events_emit(vm->d, vm->name, "offload_decision", f);
+}
+
+/*
+ * Before a resume (and before its pre-resume restore): a timer resume
+ * restores lazily, any other by the VM's restore policy (vm_restore()).
+ */
+static void ctl_restore(void *arg, enum coord_restore how)
+{
+	struct vm *vm = arg;
+	struct pager_stats st = { 0 };
+
+	vm->control->restore = how;
+	if (vm->pager) {
+		pager_resume_restore(vm->pager, how == COORD_RESTORE_LAZY ?
+				     PAGER_RESTORE_LAZY : PAGER_RESTORE_POLICY);
+		pager_get_stats(vm->pager, &st);
+	}
+	vm->control->resume_faults0 = st.faults;
+	vm->control->resume_fault_pages0 = st.fault_pages;
+}
+
+static void ctl_resume_breakdown(void *arg, const struct coord_resume_breakdown *b)
+{
+	struct vm *vm = arg;
+	struct pager_stats st = { 0 };
+	json_t *f;
+
+	if (vm->pager)
+		pager_get_stats(vm->pager, &st);
+	f = json_pack("{s:s,s:s,s:b,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+		      "reason", coord_resume_reason_name(b->reason),
+		      "restore", b->restore == COORD_RESTORE_LAZY ? "lazy" :
+				 pager_restore_name((enum pager_restore)vm_restore(vm)),
+		      "offloaded", b->offloaded, "acked", b->acked,
+		      "pre_resume_ns", (json_int_t)b->pre_resume_ns,
+		      "vmm_ns", (json_int_t)b->vmm_ns,
+		      "resumed_ns", (json_int_t)b->resumed_ns,
+		      "ack_ns", (json_int_t)b->ack_ns,
+		      "total_ns", (json_int_t)b->total_ns,
+		      "faults", (json_int_t)(st.faults - vm->control->resume_faults0),
+		      "fault_pages", (json_int_t)(st.fault_pages - vm->control->resume_fault_pages0));
+	events_emit(vm->d, vm->name, "resume", f);
+}
+
 static const struct coord_ops ctl_coord_ops = {
 	.now = ctl_now,
 	.arm_timer = ctl_arm,
@@ -405,6 +509,10 @@ static const struct coord_ops ctl_coord_ops = {
 	.can_offload = ctl_can_offload,
 	.transition = ctl_transition,
 	.delivered = ctl_delivered,
+	.offload_bytes = ctl_offload_bytes,
+	.decision = ctl_decision,
+	.restore = ctl_restore,
+	.resume_breakdown = ctl_resume_breakdown,
 };
 
 /* ---- guest link callbacks ------------------------------------------ */
@@ -859,6 +967,23 @@ int vm_set_restore(struct vm *vm, int how)
 	return 0;
 }
 
+/* What the cost policy learned: the store's write speed, the waits. */
+static json_t *learned_json(const struct coord *c)
+{
+	struct coord_learned l;
+	json_t *waits = json_object();
+
+	coord_get_learned(c, &l);
+	for (int k = 0; k < COORD_NR_WAIT_KINDS; k++)
+		json_object_set_new(waits, coord_wait_kind_name((enum coord_wait_kind)k),
+				    json_pack("{s:i,s:o}", "samples", (int)l.samples[k],
+					      "median_ns", l.samples[k] ?
+					      json_integer((json_int_t)l.median_wait_ns[k]) : json_null()));
+	return json_pack("{s:o,s:o}", "write_bps",
+			 l.write_bps ? json_integer((json_int_t)l.write_bps) : json_null(),
+			 "waits", waits);
+}
+
 json_t *vm_control_json(struct vm *vm)
 {
 	json_t *o = json_pack("{s:s,s:I}", "name", vm->name, "id", (json_int_t)vm->id);
@@ -878,6 +1003,12 @@ json_t *vm_control_json(struct vm *vm)
 		json_object_set_new(json_object_get(o, "counters"), "pager_errors",
 				    json_integer((json_int_t)st.pager_errors));
 		json_object_set_new(o, "policy", config_coord_to_json(coord_config(vm->coord)));
+		json_object_set_new(o, "learned", learned_json(vm->coord));
+		json_object_set_new(json_object_get(o, "counters"), "decisions",
+				    json_pack("{s:I,s:I}", "offload", (json_int_t)st.decisions_offload,
+					      "not", (json_int_t)st.decisions_not));
+		json_object_set_new(json_object_get(o, "counters"), "resumes_lazy",
+				    json_integer((json_int_t)st.resumes_lazy));
 		json_object_set_new(o, "evidence", json_pack("{s:o,s:i,s:i,s:i,s:i}",
 			"next_timer_ns", ev->next_timer_ns == COORD_BUDGET_UNKNOWN ? json_null() :
 					 json_integer((json_int_t)ev->next_timer_ns),
