@@ -91,11 +91,18 @@ static int uffd_wake(int uffd, uint64_t addr, uint64_t len)
 	return ioctl(uffd, UFFDIO_WAKE, &r) < 0 ? -errno : 0;
 }
 
-/* Lock not held: an EEXIST is counted in *@eexist, added under the lock. */
-static int uffd_zeropage(int uffd, uint64_t addr, uint64_t *eexist)
+/* Lock not held: an EEXIST is counted in *@eexist, added under the lock.
+ * @exposed non-NULL: a page found present is write-protected in this
+ * mapping before its faulter is woken (wp_sync, a CLEAN page: its first
+ * write must fault even where the mapping's entry lost its uffd-wp
+ * marker); *@exposed set if that failed. */
+static int uffd_zeropage(int uffd, uint64_t addr, uint64_t *eexist, bool *exposed)
 {
 	struct uffdio_zeropage z = {
 		.range = { .start = addr, .len = PAGER_PAGE_SIZE },
+	};
+	struct uffdio_writeprotect wp = {
+		.range = z.range, .mode = UFFDIO_WRITEPROTECT_MODE_WP,
 	};
 
 	for (int i = 0; i < UFFD_EAGAIN_RETRIES; i++) {
@@ -103,6 +110,8 @@ static int uffd_zeropage(int uffd, uint64_t addr, uint64_t *eexist)
 			return 0;
 		if (errno == EEXIST) {
 			(*eexist)++;
+			if (exposed && ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) < 0)
+				*exposed = true;
 			return uffd_wake(uffd, addr, PAGER_PAGE_SIZE);
 		}
 		if (errno != EAGAIN)
@@ -332,7 +341,7 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	enum pager_page_state was;
 	unsigned int ri;
 	uint64_t pg, t0 = now_ns(), page_addr, eexist = 0;
-	bool unregister;
+	bool unregister, protect, exposed = false;
 	int err = 0;
 
 	/* the ranges change only on this thread (events): read unlocked */
@@ -378,9 +387,10 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		 * claimed while the ioctl runs, so nothing punches or stores
 		 * the page meanwhile */
 		was = pg_state(p, pg);
+		protect = was == PAGE_CLEAN && m->wp && p->track == PAGER_DIRTY_WP_SYNC;
 		pg_set(p, pg, PAGE_IN_FLIGHT);
 		pthread_mutex_unlock(&p->lock);
-		err = uffd_zeropage(m->uffd, page_addr, &eexist);
+		err = uffd_zeropage(m->uffd, page_addr, &eexist, protect ? &exposed : NULL);
 		pthread_mutex_lock(&p->lock);
 		p->eexist += eexist;
 		if (!err) {
@@ -388,7 +398,8 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 				p->zero_faults++;
 			/* a CLEAN page found present stays CLEAN; one that
 			 * was a hole (punched behind the pager) is zero now */
-			pg_set(p, pg, was == PAGE_CLEAN && eexist ? PAGE_CLEAN : PAGE_RESIDENT);
+			pg_set(p, pg, was == PAGE_CLEAN && eexist && !exposed ? PAGE_CLEAN :
+			       PAGE_RESIDENT);
 			p->state[pg] |= PG_WS_CUR;
 		} else {
 			pg_set(p, pg, was);
