@@ -880,6 +880,17 @@ struct pager_stats stats_until_unstuck(struct harness *h, int max_polls)
 	return st;
 }
 
+struct pager_stats stats_settled(struct harness *h)
+{
+	struct pager_stats st = stats(h, NULL);
+
+	for (int polls = 1; st.pages[PAGE_IN_FLIGHT] && polls < STATS_SETTLED_POLLS; polls++) {
+		usleep(10000);
+		st = stats(h, NULL);
+	}
+	return st;
+}
+
 static void test_error_cb(struct pager *p, int err, const char *what, void *arg)
 {
 	struct harness *h = arg;

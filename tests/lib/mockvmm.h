@@ -182,6 +182,16 @@ struct pager_stats stats(struct harness *h, bool *have);
  * @max_polls; the last stats read either way.
  */
 struct pager_stats stats_until_unstuck(struct harness *h, int max_polls);
+/*
+ * The pager's stats once no page is in flight: a thread that moved pages
+ * (the fault thread, the prefetcher) may wake or be overtaken by the
+ * mapper before it retakes the pager's lock, and it updates the pages'
+ * states and the counters that go with them (latency histogram, write-hot
+ * pages) in that one critical section.  Polled every 10 ms, at most
+ * STATS_SETTLED_POLLS times (a hang guard); the last stats read either way.
+ */
+#define STATS_SETTLED_POLLS	3000
+struct pager_stats stats_settled(struct harness *h);
 /* Loop thread (on_loop): the pager's errors go to the harness
  * (h->pager_err, h->pager_err_what, h->pager_error posted) ... */
 void catch_pager_errors(struct harness *h, void *arg);

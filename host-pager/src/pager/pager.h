@@ -225,7 +225,10 @@ struct pager_stats {
 	bool registered;		/* mappers' ranges registered MISSING */
 	bool evictable;
 	const char *not_evictable_reason;	/* static string or NULL */
-	/* bucket i: latency in [2^i, 2^(i+1)) µs; bucket 0 also < 1 µs */
+	/* bucket i: latency in [2^i, 2^(i+1)) µs; bucket 0 also < 1 µs.  A
+	 * fault counts in faults as it arrives (before its faulter is woken),
+	 * here once served (after): while its page is in flight the histogram
+	 * holds one fault fewer */
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
 	uint64_t fault_lat_ns_sum;	/* true sum of the latencies above, ns */
 	/* resume-critical set (pager_resume_prepare) */

@@ -91,11 +91,18 @@ static int uffd_wake(int uffd, uint64_t addr, uint64_t len)
 	return ioctl(uffd, UFFDIO_WAKE, &r) < 0 ? -errno : 0;
 }
 
-/* Lock not held: an EEXIST is counted in *@eexist, added under the lock. */
-static int uffd_zeropage(int uffd, uint64_t addr, uint64_t *eexist)
+/* Lock not held: an EEXIST is counted in *@eexist, added under the lock.
+ * @exposed non-NULL: a page found present is write-protected in this
+ * mapping before its faulter is woken (wp_sync, a CLEAN page: its first
+ * write must fault even where the mapping's entry lost its uffd-wp
+ * marker); *@exposed set if that failed. */
+static int uffd_zeropage(int uffd, uint64_t addr, uint64_t *eexist, bool *exposed)
 {
 	struct uffdio_zeropage z = {
 		.range = { .start = addr, .len = PAGER_PAGE_SIZE },
+	};
+	struct uffdio_writeprotect wp = {
+		.range = z.range, .mode = UFFDIO_WRITEPROTECT_MODE_WP,
 	};
 
 	for (int i = 0; i < UFFD_EAGAIN_RETRIES; i++) {
@@ -103,6 +110,8 @@ static int uffd_zeropage(int uffd, uint64_t addr, uint64_t *eexist)
 			return 0;
 		if (errno == EEXIST) {
 			(*eexist)++;
+			if (exposed && ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) < 0)
+				*exposed = true;
 			return uffd_wake(uffd, addr, PAGER_PAGE_SIZE);
 		}
 		if (errno != EAGAIN)
@@ -243,13 +252,33 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	return 0;
 }
 
+/* Does the memfd hold page @pg (not a hole)?  Lock not held; the page is
+ * claimed.  An anonymous region cannot tell: true. */
+static bool page_in_memfd(struct pager *p, uint64_t pg)
+{
+	const struct pager_region *r = pg_region(p, pg);
+	off_t off;
+
+	if (!r || r->memfd < 0)
+		return true;
+	off = (off_t)pg_memfd_off(r, pg);
+	return lseek(r->memfd, off, SEEK_DATA) == off;
+}
+
 /*
  * A write to a write-protected page (dirty tracking wp_sync): the page is
  * dirty.  A page in flight is waited for first - an offload writing it out
- * must not punch it after this write: once it is punched, the retried
- * write faults it back in.  Then the write goes through (unprotect, which
- * wakes the writer).  Protected pages of an untracked VM (tracking fell
- * back) are let through the same way.
+ * must not punch it after this write.  Then the write goes through
+ * (unprotect, which wakes the writer), with the page claimed meanwhile: an
+ * offload that claimed it between the check and the unprotect would read
+ * it, let the write through and punch it - the write lost.  A page punched
+ * while the write waited (OFFLOADED or ZERO, a hole of the memfd) is left
+ * protected: its entry in this mapper is a write-protect marker now, and
+ * unprotecting would drop it, so that a copy put back through the memfd
+ * (readahead, prefetch, make_resident) would be mapped writable with no
+ * fault while CLEAN - its next write never seen, the page punched with a
+ * stale slot.  Its writer is woken and faults it back in.  Protected pages
+ * of an untracked VM (tracking fell back) are let through.
  */
 static void handle_wp_fault(struct fault_ctx *fc, struct pager_mapper *m, uint64_t addr)
 {
@@ -258,7 +287,8 @@ static void handle_wp_fault(struct fault_ctx *fc, struct pager_mapper *m, uint64
 	struct uffdio_writeprotect wp = {
 		.range = { .start = page_addr, .len = PAGER_PAGE_SIZE },
 	};
-	bool found = false;
+	enum pager_page_state was = PAGE_RESIDENT;
+	bool found = false, claimed = false, unprotect = true, woken = false;
 
 	for (unsigned int ri = 0; ri < p->nr_regions && !found; ri++)
 		if (m->host_addr[ri] && addr >= m->host_addr[ri] + m->map_lo[ri] &&
@@ -274,17 +304,28 @@ static void handle_wp_fault(struct fault_ctx *fc, struct pager_mapper *m, uint64
 			p->dirty_scanned++;
 			p->hot[pg] = PAGER_HOT_CYCLES;
 		}
+		was = pg_state(p, pg);	/* CLEAN no more */
+		pg_set(p, pg, PAGE_IN_FLIGHT);
+		claimed = true;
 		p->state[pg] |= PG_WS_CUR;	/* written: touched */
 		p->dirty_wp_faults++;
 	}
 	pthread_mutex_unlock(&p->lock);
-	for (int i = 0; i < UFFD_EAGAIN_RETRIES; i++) {
-		if (ioctl(m->uffd, UFFDIO_WRITEPROTECT, &wp) == 0)
-			return;
-		if (errno != EAGAIN)
+	if (was == PAGE_OFFLOADED || was == PAGE_ZERO)
+		unprotect = page_in_memfd(p, pg);	/* a hole: punched */
+	for (int i = 0; unprotect && i < UFFD_EAGAIN_RETRIES; i++) {
+		woken = ioctl(m->uffd, UFFDIO_WRITEPROTECT, &wp) == 0;
+		if (woken || errno != EAGAIN)
 			break;
 	}
-	(void)uffd_wake(m->uffd, page_addr, PAGER_PAGE_SIZE);
+	if (!woken)
+		(void)uffd_wake(m->uffd, page_addr, PAGER_PAGE_SIZE);
+	if (claimed) {
+		pthread_mutex_lock(&p->lock);
+		pg_set(p, pg, was);
+		pthread_cond_broadcast(&p->state_cv);
+		pthread_mutex_unlock(&p->lock);
+	}
 }
 
 /*
@@ -300,7 +341,7 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	enum pager_page_state was;
 	unsigned int ri;
 	uint64_t pg, t0 = now_ns(), page_addr, eexist = 0;
-	bool unregister;
+	bool unregister, protect, exposed = false;
 	int err = 0;
 
 	/* the ranges change only on this thread (events): read unlocked */
@@ -346,9 +387,10 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		 * claimed while the ioctl runs, so nothing punches or stores
 		 * the page meanwhile */
 		was = pg_state(p, pg);
+		protect = was == PAGE_CLEAN && m->wp && p->track == PAGER_DIRTY_WP_SYNC;
 		pg_set(p, pg, PAGE_IN_FLIGHT);
 		pthread_mutex_unlock(&p->lock);
-		err = uffd_zeropage(m->uffd, page_addr, &eexist);
+		err = uffd_zeropage(m->uffd, page_addr, &eexist, protect ? &exposed : NULL);
 		pthread_mutex_lock(&p->lock);
 		p->eexist += eexist;
 		if (!err) {
@@ -356,7 +398,8 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 				p->zero_faults++;
 			/* a CLEAN page found present stays CLEAN; one that
 			 * was a hole (punched behind the pager) is zero now */
-			pg_set(p, pg, was == PAGE_CLEAN && eexist ? PAGE_CLEAN : PAGE_RESIDENT);
+			pg_set(p, pg, was == PAGE_CLEAN && eexist && !exposed ? PAGE_CLEAN :
+			       PAGE_RESIDENT);
 			p->state[pg] |= PG_WS_CUR;
 		} else {
 			pg_set(p, pg, was);

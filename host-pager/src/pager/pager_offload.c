@@ -122,6 +122,16 @@ static void batch_finish(struct offload *o, struct batch *b)
 {
 	struct pager *p = o->p;
 
+	/*
+	 * wp_sync: protect the punched pages again while they are still
+	 * claimed.  The punch leaves a uffd-wp marker where a mapping had the
+	 * page protected, but a mapper that touched the page during the punch
+	 * (mapped it again between the kernel's unmap and its truncate) loses
+	 * the marker: a copy put back through the memfd would then be mapped
+	 * writable with no write fault while CLEAN.
+	 */
+	if (o->sync && !b->err && !b->cancelled && pager_dirty_protect(p, b->pg, b->n))
+		o->sync = false;	/* fell back: no longer tracked */
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = 0; i < b->n; i++) {
 		if (b->kind[i] == BP_SKIP)
