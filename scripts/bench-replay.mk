@@ -2,7 +2,9 @@
 # bench-replay: the trajectory replay benchmark (scripts/replay.py),
 # small configuration: the full trajectory (41 steps, 205 s of waits), every
 # cohort interleaved, REPLAY_REPEATS runs each, 1 VM and then REPLAY_VMS VMs
-# from a common release with REPLAY_CPU_QUOTA CPUs each.  Outputs go to
+# from a common release with REPLAY_CPU_QUOTA CPUs each (auto: the host's
+# CPUs shared by the VMs, at most 0.5 each: 0.125 for 16 VMs on 2 cores;
+# summary.json states cpu_quota, its rule and the total).  Outputs go to
 # build/bench/replay/<run-id>/, linked as latest-1vm, latest-<N>vm and latest
 # (the last run).
 #
@@ -19,7 +21,7 @@ REPLAY_TRAJECTORY	?= tests/data/replay-full.jsonl
 REPLAY_COHORTS		?= baseline,pause,offload,swap
 REPLAY_REPEATS		?= 3
 REPLAY_VMS		?= 2
-REPLAY_CPU_QUOTA	?= 0.5
+REPLAY_CPU_QUOTA	?= auto
 REPLAY_MEM		?= 512
 REPLAY_VIA		?= direct
 REPLAY_ARGS		?=

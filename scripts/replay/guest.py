@@ -116,10 +116,16 @@ class Guest:
                     f.write(str(os.getpid()))
         self.out_path = os.path.join(self.workdir, "run-guest.out")
         self.out = open(self.out_path, "w")
+        env = dict(os.environ)
+        if getattr(a, "tcg_tb_mib", None):
+            env["VMNAP_TCG_TB_MIB"] = str(a.tcg_tb_mib)
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, preexec_fn=enter_cgroups)
+                                     stdin=subprocess.DEVNULL, preexec_fn=enter_cgroups, env=env)
 
-    def wait_ready(self, timeout_s=BOOT_TIMEOUT_S):
+    def wait_ready(self, timeout_s=None):
+        if timeout_s is None:  # a smaller CPU quota boots slower under TCG
+            q = self.bench.args.cpu_quota
+            timeout_s = BOOT_TIMEOUT_S * max(1.0, 0.5 / q) if q else BOOT_TIMEOUT_S
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.qemu_pid is None:
