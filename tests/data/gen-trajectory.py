@@ -40,7 +40,7 @@ FULL = [
     "cat inventory/pricing.py",
     TESTS,
     "cat tests/test_pricing.py",
-    "grep -n 'DISCOUNT_TIERS' -r inventory tests",
+    "grep -n 'DISCOUNT_TIERS' -r inventory tests | LC_ALL=C sort",  # readdir order varies
     "grep -n 'quantity >' inventory/pricing.py",
     "sed -n '8,14p' inventory/pricing.py",
     "python3 -c 'from inventory.pricing import discount_percent as d; print([d(q) for q in (9, 10, 11, 50, 100)])'",
