@@ -7,7 +7,8 @@
 #   make check      set-up, build, every test; last line "check: N passed, ..."
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS each
 #   make asan       userspace built with ASan+UBSan into build-asan/
-#   make bench      every benchmark (bench-pager, bench-vsock, bench-replay)
+#   make bench      every benchmark (bench-pager, bench-vsock, bench-replay,
+#                   bench-gateway, bench-capacity)
 #   make install    DESTDIR=, PREFIX= (/usr/local); make deb: build/deb/*.deb
 #                   (scripts/pkg.mk)
 #

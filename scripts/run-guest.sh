@@ -75,7 +75,9 @@ exit status: the guest command's; $EXIT_TIMEOUT timeout; $EXIT_NO_STATUS no stat
 guest (QEMU error, kernel panic); $EXIT_KERNEL_COMPLAINT kernel BUG/WARNING/Oops/Call Trace/
 panic on the console (the lines are printed); $EXIT_USAGE usage error.
 Environment: VMNAP_ACCEL=kvm|tcg forces the accelerator (default: KVM when
-/dev/kvm is usable, else TCG); VMNAP_CACHE (guest kernel cache).
+/dev/kvm is usable, else TCG); VMNAP_CACHE (guest kernel cache); VMNAP_TCG_TB_MIB
+(TCG's translation cache size in MiB; QEMU's default is 1 GiB, most of which
+a busy guest ends up touching: a smaller one keeps a VMM's own memory small).
 EOF
 }
 
@@ -212,8 +214,16 @@ fi
 
 disk_format() { case $1 in *.qcow2) echo qcow2 ;; *) echo raw ;; esac; }
 
+accel_opt=$accel
+if [ "$accel" = tcg ] && [ -n "${VMNAP_TCG_TB_MIB:-}" ]; then
+	case $VMNAP_TCG_TB_MIB in
+	'' | *[!0-9]*) usage_error "VMNAP_TCG_TB_MIB must be a number of MiB, got '$VMNAP_TCG_TB_MIB'" ;;
+	esac
+	accel_opt="tcg,tb-size=$VMNAP_TCG_TB_MIB"
+fi
+
 args=(
-	-name "guest=$name" -machine q35 -accel "$accel" -cpu "$cpu_model"
+	-name "guest=$name" -machine q35 -accel "$accel_opt" -cpu "$cpu_model"
 	-smp "$cpus" -m "${mem}M"
 	-object "$ram_backend"
 	-numa "node,memdev=mem"

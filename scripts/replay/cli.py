@@ -31,6 +31,9 @@ Subcommands:
           exit codes and digests (how tests/data/*.jsonl got them)
   probe   print what this host offers (cgroups, swap, vmnapd API, bridge)
   table   print a run's cohorts as a Markdown table (README figures)
+  capacity  how many agent VMs a fixed memory budget runs, per cohort
+          (baseline, offload, swap; see replay/capacity.py); outputs under
+          OUT/<run-id>/ and OUT/latest
 
 --via gateway: the replayer is the agent; each step's model request goes
 to its VM's vmnap-gateway listener (one gateway per cohort run, the
@@ -54,6 +57,7 @@ import tempfile
 import time
 
 from .common import BUILD, COHORTS, FINAL_DIFF_CMD, MIB, ROOT, log
+from .capacity import CAPACITY_COHORTS, capacity_table, cmd_capacity
 from .guest import Guest
 from .host import Cgroups
 from .runner import Bench
@@ -125,6 +129,8 @@ def cmd_table(args):
         s = json.load(f)
     with open(os.path.join(args.run_dir, "validation.json")) as f:
         v = json.load(f)
+    if "budget_bytes" in s:
+        return capacity_table(s, v)
     cols = [("runs", "runs", "{}"), ("guest_ram_memxtime_gib_s", "guest RAM GiB·s", "{:.2f}"),
             ("vmm_pss_memxtime_gib_s", "VMM PSS GiB·s", "{:.2f}"),
             ("cgroup_memxtime_gib_s", "cgroup GiB·s", "{:.2f}"),
@@ -180,6 +186,16 @@ def cmd_probe(_args):
     return 0
 
 
+def cpu_quota(text):
+    """--cpu-quota: CPUs per VM, or "auto" (resolved once --vms is known)."""
+    if text == "auto":
+        return text
+    v = float(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError("must be >= 0 or auto")
+    return v
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -200,8 +216,9 @@ def parse_args(argv):
     r.add_argument("--cohorts", default=",".join(COHORTS))
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--vms", type=int, default=1)
-    r.add_argument("--cpu-quota", type=float, default=0.5,
-                   help="CPUs per VM (cgroup cpu.max / cfs_quota_us); 0: none")
+    r.add_argument("--cpu-quota", type=cpu_quota, default=0.5,
+                   help="CPUs per VM (cgroup cpu.max / cfs_quota_us); 0: none; "
+                        "auto: the host's CPUs shared by the VMs, at most 0.5 each")
     r.add_argument("--sample-ms", type=int, default=100)
     r.add_argument("--out", default=os.path.join(BUILD, "bench/replay"))
     r.add_argument("--tap", action="store_true", help="TAP lines per cohort (make check)")
@@ -212,6 +229,25 @@ def parse_args(argv):
     r.add_argument("--gw-calib", type=int, default=200, metavar="N",
                    help="--via gateway: N requests each straight to the fake model server "
                         "and through the gateway (unmanaged VM) for its overhead")
+    cp = sub.add_parser("capacity", help="VMs a fixed memory budget runs, per cohort")
+    common(cp)
+    cp.set_defaults(trajectory=os.path.join(ROOT, "tests/data/replay-capacity.jsonl"), mem=256)
+    cp.add_argument("--cohorts", default=",".join(CAPACITY_COHORTS))
+    cp.add_argument("--vms", type=int, default=8, help="VMs to run through the budget (N)")
+    cp.add_argument("--budget-mib", type=int, default=2048,
+                    help="memory limit of the cgroup holding every VM and vmnapd")
+    cp.add_argument("--reserve-mib", type=int, default=None,
+                    help="one VM's share in the admission rule (default: --mem + 128)")
+    cp.add_argument("--margin-pct", type=float, default=10.0,
+                    help="admission margin, percent of the budget")
+    cp.add_argument("--return-vms", type=int, default=2,
+                    help="offloaded VMs assumed to come back at once (offload's rule)")
+    cp.add_argument("--cpu-quota", type=cpu_quota, default=0.25,
+                    help="CPUs per VM; auto: the host's CPUs shared by --vms, at most 0.5")
+    cp.add_argument("--tcg-tb-mib", type=int, default=64,
+                    help="TCG translation cache per VM (MiB; QEMU's default 1 GiB); 0: default")
+    cp.add_argument("--sample-ms", type=int, default=200)
+    cp.add_argument("--out", default=os.path.join(BUILD, "bench/capacity"))
     rec = sub.add_parser("record", help="write a trajectory's expected results")
     common(rec)
     sub.add_parser("probe", help="what this host offers")
@@ -220,6 +256,21 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     if getattr(args, "transport", None) == "auto":
         args.transport = "vsock" if vmnapd_bridges() else "tty"
+    if args.cmd in ("run", "capacity"):
+        if args.cpu_quota == "auto":
+            args.cpu_quota = round(min(0.5, (os.cpu_count() or 1) / args.vms), 4)
+            args.cpu_quota_rule = "auto: min(0.5, host CPUs / VMs)"
+        else:
+            args.cpu_quota_rule = "given"
+    if args.cmd == "capacity":
+        args.cohorts = [c for c in args.cohorts.split(",") if c]
+        bad = [c for c in args.cohorts if c not in CAPACITY_COHORTS]
+        if bad:
+            ap.error(f"unknown cohort(s) {bad} (capacity has {', '.join(CAPACITY_COHORTS)})")
+        if args.vms < 1 or args.budget_mib < 1 or args.sample_ms < 1 or args.return_vms < 0:
+            ap.error("--vms, --budget-mib and --sample-ms must be positive")
+        if args.reserve_mib is None:
+            args.reserve_mib = args.mem + 128
     if args.cmd == "run":
         args.cohorts = [c for c in args.cohorts.split(",") if c]
         bad = [c for c in args.cohorts if c not in COHORTS]
@@ -278,5 +329,5 @@ def main(argv=None):
         print("replay: SKIP: needs root (cgroups, swap, QEMU)")
         return 77
     return {"run": cmd_run, "record": cmd_record, "probe": cmd_probe,
-            "table": cmd_table}[args.cmd](args)
+            "table": cmd_table, "capacity": cmd_capacity}[args.cmd](args)
 

@@ -10,6 +10,7 @@ import time
 from .agent import AgentError, TtyChannel, VsockChannel
 from .common import (AGENT_PING_TIMEOUT_S, BOOT_TIMEOUT_S, GUEST_CID, GUEST_INIT_CMD,
                      GUEST_STOP_ARGV, GUEST_STOP_TIMEOUT_S, READY_LINE, ROOT, SHELL_ARGV,
+                     STEP_TIMEOUT_MS,
                      VMNAP_COHORTS, launcher_accel)
 from .sampler import GuestRamGauge
 
@@ -77,6 +78,10 @@ class Guest:
         self.channel = None
         self.vmnapd_run_dir = None
         self.accel = None       # what run-guest.sh used (its output says)
+        # A smaller CPU quota than the replay's usual 0.5 runs slower under
+        # TCG: the boot wait and each command's time limit grow with it.
+        q = bench.args.cpu_quota
+        self.slow = max(1.0, 0.5 / q) if q else 1.0
 
     def start(self):
         a = self.bench.args
@@ -116,10 +121,15 @@ class Guest:
                     f.write(str(os.getpid()))
         self.out_path = os.path.join(self.workdir, "run-guest.out")
         self.out = open(self.out_path, "w")
+        env = dict(os.environ)
+        if getattr(a, "tcg_tb_mib", None):
+            env["VMNAP_TCG_TB_MIB"] = str(a.tcg_tb_mib)
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, preexec_fn=enter_cgroups)
+                                     stdin=subprocess.DEVNULL, preexec_fn=enter_cgroups, env=env)
 
-    def wait_ready(self, timeout_s=BOOT_TIMEOUT_S):
+    def wait_ready(self, timeout_s=None):
+        if timeout_s is None:
+            timeout_s = BOOT_TIMEOUT_S * self.slow
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.qemu_pid is None:
@@ -180,7 +190,8 @@ class Guest:
         return f"{self.name}:{self.vhost_user}:{GUEST_CID}:{self.vsock}"
 
     def exec_shell(self, cmd, on_ack=None):
-        return self.channel.exec(SHELL_ARGV + [cmd], on_ack=on_ack)
+        return self.channel.exec(SHELL_ARGV + [cmd], on_ack=on_ack,
+                                 timeout_ms=int(STEP_TIMEOUT_MS * self.slow))
 
     def stop(self):
         if self.proc is None:

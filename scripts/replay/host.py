@@ -64,6 +64,14 @@ class Cgroups:
                 pass
             d = os.path.join(parent, rel)
             os.makedirs(d, exist_ok=True)
+            up = os.path.dirname(d)  # nested (a budget parent): controllers on every level
+            while len(up) > len(parent):
+                try:
+                    with open(os.path.join(up, "cgroup.subtree_control"), "w") as f:
+                        f.write("+memory +cpu")
+                except OSError:
+                    pass
+                up = os.path.dirname(up)
             if cpu_quota:
                 with open(os.path.join(d, "cpu.max"), "w") as f:
                     f.write(f"{int(cpu_quota * CPU_PERIOD_US)} {CPU_PERIOD_US}")
@@ -109,6 +117,43 @@ class Cgroups:
         except (OSError, ValueError):
             pass
         return st
+
+    def set_limit(self, mem_dir, nbytes):
+        """A hard memory limit on a (parent) memory cgroup: v2 memory.max,
+        v1 memory.limit_in_bytes (hierarchical: use_hierarchy is 1)."""
+        name = "memory.max" if self.v2 else "memory.limit_in_bytes"
+        with open(os.path.join(mem_dir, name), "w") as f:
+            f.write(str(nbytes))
+
+    def limit_bytes(self, mem_dir):
+        name = "memory.max" if self.v2 else "memory.limit_in_bytes"
+        try:
+            v = open(os.path.join(mem_dir, name)).read().strip()
+            return None if v == "max" or int(v) >= 1 << 62 else int(v)
+        except (OSError, ValueError):
+            return None
+
+    def oom_events(self, mem_dir):
+        """(oom_kill, limit hits) of one memory cgroup.  v2: memory.events
+        (oom_kill counts the whole subtree; "max" the times usage hit the
+        limit).  v1: memory.oom_control's oom_kill, which counts only the
+        victim's own cgroup (read every VM's before it is removed), and
+        memory.failcnt."""
+        ev = {}
+        name = "memory.events" if self.v2 else "memory.oom_control"
+        try:
+            for ln in open(os.path.join(mem_dir, name)):
+                k, v = ln.split()
+                ev[k] = int(v)
+        except (OSError, ValueError):
+            return None, None
+        if self.v2:
+            return ev.get("oom_kill", 0), ev.get("max", 0)
+        try:
+            hits = int(open(os.path.join(mem_dir, "memory.failcnt")).read())
+        except (OSError, ValueError):
+            hits = None
+        return ev.get("oom_kill", 0), hits
 
     def reclaim(self, dirs, nbytes):
         """Push the cgroup's memory out (to swap).  Returns the method used."""

@@ -59,3 +59,25 @@ def plot(outdir, samples, runs):
                                        for c, p in cdf_series)]
     subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True,
                    capture_output=True)
+
+
+def gnuplot_lines(outdir, name, title, ylabel, series):
+    """<name>.png: one line per (label, [(t_s, y)]) series, with gnuplot (if
+    present); the data under plot-data/."""
+    series = [(label, pts) for label, pts in series if pts]
+    if not shutil.which("gnuplot") or not series:
+        return
+    pdir = os.path.join(outdir, "plot-data")
+    os.makedirs(pdir, exist_ok=True)
+    plots = []
+    for label, pts in series:
+        path = os.path.join(pdir, f"{name}-{label}.dat")
+        with open(path, "w") as f:
+            for t, y in pts:
+                f.write(f"{t} {y}\n")
+        plots.append(f"'{path}' using 1:2 with lines lw 2 title '{label}'")
+    script = ["set terminal png size 1000,600", "set key outside right", "set grid",
+              f"set output '{os.path.join(outdir, name + '.png')}'", f"set title '{title}'",
+              "set xlabel 'seconds since the cohort started'", f"set ylabel '{ylabel}'",
+              "plot " + ", ".join(plots)]
+    subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True, capture_output=True)

@@ -11,6 +11,29 @@ from .events import event_seq_gaps
 from .plot import plot
 
 
+def validate(bench, checks, skipped, runs, max_gap):
+    """validation.json's common part: the functional checks, the largest
+    sampling gap against its limit, events lost (the run's and vmnapd's);
+    measurement_integrity_passed when all hold and no run failed."""
+    gap_limit = bench.args.sample_ms * SAMPLE_GAP_LIMIT_FACTOR
+    lost = event_seq_gaps(os.path.join(bench.outdir, "events.jsonl"))
+    functional = all(c["passed"] for c in checks) and bool(checks)
+    return {
+        "functional_checks": checks,
+        "functional_checks_passed": functional,
+        "checks_total": len(checks),
+        "checks_failed": sum(not c["passed"] for c in checks),
+        "sample_interval_ms": bench.args.sample_ms,
+        "max_sampling_gap_ms": max_gap,
+        "max_sampling_gap_limit_ms": gap_limit,
+        "lost_events": lost,
+        "lost_events_vmnapd": bench.vmnapd_lost,
+        "skipped_cohorts": skipped,
+        "measurement_integrity_passed": functional and max_gap <= gap_limit and lost == 0
+        and bench.vmnapd_lost == 0 and all("error" not in r for r in runs),
+    }
+
+
 def write_outputs(bench, runs, checks, samples, skipped):
     """samples.csv, summary.json (cohort medians, ratios to baseline) and
     validation.json (functional checks, sampling gaps, lost events) of a run."""
@@ -52,31 +75,18 @@ def write_outputs(bench, runs, checks, samples, skipped):
             ("guest_ram_memxtime_gib_s", "vmm_pss_memxtime_gib_s", "cgroup_memxtime_gib_s",
              "completion_window_s", "throughput_per_min")
             if agg.get(k) is not None and base.get(k)}
-    max_gap = max((r.get("max_sample_gap_ms") or 0 for r in runs), default=0)
-    gap_limit = a.sample_ms * SAMPLE_GAP_LIMIT_FACTOR
-    lost = event_seq_gaps(os.path.join(bench.outdir, "events.jsonl"))
-    functional = all(c["passed"] for c in checks) and bool(checks)
-    validation = {
-        "functional_checks": checks,
-        "functional_checks_passed": functional,
-        "checks_total": len(checks),
-        "checks_failed": sum(not c["passed"] for c in checks),
-        "sample_interval_ms": a.sample_ms,
-        "max_sampling_gap_ms": max_gap,
-        "max_sampling_gap_limit_ms": gap_limit,
-        "vmm_pss_max_age_ms": max((r.get("vmm_pss_max_age_ms") or 0 for r in runs), default=0),
-        "lost_events": lost,
-        "lost_events_vmnapd": bench.vmnapd_lost,
-        "skipped_cohorts": skipped,
-        "measurement_integrity_passed": functional and max_gap <= gap_limit and lost == 0
-        and bench.vmnapd_lost == 0 and all("error" not in r for r in runs),
-    }
+    validation = validate(bench, checks, skipped, runs,
+                          max((r.get("max_sample_gap_ms") or 0 for r in runs), default=0))
+    validation["vmm_pss_max_age_ms"] = max((r.get("vmm_pss_max_age_ms") or 0 for r in runs),
+                                           default=0)
     summary = {
         "run_id": bench.run_id,
         "trajectory": os.path.relpath(a.trajectory, ROOT),
         "trajectory_steps": len(bench.steps),
         "trajectory_wait_s": round(sum(s["wait_ms"] for s in bench.steps) / 1000, 3),
         "vms": a.vms, "repeats": a.repeats, "mem_mib": a.mem, "cpu_quota": a.cpu_quota,
+        "cpu_quota_rule": getattr(a, "cpu_quota_rule", "given"),
+        "cpu_quota_total": round(a.cpu_quota * a.vms, 3) if a.cpu_quota else None,
         "transport": a.transport, "sample_ms": a.sample_ms,
         "via": getattr(a, "via", "direct"),
         "delivery_definition": (

@@ -81,6 +81,14 @@ class VmnapApi:
     def vm(self, vm):
         return self.call("GET", f"/vms/{vm}")
 
+    def host(self):
+        """GET /host: per-VM resident, reclaimable and expected-to-return
+        memory and the admission headroom."""
+        return self.call("GET", "/host")
+
+    def delete(self, vm):
+        return self.call("DELETE", f"/vms/{vm}")
+
 
 def vmnapd_event_figures(path):
     """Per-run figures from vmnapd's event log: pauses, offloads, bytes
@@ -129,7 +137,8 @@ class Vmnapd:
     """One vmnapd for one cohort run: the VMs' vsock bridge (--vsock) and,
     for the vmnap cohorts, the pager and coordinator behind the API."""
 
-    def __init__(self, exe, run_dir, store_dir, log_dir, vsock_specs):
+    def __init__(self, exe, run_dir, store_dir, log_dir, vsock_specs, extra_args=(),
+                 cgroup_procs=()):
         os.makedirs(run_dir, exist_ok=True)
         os.makedirs(store_dir, mode=0o700, exist_ok=True)
         self.run_dir = run_dir
@@ -139,8 +148,15 @@ class Vmnapd:
                "-e", self.events_path]
         for spec in vsock_specs:
             cmd += ["--vsock", spec]
+        cmd += list(extra_args)
+
+        def enter_cgroups():  # e.g. the memory budget it shares with its VMs
+            for pf in cgroup_procs:
+                with open(pf, "w") as f:
+                    f.write(str(os.getpid()))
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=enter_cgroups if cgroup_procs else None)
         self.api = VmnapApi(os.path.join(run_dir, "api.sock"))
 
     def wait_for(self, paths, timeout_s=20):
