@@ -43,7 +43,6 @@ struct vm_control {
 	pid_t vmm_pid;			/* given at registration, or 0 */
 	struct vmm_mem_sampler *vmm_mem;	/* once a VMM pid is known */
 	bool offload_running;
-	enum coord_restore restore;	/* how pages come back after this resume */
 	uint64_t resume_faults0, resume_fault_pages0;	/* pager counters at its request */
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
@@ -232,13 +231,6 @@ static int ctl_pause(void *arg)
 	return err;
 }
 
-/* The VM runs again: the pager brings its pages back (ctl_restore said how). */
-static void pager_restore_after_resume(struct vm *vm)
-{
-	if (vm->pager)
-		pager_resumed(vm->pager);
-}
-
 static void resume_done(struct pause_backend *pb, int err, void *arg)
 {
 	struct vm *vm = arg;
@@ -247,7 +239,9 @@ static void resume_done(struct pause_backend *pb, int err, void *arg)
 	if (!err) {
 		if (vm->vsock)
 			vhost_vsock_set_paused(vm->vsock, false);
-		pager_restore_after_resume(vm);
+		/* the pager brings pages back as ctl_restore() said */
+		if (vm->pager)
+			pager_resumed(vm->pager);
 	}
 	coord_resume_done(vm->coord, err);
 }
@@ -461,7 +455,6 @@ static void ctl_restore(void *arg, enum coord_restore how)
 	struct vm *vm = arg;
 	struct pager_stats st = { 0 };
 
-	vm->control->restore = how;
 	if (vm->pager) {
 		pager_resume_restore(vm->pager, how == COORD_RESTORE_LAZY ?
 				     PAGER_RESTORE_LAZY : PAGER_RESTORE_POLICY);
