@@ -45,19 +45,10 @@ wait_state() { # VM STATE TIMEOUT_S
 }
 
 # sd_notify readiness: a datagram socket standing in for systemd's
-python3 - "$T/notify.sock" >"$T/notify.log" <<'PY' &
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-s.settimeout(20)
-try:
-    while True:
-        print(s.recv(4096).decode(), flush=True)
-except OSError:
-    pass
-PY
-PIDS+=($!)
-for ((i = 0; i < 100; i++)); do [ -S "$T/notify.sock" ] && break; sleep 0.05; done
+# shellcheck source=tests/lib/sd_notify.sh
+. tests/lib/sd_notify.sh
+sd_notify_listen "$T/notify.sock" "$T/notify.log"
+PIDS+=("$SD_NOTIFY_PID")
 NOTIFY_SOCKET=$T/notify.sock "$VMNAPD" -r "$RUN" -s "$T/store" -e "$EV" -l debug >"$T/vmnapd.log" 2>&1 &
 PIDS+=($!)
 VMNAPD_PID=$!

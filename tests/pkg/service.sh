@@ -21,19 +21,10 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
 
-python3 - "$T/notify.sock" >"$T/notify.log" <<'PY' &
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-s.settimeout(20)
-try:
-    while True:
-        print(s.recv(4096).decode(), flush=True)
-except OSError:
-    pass
-PY
-PIDS+=($!)
-for ((i = 0; i < 100; i++)); do [ -S "$T/notify.sock" ] && break; sleep 0.05; done
+# shellcheck source=tests/lib/sd_notify.sh
+. tests/lib/sd_notify.sh
+sd_notify_listen "$T/notify.sock" "$T/notify.log"
+PIDS+=("$SD_NOTIFY_PID")
 
 # journald's stream: stderr is $T/journal, JOURNAL_STREAM its dev:ino.
 : >"$T/journal"
