@@ -43,6 +43,8 @@ import sys
 import tempfile
 import time
 
+from replay.common import percentile  # noqa: E402 - scripts/ is on sys.path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", "build")
 VM = "bench"
@@ -51,16 +53,6 @@ PHASE_TIMEOUT_S = 300
 
 def log(msg):
     print("bench-gateway: " + msg, file=sys.stderr, flush=True)
-
-
-def pctl(vals, p):
-    if not vals:
-        return None
-    s = sorted(vals)
-    k = (len(s) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 def request_bytes(stream, size=None):
@@ -121,10 +113,10 @@ async def serial(path, n):
         total.append(t * 1e3)
     dur = time.perf_counter() - t0
     return {"requests": n, "errors": bad, "req_per_s": round(n / dur, 1),
-            "first_byte_p50_ms": round(pctl(first, 50), 4),
-            "first_byte_p99_ms": round(pctl(first, 99), 4),
-            "total_p50_ms": round(pctl(total, 50), 4),
-            "total_p99_ms": round(pctl(total, 99), 4)}
+            "first_byte_p50_ms": round(percentile(first, 50), 4),
+            "first_byte_p99_ms": round(percentile(first, 99), 4),
+            "total_p50_ms": round(percentile(total, 50), 4),
+            "total_p99_ms": round(percentile(total, 99), 4)}
 
 
 async def concurrent(paths, conc, m):
@@ -146,8 +138,8 @@ async def concurrent(paths, conc, m):
     dur = time.perf_counter() - t0
     return {"streams": conc, "requests": m, "errors": errs[0],
             "req_per_s": round(len(lat) / dur, 1),
-            "latency_p50_ms": round(pctl(lat, 50), 3),
-            "latency_p99_ms": round(pctl(lat, 99), 3)}
+            "latency_p50_ms": round(percentile(lat, 50), 3),
+            "latency_p99_ms": round(percentile(lat, 99), 3)}
 
 
 async def sse(path, n, size):
@@ -161,15 +153,15 @@ async def sse(path, n, size):
         per_ev.append(pe * 1e6)
         mib_s.append(nbytes / (1 << 20) / t)
     return {"streams": n, "events_per_stream": -(-size // 1000) + 1, "errors": bad,
-            "first_event_p50_ms": round(pctl(first, 50), 4),
-            "first_event_p99_ms": round(pctl(first, 99), 4),
-            "stream_p50_ms": round(pctl(whole, 50), 4),
-            "stream_p99_ms": round(pctl(whole, 99), 4),
+            "first_event_p50_ms": round(percentile(first, 50), 4),
+            "first_event_p99_ms": round(percentile(first, 99), 4),
+            "stream_p50_ms": round(percentile(whole, 50), 4),
+            "stream_p99_ms": round(percentile(whole, 99), 4),
             # after the first event; a proxy that held the first event has
             # the rest buffered by then: not a per-chunk latency
-            "per_event_p50_us": round(pctl(per_ev, 50), 2),
-            "per_event_p99_us": round(pctl(per_ev, 99), 2),
-            "stream_mib_s_p50": round(pctl(mib_s, 50), 2)}
+            "per_event_p50_us": round(percentile(per_ev, 50), 2),
+            "per_event_p99_us": round(percentile(per_ev, 99), 2),
+            "stream_mib_s_p50": round(percentile(mib_s, 50), 2)}
 
 
 def unix_http(path, method, target, body=None):

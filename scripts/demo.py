@@ -34,6 +34,8 @@ import tempfile
 import threading
 import time
 
+from replay.common import percentile  # scripts/ is on sys.path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", "build")
 OUT = os.path.join(ROOT, BUILD, "demo")
@@ -430,15 +432,6 @@ def mib(b):
     return "-" if b is None else "%.0f" % (b / (1 << 20))
 
 
-def pctl(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return 0.0
-    k = (len(xs) - 1) * p
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.parse_args()
@@ -485,7 +478,7 @@ def main():
         "memxtime_vmnap_gib_s": round(nap["memxtime_gib_s"], 4),
         "memxtime_baseline_gib_s": round(base["memxtime_gib_s"], 4),
         "memxtime_ratio": round(ratio, 4) if ratio is not None else None,
-        "delivery_p50_ms": round(pctl(delivery, 0.5), 3),
+        "delivery_p50_ms": round(percentile(delivery, 50), 3),
         "delivery_max_ms": round(max(delivery), 3),
         "functional_ok": functional_ok,
         "session_s": {"vmnap": round(nap["session_s"], 2), "baseline": round(base["session_s"], 2)},

@@ -98,3 +98,15 @@ def runs_accel(accels):
     if not seen:
         return "unknown"
     return seen[0] if len(seen) == 1 else "mixed"
+
+
+def percentile(vals, p):
+    """The @p-th percentile (0..100) of @vals, linear between ranks; None
+    for none."""
+    if not vals:
+        return None
+    s = sorted(vals)
+    k = (len(s) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)

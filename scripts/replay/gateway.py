@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 
-from .common import log, now_ns
+from .common import log, now_ns, percentile
 
 MODEL_TIMEOUT_S = 600
 CALIB_VM = "gwcalib"
@@ -185,7 +185,7 @@ class Gateway:
         return rcs
 
 
-def calibrate(exe, vmnapd_exe, trajectory, workdir, n, pctl):
+def calibrate(exe, vmnapd_exe, trajectory, workdir, n):
     """n interleaved pairs of wait-0 requests, straight to the fake upstream
     and through the gateway for an unmanaged VM (a vmnapd of its own), side
     by side: the gateway's added latency at the agent's first byte and at
@@ -219,7 +219,7 @@ def calibrate(exe, vmnapd_exe, trajectory, workdir, n, pctl):
     out = {"requests_each": n, "vm": "unmanaged (registered, coordinator off)"}
     for what, key in (("first", "first_byte"), ("total", "total")):
         for p in (50, 99):
-            d, g = pctl(lat["direct"][what], p), pctl(lat["gateway"][what], p)
+            d, g = percentile(lat["direct"][what], p), percentile(lat["gateway"][what], p)
             out[f"direct_{key}_p{p}_ms"] = round(d, 3)
             out[f"gateway_{key}_p{p}_ms"] = round(g, 3)
             out[f"added_{key}_p{p}_ms"] = round(g - d, 3)

@@ -14,7 +14,7 @@ import time
 
 from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, COHORTS, FINAL_DIFF_CMD, GIB, MIB,
                      NS, PAGE, RESUME_PHASES, ROOT, SWAPFILE_MARGIN_MIB, VMNAP_COHORTS,
-                     VMNAP_LINK_PORT, log, now_ns)
+                     VMNAP_LINK_PORT, log, now_ns, percentile)
 from .events import EventLog, event_seq_gaps
 from .gateway import Gateway, ModelError, calibrate, model_request
 from .guest import Guest
@@ -23,16 +23,6 @@ from .sampler import Sampler
 from .summary import write_outputs
 from .trajectory import load_trajectory
 from .vmnapd import Vmnapd, vmnap_missing, vmnapd_bridges, vmnapd_event_figures
-
-
-def percentile(vals, p):
-    if not vals:
-        return None
-    s = sorted(vals)
-    k = (len(s) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 def resume_figures(fig):
@@ -467,7 +457,7 @@ class Bench:
                 try:
                     self.gateway_calibration = calibrate(
                         self.gateway_exe, self.vmnapd_exe, self.args.trajectory,
-                        os.path.join(self.sockdir, "calib"), self.args.gw_calib, percentile)
+                        os.path.join(self.sockdir, "calib"), self.args.gw_calib)
                 except (RuntimeError, OSError) as e:
                     checks.append({"run": "calibration", "name": "gateway-calibration",
                                    "passed": False, "error": str(e)})

@@ -13,7 +13,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from replay import gateway, runner, trajectory  # noqa: E402
+from replay import gateway, trajectory  # noqa: E402
 from replay.common import BUILD  # noqa: E402
 from replay.vmnapd import Vmnapd  # noqa: E402
 
@@ -88,8 +88,7 @@ def main():
 
     @t("calibration: both paths measured, waits raised for the unmanaged VM")
     def _():
-        c = gateway.calibrate(GW, VMNAPD, TRAJ, os.path.join(work, "calib"), 10,
-                              runner.percentile)
+        c = gateway.calibrate(GW, VMNAPD, TRAJ, os.path.join(work, "calib"), 10)
         assert c["requests_each"] == 10
         assert c["gateway_waits_started"] == 15 and c["gateway_unmanaged"] == 0, c
         for k in ("direct_first_byte_p50_ms", "gateway_first_byte_p99_ms",
