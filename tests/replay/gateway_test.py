@@ -16,22 +16,13 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from replay import gateway, trajectory  # noqa: E402
 from replay.common import BUILD  # noqa: E402
 from replay.vmnapd import Vmnapd  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+import tap  # noqa: E402
 
 GW = os.path.join(ROOT, BUILD, "vmnap-gateway")
 VMNAPD = os.path.join(ROOT, BUILD, "vmnapd")
 TRAJ = os.path.join(ROOT, "tests/data/replay-tiny.jsonl")
-results = []
-
-
-def t(name):
-    def wrap(fn):
-        try:
-            fn()
-            results.append((True, name, ""))
-        except Exception as e:  # noqa: BLE001 - a failed check
-            results.append((False, name, repr(e)))
-        return fn
-    return wrap
+t = tap.test
 
 
 def main():
@@ -113,10 +104,7 @@ def main():
         assert m == {"x_total": 5.0, "y": 1.0}, m
 
     shutil.rmtree(work, ignore_errors=True)
-    print(f"1..{len(results)}")
-    for i, (ok, name, why) in enumerate(results, 1):
-        print(f"{'ok' if ok else 'not ok'} {i} - {name}" + (f"  # {why}" if why else ""))
-    return 0 if all(r[0] for r in results) else 1
+    return tap.done()
 
 
 if __name__ == "__main__":

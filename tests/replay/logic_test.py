@@ -16,19 +16,10 @@ import types
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from replay import common, events, runner, trajectory  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+import tap  # noqa: E402
 
-results = []
-
-
-def t(name):
-    def wrap(fn):
-        try:
-            fn()
-            results.append((True, name, ""))
-        except Exception as e:  # noqa: BLE001 - a failed check
-            results.append((False, name, repr(e)))
-        return fn
-    return wrap
+t = tap.test
 
 
 @t("full trajectory: about 40 recorded steps, mean wait ~5 s, tails present")
@@ -286,7 +277,4 @@ def _():
         shutil.rmtree(d)
 
 
-print(f"1..{len(results)}")
-for i, (ok, name, err) in enumerate(results, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {name}{' : ' + err if err else ''}")
-sys.exit(0 if all(r[0] for r in results) else 1)
+sys.exit(tap.done())
