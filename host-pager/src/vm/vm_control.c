@@ -943,6 +943,9 @@ static void rejection_json(const char *reason, uint64_t n, void *arg)
 	json_object_set_new(arg, reason, json_integer((json_int_t)n));
 }
 
+/* The VM's own policy, else vmnapd.conf's (lazy unless set there); with
+ * no settings at all (a test harness embedding this layer), the pager
+ * library's default. */
 int vm_restore(const struct vm *vm)
 {
 	if (vm->restore >= 0)
