@@ -326,6 +326,15 @@ static void rejection_metrics(FILE *f, struct vmnapd *d)
 		fprintf(f, "vmnap_guest_link_connects_total{vm=\"%s\"} %llu\n", vm->name,
 			(unsigned long long)st.connects);
 	}
+	help(f, "vmnap_handoff_late_acks_total", "counter",
+	     "HANDOFF_ACKs that came after the handoff was given up (ack timeout): not errors");
+	FOREACH_VM(d, vm) {
+		if (!vm->link)
+			continue;
+		guest_link_get_stats(vm->link, &st);
+		fprintf(f, "vmnap_handoff_late_acks_total{vm=\"%s\"} %llu\n", vm->name,
+			(unsigned long long)st.late_acks);
+	}
 	help(f, "vmnap_log_lines_suppressed_total", "counter",
 	     "guest link log lines over the VM's log budget (logged at debug level only)");
 	FOREACH_VM(d, vm) {

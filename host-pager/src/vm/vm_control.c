@@ -1040,11 +1040,12 @@ json_t *vm_control_json(struct vm *vm)
 		struct guest_link_stats st;
 
 		guest_link_get_stats(vm->link, &st);
-		json_object_set_new(o, "link", json_pack("{s:s,s:I,s:I,s:I,s:I}", "state",
+		json_object_set_new(o, "link", json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}", "state",
 			guest_link_state_name(guest_link_state(vm->link)),
 			"connects", (json_int_t)st.connects,
 			"connects_refused", (json_int_t)st.connects_refused,
 			"rx_bytes", (json_int_t)st.rx_bytes,
+			"late_handoff_acks", (json_int_t)st.late_acks,
 			"log_lines_suppressed", (json_int_t)st.log_suppressed));
 	}
 	if (vm->link || vm->vsock) {
