@@ -8,10 +8,15 @@ and measures what each wait costs in memory, cohort by cohort:
   baseline  the VM stays as it is while the agent waits
   pause     vmnapd pauses the VM during waits (offload disabled)
   offload   vmnapd pauses and offloads guest RAM to its store (the daemon's
-            defaults: the cost offload policy, working-set restore)
+            defaults: the cost offload policy, lazy restore)
   offload-seed  the same with the seed's fixed offload rule (50 ms into a
             wait, 1 s of guest timer budget, 5 s between offloads)
   offload-lazy  the cost policy, pages back by faults only after a resume
+            (vmnapd's default restore, asked for explicitly)
+  offload-ws  optional: the cost policy, working-set restore (the last
+            cycle's working set streams back after a data resume)
+  offload-eager  optional: the cost policy, eager restore (every offloaded
+            page streams back after a data resume)
   swap      kernel swap, the peer a user would pick: at each wait start the
             VM cgroup's memory is reclaimed to a swap file on the same
             filesystem (memory.reclaim, v1 memory.force_empty, or
@@ -56,7 +61,7 @@ import sys
 import tempfile
 import time
 
-from .common import BUILD, COHORTS, FINAL_DIFF_CMD, MIB, ROOT, log
+from .common import BUILD, COHORTS, DEFAULT_COHORTS, FINAL_DIFF_CMD, OPTIONAL_COHORTS, MIB, ROOT, log
 from .capacity import CAPACITY_COHORTS, capacity_table, cmd_capacity
 from .guest import Guest
 from .host import Cgroups
@@ -213,7 +218,9 @@ def parse_args(argv):
 
     r = sub.add_parser("run", help="replay cohorts")
     common(r)
-    r.add_argument("--cohorts", default=",".join(COHORTS))
+    r.add_argument("--cohorts", default=",".join(DEFAULT_COHORTS),
+                   help=f"comma-separated, from {', '.join(COHORTS)} (default: all but the "
+                        f"optional {', '.join(OPTIONAL_COHORTS)})")
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--vms", type=int, default=1)
     r.add_argument("--cpu-quota", type=cpu_quota, default=0.5,

@@ -14,8 +14,13 @@ VMNAP_CACHE = os.environ.get("VMNAP_CACHE", "/var/cache/vmnap")
 
 TRAJECTORY_FORMAT = "vmnap-trajectory"
 TRAJECTORY_VERSION = 1
-COHORTS = ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "swap")
-VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy")
+# Every cohort, in table order; the optional ones run only when named in
+# --cohorts (REPLAY_COHORTS), the rest by default.
+COHORTS = ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "offload-ws",
+           "offload-eager", "swap")
+OPTIONAL_COHORTS = ("offload-ws", "offload-eager")
+DEFAULT_COHORTS = tuple(c for c in COHORTS if c not in OPTIONAL_COHORTS)
+VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy", "offload-ws", "offload-eager")
 # What each vmnap cohort asks of the coordinator beyond its defaults
 # (PUT /vms/NAME "policy"): offload-seed is the fixed offload rule.
 COHORT_POLICY = {
@@ -24,10 +29,14 @@ COHORT_POLICY = {
     "offload-seed": {"kinds": {"model": {"pause": True, "offload": True}},
                      "offload_policy": "seed"},
     "offload-lazy": {"kinds": {"model": {"pause": True, "offload": True}}},
+    "offload-ws": {"kinds": {"model": {"pause": True, "offload": True}}},
+    "offload-eager": {"kinds": {"model": {"pause": True, "offload": True}}},
 }
-# The VM's restore policy (PUT /vms/NAME "restore") where not vmnapd's
-# default: offload-lazy brings pages back by faults only after every resume.
-COHORT_RESTORE = {"offload-lazy": "lazy"}
+# The VM's restore policy (PUT /vms/NAME "restore") where one is asked for:
+# offload-lazy names vmnapd's default (faults only) explicitly, offload-ws
+# brings the last cycle's working set back after a data resume,
+# offload-eager every offloaded page.  offload takes vmnapd's default.
+COHORT_RESTORE = {"offload-lazy": "lazy", "offload-ws": "working-set", "offload-eager": "eager"}
 # The phases of a resume in vmnapd's "resume" events (ns fields), in order.
 RESUME_PHASES = ("pre_resume", "vmm", "resumed", "ack", "total")
 

@@ -12,8 +12,8 @@ import tempfile
 import threading
 import time
 
-from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, COHORTS, FINAL_DIFF_CMD, GIB, MIB,
-                     NS, PAGE, RESUME_PHASES, ROOT, SWAPFILE_MARGIN_MIB, VMNAP_COHORTS,
+from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, DEFAULT_COHORTS, FINAL_DIFF_CMD, GIB,
+                     MIB, NS, PAGE, RESUME_PHASES, ROOT, SWAPFILE_MARGIN_MIB, VMNAP_COHORTS,
                      VMNAP_LINK_PORT, log, now_ns, percentile)
 from .events import EventLog, event_seq_gaps
 from .gateway import Gateway, ModelError, calibrate, model_request
@@ -440,7 +440,7 @@ class Bench:
             for c in VMNAP_COHORTS:
                 if c in cohorts:
                     skipped[c] = why
-        for c in COHORTS:
+        for c in DEFAULT_COHORTS:
             if c not in cohorts:
                 skipped[c] = "not in --cohorts"
         if self.args.transport == "vsock" and not vmnapd_bridges():

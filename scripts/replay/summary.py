@@ -6,7 +6,7 @@ import os
 import statistics
 import sys
 
-from .common import COHORTS, RESUME_PHASES, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log, runs_accel
+from .common import COHORTS, OPTIONAL_COHORTS, RESUME_PHASES, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log, runs_accel
 from .events import event_seq_gaps
 from .plot import plot
 
@@ -52,6 +52,8 @@ def write_outputs(bench, runs, checks, samples, skipped):
               "resume_faults_p50", "resume_faults_p99") + tuple(
                   f"resume_{p}_p{q}_ms" for p in RESUME_PHASES for q in (50, 99))
     for c in COHORTS:
+        if c in OPTIONAL_COHORTS and c not in skipped and all(r["cohort"] != c for r in runs):
+            continue    # not asked for
         rs = [r for r in runs if r["cohort"] == c and "error" not in r]
         if c in skipped or not rs:
             cohorts[c] = {"runs": 0, "skipped": skipped.get(c, "no completed run")}

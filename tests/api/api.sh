@@ -278,7 +278,9 @@ check "VMM PSS reported, with the sample's age" vmm_sampled
 check "vmnap_vmm_pss_bytes in /metrics" sh -c "curl -s --unix-socket '$SOCK' http://localhost/metrics | grep -q '^vmnap_vmm_pss_bytes{vm=\"vm3\"} [1-9]'"
 check "bad vmm_pid -> 400" test "$(status_of PATCH /vms/vm3 -d '{"vmm_pid": -4}')" = 400
 # restore policy after a resume: the daemon's default, then the VM's own
-check "restore: the default is working-set" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = working-set
+check "restore: the default is lazy" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = lazy
+check "PATCH restore working-set -> 200" test "$(status_of PATCH /vms/vm3 -d '{"restore": "working-set"}')" = 200
+check "GET shows restore working-set" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = working-set
 check "PATCH restore eager -> 200" test "$(status_of PATCH /vms/vm3 -d '{"restore": "eager"}')" = 200
 check "GET shows restore eager" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = eager
 check "bad restore -> 400" test "$(status_of PATCH /vms/vm3 -d '{"restore": "sometimes"}')" = 400

@@ -13,7 +13,8 @@
 #      module reports the budget, vmnapd resumes the VM before the timer
 #      (reason timer) and the timer fires in the guest on time while the
 #      request is still pending; a new handoff follows; timer resumes
-#      restore lazily, the data resume by the VM's policy.  QMP stop also stops
+#      restore lazily, the data resume by the VM's policy (set to working-set
+#      here, not the default lazy, so the two differ).  QMP stop also stops
 #      the guest's clock (its timers are late by the time paused), so this
 #      part pauses with the cgroup freezer on QEMU's own cgroup (v2), where
 #      the guest clock keeps running; without a usable cgroup2 it stays on
@@ -74,7 +75,7 @@ check "QMP pause backend set (PATCH)" vm_set_qmp_pause "$QMP"
 check "guest link up (module HELLO over vhost-user-vsock)" \
 	sh -c "for i in \$(seq 50); do [ \"\$(curl -s --unix-socket '$RUN/api.sock' http://x/vms/$VM | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"link\"][\"state\"])')\" = up ] && exit 0; sleep 0.2; done; exit 1"
 check "pager attached through the preload shim" test "$(resident)" -gt 0
-check "enable the coordinator" sh -c "curl -s --unix-socket '$RUN/api.sock' -X PATCH http://x/vms/$VM -d '{\"managed\": true}' | grep -q '\"managed\":true'"
+check "enable the coordinator" sh -c "curl -s --unix-socket '$RUN/api.sock' -X PATCH http://x/vms/$VM -d '{\"managed\": true, \"restore\": \"working-set\"}' | grep -q '\"managed\":true'"
 
 # ---- 1. long model wait: offloaded, resumed by data ready ----
 before=$(resident)

@@ -15,7 +15,7 @@ import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from replay import common, events, runner, trajectory  # noqa: E402
+from replay import cli, common, events, runner, trajectory  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import tap  # noqa: E402
 
@@ -151,17 +151,29 @@ def _():
     assert len(set(firsts)) == 3, firsts  # each repetition starts elsewhere
 
 
-@t("cohorts: offload (defaults), offload-seed, offload-lazy and their policies")
+@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager")
 def _():
-    for c in ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "swap"):
-        assert c in common.COHORTS, c
+    assert common.DEFAULT_COHORTS == ("baseline", "pause", "offload", "offload-seed",
+                                      "offload-lazy", "swap")
+    assert set(common.COHORTS) == set(common.DEFAULT_COHORTS) | {"offload-ws", "offload-eager"}
     for c in common.VMNAP_COHORTS:
         assert c in common.COHORT_POLICY, c
     pol = common.COHORT_POLICY
     assert not pol["pause"]["kinds"]["model"]["offload"]
-    assert pol["offload"]["kinds"]["model"]["offload"] and set(pol["offload"]) == {"kinds"}
+    for c in ("offload", "offload-lazy", "offload-ws", "offload-eager"):
+        assert pol[c]["kinds"]["model"]["offload"] and set(pol[c]) == {"kinds"}, c
     assert pol["offload-seed"]["offload_policy"] == "seed"
-    assert common.COHORT_RESTORE == {"offload-lazy": "lazy"}
+    # offload takes vmnapd's default restore; the others name theirs
+    assert common.COHORT_RESTORE == {"offload-lazy": "lazy", "offload-ws": "working-set",
+                                     "offload-eager": "eager"}
+    with open(os.path.join(ROOT, "host-pager/vmnapd.conf.example")) as f:
+        conf = json.load(f)
+    assert conf["restore"] == "lazy"
+    # --cohorts: the default list leaves the optional ones out; naming them works
+    args = cli.parse_args(["run", "--transport", "tty"])
+    assert args.cohorts == list(common.DEFAULT_COHORTS), args.cohorts
+    args = cli.parse_args(["run", "--transport", "tty", "--cohorts", "offload-ws,offload-eager"])
+    assert args.cohorts == ["offload-ws", "offload-eager"]
     # every policy is one vmnapd accepts: keys of host-pager/vmnapd.conf.example
     with open(os.path.join(ROOT, "host-pager/vmnapd.conf.example")) as f:
         known = json.load(f)["coordinator"]

@@ -43,7 +43,7 @@ static void test_example_is_the_defaults(void **st)
 	assert_int_equal(s.fault_error_timeout_ms, d.fault_error_timeout_ms);
 	assert_int_equal(s.api_max_body, d.api_max_body);
 	assert_int_equal(s.restore, d.restore);
-	assert_int_equal(s.restore, PAGER_RESTORE_WORKING_SET);
+	assert_int_equal(s.restore, PAGER_RESTORE_LAZY);
 	assert_string_equal(s.run_dir, "/run/vmnap");
 	config_free(&s);
 }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* metrics.c - Prometheus text exposition; see metrics.h. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coord.h"
 #include "events.h"
@@ -304,12 +306,28 @@ static void rejection_line(const char *reason, uint64_t n, void *arg)
 		reason, (unsigned long long)n);
 }
 
+/* One guest link counter (at @off in struct guest_link_stats) per VM. */
+static void link_counter(FILE *f, struct vmnapd *d, const char *name, const char *text,
+			 size_t off)
+{
+	struct guest_link_stats st;
+	uint64_t n;
+
+	help(f, name, "counter", text);
+	FOREACH_VM(d, vm) {
+		if (!vm->link)
+			continue;
+		guest_link_get_stats(vm->link, &st);
+		memcpy(&n, (const char *)&st + off, sizeof(n));
+		fprintf(f, "%s{vm=\"%s\"} %llu\n", name, vm->name, (unsigned long long)n);
+	}
+}
+
 /* What guests and local clients sent that vmnapd refused, by reason. */
 static void rejection_metrics(FILE *f, struct vmnapd *d)
 {
 	struct mem_handshake_stats hs;
 	struct guest_link_vsock_stats vs;
-	struct guest_link_stats st;
 
 	help(f, "vmnap_guest_rejected_total", "counter",
 	     "guest input refused, by reason (guest link messages, reconnects, vsock device)");
@@ -318,23 +336,14 @@ static void rejection_metrics(FILE *f, struct vmnapd *d)
 
 		vm_rejections_foreach(vm, rejection_line, &rl);
 	}
-	help(f, "vmnap_guest_link_connects_total", "counter", "guest link sessions begun");
-	FOREACH_VM(d, vm) {
-		if (!vm->link)
-			continue;
-		guest_link_get_stats(vm->link, &st);
-		fprintf(f, "vmnap_guest_link_connects_total{vm=\"%s\"} %llu\n", vm->name,
-			(unsigned long long)st.connects);
-	}
-	help(f, "vmnap_log_lines_suppressed_total", "counter",
-	     "guest link log lines over the VM's log budget (logged at debug level only)");
-	FOREACH_VM(d, vm) {
-		if (!vm->link)
-			continue;
-		guest_link_get_stats(vm->link, &st);
-		fprintf(f, "vmnap_log_lines_suppressed_total{vm=\"%s\"} %llu\n", vm->name,
-			(unsigned long long)st.log_suppressed);
-	}
+	link_counter(f, d, "vmnap_guest_link_connects_total", "guest link sessions begun",
+		     offsetof(struct guest_link_stats, connects));
+	link_counter(f, d, "vmnap_handoff_late_acks_total",
+		     "HANDOFF_ACKs that came after the handoff was given up (ack timeout): not errors",
+		     offsetof(struct guest_link_stats, late_acks));
+	link_counter(f, d, "vmnap_log_lines_suppressed_total",
+		     "guest link log lines over the VM's log budget (logged at debug level only)",
+		     offsetof(struct guest_link_stats, log_suppressed));
 	help(f, "vmnap_events_suppressed_total", "counter",
 	     "guest link events over the VM's event budget");
 	FOREACH_VM(d, vm)

@@ -81,6 +81,8 @@ struct guest_link {
 	enum handoff_state hs;
 	uint64_t hs_req_id;		/* the request hs refers to */
 	uint64_t resume_req_id;		/* RESUMED sent, no ack yet; 0: none */
+	uint64_t late_req_id;		/* given up unanswered (deadline, abort):
+					 * its ack may still come; 0: none */
 	uint64_t last_req_id;
 	struct loop_timer deadline;
 
@@ -253,6 +255,7 @@ static void reset_session_state(struct guest_link *gl)
 	gl->hs = HANDOFF_NONE;
 	gl->hs_req_id = 0;
 	gl->resume_req_id = 0;
+	gl->late_req_id = 0;
 	gl->rx_len = 0;
 	gl->tx_head = gl->tx_tail = 0;
 	gl->tx_seq = 0;
@@ -443,6 +446,30 @@ static void stale_ack(struct guest_link *gl, const struct vmnap_hdr *h,
 	reject(gl, VMNAP_ESTATE, vmnap_le16(h->type), vmnap_le32(h->seq));
 }
 
+/*
+ * The ack of the handoff the host gave up on unanswered (its deadline
+ * passed, or it was aborted): the guest was slower than the deadline, which
+ * is no protocol error on either side.  Counted, not answered with an
+ * ERROR.  A READY guest holds its devices for a handoff that is no longer
+ * wanted; the ABORT sent when it was given up may have reached the guest
+ * before it was quiesced (and been stale there), so it is sent again: a
+ * guest that already released them ignores it.
+ */
+static void late_ack(struct guest_link *gl, uint64_t req_id, enum vmnap_verdict verdict)
+{
+	struct vmnap_handoff_abort ab;
+
+	gl->late_req_id = 0;
+	gl->st.late_acks++;
+	link_log(gl, LOG_INFO, "handoff %llu: %s ack came after the host gave up on it%s",
+		 (unsigned long long)req_id, verdict == VMNAP_READY ? "READY" : "BUSY",
+		 verdict == VMNAP_READY ? ": abort sent again" : "");
+	if (verdict != VMNAP_READY)
+		return;
+	ab.req_id = vmnap_cpu64(req_id);
+	tx_msg(gl, VMNAP_HANDOFF_ABORT, &ab, sizeof(ab));
+}
+
 static void on_handoff_ack(struct guest_link *gl, const struct vmnap_hdr *h,
 			   const struct vmnap_handoff_ack *m)
 {
@@ -451,7 +478,10 @@ static void on_handoff_ack(struct guest_link *gl, const struct vmnap_hdr *h,
 	struct guest_link_evidence ev;
 
 	if (gl->hs != HANDOFF_PENDING || req_id != gl->hs_req_id) {
-		stale_ack(gl, h, req_id);
+		if (req_id && req_id == gl->late_req_id)
+			late_ack(gl, req_id, verdict);
+		else
+			stale_ack(gl, h, req_id);
 		return;
 	}
 	loop_timer_cancel(gl->cfg.loop, &gl->deadline);
@@ -689,6 +719,7 @@ static void on_deadline(struct loop *l, struct loop_timer *t, void *arg)
 	if (gl->state != GUEST_LINK_UP || gl->hs != HANDOFF_PENDING)
 		return;
 	gl->hs = HANDOFF_NONE;
+	gl->late_req_id = req_id;
 	gl->st.handoff_expired++;
 	link_log(gl, LOG_WARN, "handoff %llu: no ack within the deadline, aborting",
 		 (unsigned long long)req_id);
@@ -738,6 +769,8 @@ int guest_link_abort(struct guest_link *gl, uint64_t req_id)
 	if (gl->hs == HANDOFF_NONE || req_id != gl->hs_req_id)
 		return -ENOENT;
 	loop_timer_cancel(gl->cfg.loop, &gl->deadline);
+	if (gl->hs == HANDOFF_PENDING)	/* unanswered: its ack may still come */
+		gl->late_req_id = req_id;
 	gl->hs = HANDOFF_NONE;
 	gl->st.aborts++;
 	m.req_id = vmnap_cpu64(req_id);

@@ -178,6 +178,8 @@ struct guest_link_stats {
 	uint64_t handoffs, handoff_ready, handoff_busy, handoff_expired;
 	uint64_t aborts, resumes, resume_acks;
 	uint64_t stale_acks;		/* also in rx_errors[VMNAP_ESTATE] */
+	uint64_t late_acks;		/* HANDOFF_ACK of the handoff given up
+					 * (deadline, abort): not an error */
 	uint64_t free_reports, free_ranges;
 	uint64_t tx_overflows;		/* session ended: queue over bound */
 	uint64_t connects_refused;	/* over the connection bucket */

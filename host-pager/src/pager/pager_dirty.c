@@ -47,22 +47,6 @@
 #include "log.h"
 #include "pager_internal.h"
 
-/* Not in every libc's kernel headers yet (Linux 6.7 uapi). */
-#ifndef PAGEMAP_SCAN
-#define PAGE_IS_WRITTEN		(1 << 1)
-struct page_region {
-	__u64 start, end, categories;
-};
-#define PM_SCAN_WP_MATCHING	(1 << 0)
-#define PM_SCAN_CHECK_WPASYNC	(1 << 1)
-struct pm_scan_arg {
-	__u64 size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	__u64 category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-#define PAGEMAP_SCAN	_IOWR('f', 16, struct pm_scan_arg)
-#endif
-
-#define SCAN_VEC	512	/* regions per PAGEMAP_SCAN call */
 
 static const char *const track_names[] = {
 	[PAGER_DIRTY_UNKNOWN] = "undecided",	/* nothing registered yet */
@@ -284,19 +268,19 @@ struct scan_range {
 	uint64_t first_pg;	/* page at start */
 };
 
-static int scan_one(struct pager *p, const struct scan_range *sr, uint64_t pg,
-		    uint8_t *written, struct page_region *vec)
+int pager_pagemap_scan(int fd, uint64_t start, uint64_t end, uint64_t flags,
+		       uint64_t category, struct page_region *vec,
+		       void (*fn)(void *arg, uint64_t lo, uint64_t hi), void *arg)
 {
-	uint64_t at = sr->start;
+	uint64_t at = start;
 
-	while (at < sr->end) {
+	while (at < end) {
 		struct pm_scan_arg a = {
-			.size = sizeof(a), .flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
-			.start = at, .end = sr->end,
-			.vec = (uint64_t)(uintptr_t)vec, .vec_len = SCAN_VEC,
-			.category_mask = PAGE_IS_WRITTEN, .return_mask = PAGE_IS_WRITTEN,
+			.size = sizeof(a), .flags = flags, .start = at, .end = end,
+			.vec = (uint64_t)(uintptr_t)vec, .vec_len = PAGER_SCAN_VEC,
+			.category_mask = category, .return_mask = category,
 		};
-		long n = ioctl(sr->fd, PAGEMAP_SCAN, &a);
+		long n = ioctl(fd, PAGEMAP_SCAN, &a);
 
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN)
@@ -304,14 +288,36 @@ static int scan_one(struct pager *p, const struct scan_range *sr, uint64_t pg,
 			return -errno;
 		}
 		for (long i = 0; i < n; i++)
-			for (uint64_t ad = vec[i].start; ad < vec[i].end; ad += PAGER_PAGE_SIZE)
-				written[sr->first_pg + (ad - sr->start) / PAGER_PAGE_SIZE - pg] = 1;
+			fn(arg, vec[i].start, vec[i].end);
 		if (a.walk_end <= at)
 			break;
 		at = a.walk_end;
 	}
-	(void)p;
 	return 0;
+}
+
+struct written_arg {
+	const struct scan_range *sr;
+	uint64_t pg;
+	uint8_t *written;
+};
+
+static void note_written(void *arg, uint64_t lo, uint64_t hi)
+{
+	struct written_arg *w = arg;
+
+	for (uint64_t ad = lo; ad < hi; ad += PAGER_PAGE_SIZE)
+		w->written[w->sr->first_pg + (ad - w->sr->start) / PAGER_PAGE_SIZE - w->pg] = 1;
+}
+
+static int scan_one(const struct scan_range *sr, uint64_t pg, uint8_t *written,
+		    struct page_region *vec)
+{
+	struct written_arg w = { .sr = sr, .pg = pg, .written = written };
+
+	return pager_pagemap_scan(sr->fd, sr->start, sr->end,
+				  PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC, PAGE_IS_WRITTEN,
+				  vec, note_written, &w);
 }
 
 int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
@@ -322,7 +328,7 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
 	int err = 0;
 
 	sr = malloc(max * sizeof(*sr));
-	vec = malloc(SCAN_VEC * sizeof(*vec));
+	vec = malloc(PAGER_SCAN_VEC * sizeof(*vec));
 	if (!sr || !vec) {
 		free(sr);
 		free(vec);
@@ -361,7 +367,7 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
 		err = -EOPNOTSUPP;
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned int i = 0; i < nr && !err; i++)
-		err = scan_one(p, &sr[i], pg, written, vec);
+		err = scan_one(&sr[i], pg, written, vec);
 	pthread_mutex_unlock(&p->reg_lock);
 	free(sr);
 	free(vec);

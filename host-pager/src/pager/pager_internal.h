@@ -45,6 +45,24 @@
 #include "pager.h"
 #include "store.h"
 
+/* PAGEMAP_SCAN on /proc/PID/pagemap: not in every libc's kernel headers
+ * yet (Linux 6.7 uapi). */
+#ifndef PAGEMAP_SCAN
+#include <linux/types.h>
+#define PAGE_IS_WRITTEN		(1 << 1)
+#define PAGE_IS_PRESENT		(1 << 3)
+struct page_region {
+	__u64 start, end, categories;
+};
+#define PM_SCAN_WP_MATCHING	(1 << 0)
+#define PM_SCAN_CHECK_WPASYNC	(1 << 1)
+struct pm_scan_arg {
+	__u64 size, flags, start, end, walk_end, vec, vec_len, max_pages;
+	__u64 category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#define PAGEMAP_SCAN	_IOWR('f', 16, struct pm_scan_arg)
+#endif
+
 /* Page-state byte: the state in the low bits, working-set flags above. */
 #define PG_STATE_MASK	0x07u
 #define PG_BG		0x08u	/* restored in the background this cycle (into
@@ -421,6 +439,13 @@ static inline enum pager_page_state pager_clean_state_locked(struct pager *p, ui
  * (then tracking has fallen back: treat every page as written).  Neither
  * lock held. */
 int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written);
+/* PAGEMAP_SCAN of [start, end) in pagemap @fd for the pages in @category
+ * (PAGE_IS_*), with @flags (PM_SCAN_*), PAGER_SCAN_VEC ranges of @vec at a
+ * time: @fn(@arg, lo, hi) for each range found.  0 or -errno. */
+#define PAGER_SCAN_VEC	512
+int pager_pagemap_scan(int fd, uint64_t start, uint64_t end, uint64_t flags,
+		       uint64_t category, struct page_region *vec,
+		       void (*fn)(void *arg, uint64_t lo, uint64_t hi), void *arg);
 /* wp_sync: write-protect pages [pg, pg+n) in every tracked mapper (all of
  * them at an offload's start; a batch's again once claimed).  0 or -errno
  * (then tracking has fallen back).  Neither lock held. */

@@ -389,22 +389,88 @@ struct pm_range {
 	uint64_t addr, pg, n;
 };
 
+/* Page @pg, restored in the background, is mapped: touched.  Lock held. */
+static void note_mapped_locked(struct pager *p, uint64_t pg)
+{
+	if (p->state[pg] & PG_BG)
+		p->state[pg] |= PG_WS_CUR;
+}
+
+struct present_arg {
+	struct pager *p;
+	const struct pm_range *rg;
+};
+
+static void note_present_range(void *arg, uint64_t lo, uint64_t hi)
+{
+	struct present_arg *a = arg;
+
+	pthread_mutex_lock(&a->p->lock);
+	for (uint64_t ad = lo; ad < hi; ad += PAGER_PAGE_SIZE)
+		note_mapped_locked(a->p, a->rg->pg + (ad - a->rg->addr) / PAGER_PAGE_SIZE);
+	pthread_mutex_unlock(&a->p->lock);
+}
+
+/*
+ * The present pages of @rg by PAGEMAP_SCAN: one range per run of present
+ * pages instead of 8 bytes per page.  -errno where the kernel lacks it
+ * (before 6.7: ENOTTY) or refuses the range.
+ */
+static int present_scan(struct pager *p, const struct pm_range *rg, struct page_region *vec)
+{
+	struct present_arg a = { .p = p, .rg = rg };
+
+	return pager_pagemap_scan(rg->fd, rg->addr, rg->addr + rg->n * PAGER_PAGE_SIZE, 0,
+				  PAGE_IS_PRESENT, vec, note_present_range, &a);
+}
+
+/* The same by reading @rg's pagemap entries (bit 63: present). */
+static void present_read(struct pager *p, const struct pm_range *rg, uint64_t *ent)
+{
+	for (uint64_t k = 0; k < rg->n;) {
+		uint64_t want = rg->n - k < PM_CHUNK ? rg->n - k : PM_CHUNK;
+		off_t at = (off_t)((rg->addr / PAGER_PAGE_SIZE + k) * sizeof(*ent));
+		ssize_t got = pread(rg->fd, ent, want * sizeof(*ent), at);
+
+		if (got <= 0)
+			break;
+		want = (uint64_t)got / sizeof(*ent);
+		pthread_mutex_lock(&p->lock);
+		for (uint64_t j = 0; j < want; j++)
+			if (ent[j] & PM_PRESENT)
+				note_mapped_locked(p, rg->pg + k + j);
+		pthread_mutex_unlock(&p->lock);
+		k += want;
+	}
+}
+
 /*
  * Pages restored in the background (PG_BG) that some mapper maps now were
  * accessed after the restore (writing the memfd maps nothing): touched.
- * Read from each mapper's /proc/PID/pagemap (bit 63: present); a mapper
- * whose pagemap cannot be read just shows nothing (its accesses then count
- * only as faults and writes).
+ * Read from each mapper's /proc/PID/pagemap: its present ranges by
+ * PAGEMAP_SCAN, else its entries (bit 63: present); a mapper whose pagemap
+ * cannot be read just shows nothing (its accesses then count only as
+ * faults and writes).  Nothing to read when no page was restored in the
+ * background (a lazy restore, or faults only).
  */
 static void note_present(struct pager *p)
 {
 	struct pm_range *rg;
 	unsigned int nr = 0, max = PAGER_MAX_MAPPERS * PAGER_MAX_REGIONS;
+	struct page_region *vec;
 	uint64_t *ent;
+	bool any = false;
 
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t pg = 0; pg < p->npages && !any; pg++)
+		any = p->state[pg] & PG_BG;
+	pthread_mutex_unlock(&p->lock);
+	if (!any)
+		return;
 	rg = malloc(max * sizeof(*rg));
 	ent = malloc(PM_CHUNK * sizeof(*ent));
-	if (!rg || !ent)
+	vec = malloc(PAGER_SCAN_VEC * sizeof(*vec));
+	if (!rg || !ent || !vec)
 		goto out;
 	/* reg_lock: no mapper is freed (its pagemap fd closed) meanwhile */
 	pthread_mutex_lock(&p->reg_lock);
@@ -426,30 +492,14 @@ static void note_present(struct pager *p)
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
-	for (unsigned int i = 0; i < nr; i++) {
-		for (uint64_t k = 0; k < rg[i].n;) {
-			uint64_t want = rg[i].n - k < PM_CHUNK ? rg[i].n - k : PM_CHUNK;
-			off_t at = (off_t)((rg[i].addr / PAGER_PAGE_SIZE + k) * sizeof(*ent));
-			ssize_t got = pread(rg[i].fd, ent, want * sizeof(*ent), at);
-
-			if (got <= 0)
-				break;
-			want = (uint64_t)got / sizeof(*ent);
-			pthread_mutex_lock(&p->lock);
-			for (uint64_t j = 0; j < want; j++) {
-				uint64_t pg = rg[i].pg + k + j;
-
-				if ((ent[j] & PM_PRESENT) && (p->state[pg] & PG_BG))
-					p->state[pg] |= PG_WS_CUR;
-			}
-			pthread_mutex_unlock(&p->lock);
-			k += want;
-		}
-	}
+	for (unsigned int i = 0; i < nr; i++)
+		if (present_scan(p, &rg[i], vec))
+			present_read(p, &rg[i], ent);
 	pthread_mutex_unlock(&p->reg_lock);
 out:
 	free(rg);
 	free(ent);
+	free(vec);
 }
 
 void pager_ws_cycle_end(struct pager *p)

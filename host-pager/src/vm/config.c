@@ -44,7 +44,7 @@ void config_default(struct vmnapd_settings *s)
 	coord_config_default(&s->coord);
 	s->pressure_enabled = true;
 	pressure_config_default(&s->pressure);
-	s->restore = PAGER_RESTORE_WORKING_SET;
+	s->restore = PAGER_RESTORE_LAZY;
 }
 
 void config_free(struct vmnapd_settings *s)

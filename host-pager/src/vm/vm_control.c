@@ -943,6 +943,9 @@ static void rejection_json(const char *reason, uint64_t n, void *arg)
 	json_object_set_new(arg, reason, json_integer((json_int_t)n));
 }
 
+/* The VM's own policy, else vmnapd.conf's (lazy unless set there); with
+ * no settings at all (a test harness embedding this layer), the pager
+ * library's default. */
 int vm_restore(const struct vm *vm)
 {
 	if (vm->restore >= 0)
@@ -1037,11 +1040,12 @@ json_t *vm_control_json(struct vm *vm)
 		struct guest_link_stats st;
 
 		guest_link_get_stats(vm->link, &st);
-		json_object_set_new(o, "link", json_pack("{s:s,s:I,s:I,s:I,s:I}", "state",
+		json_object_set_new(o, "link", json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}", "state",
 			guest_link_state_name(guest_link_state(vm->link)),
 			"connects", (json_int_t)st.connects,
 			"connects_refused", (json_int_t)st.connects_refused,
 			"rx_bytes", (json_int_t)st.rx_bytes,
+			"late_handoff_acks", (json_int_t)st.late_acks,
 			"log_lines_suppressed", (json_int_t)st.log_suppressed));
 	}
 	if (vm->link || vm->vsock) {
