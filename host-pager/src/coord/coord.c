@@ -545,7 +545,9 @@ static void start_resume(struct coord *c, enum coord_resume_reason reason,
 	set_state(c, COORD_RESUMING, why);
 	if (c->ops->restore)
 		c->ops->restore(c->arg, c->rb.restore);
-	if (c->offloaded && c->ops->pre_resume && reason != COORD_RESUME_TIMER) {
+	/* every resume of an offloaded VM, a timer's too: the guest's way to
+	 * RESUME_ACK is the same whatever woke it */
+	if (c->offloaded && c->ops->pre_resume) {
 		err = c->ops->pre_resume(c->arg);
 		if (err < 0)	/* the faults will serve what is missing */
 			log_warn(c->subject, "pre-resume restore: %s", strerror(-err));

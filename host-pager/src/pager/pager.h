@@ -93,8 +93,9 @@ struct pager_region_desc {
  *                still offloaded stream back in the background
  *   eager        every offloaded page streams back in the background at
  *                store speed
- *   lazy         nothing comes back unprompted: faults only (no
- *                pre-resume restore of the resume-critical set either)
+ *   lazy         faults only, besides the resume-critical set read back
+ *                before the VMM continues (pager_resume_prepare), as in
+ *                every mode
  *
  * "Touched" in a cycle (resume to next offload) is: the page a userfaultfd
  * fault asked for (not its fault-around neighbours), a page dirty tracking
@@ -432,9 +433,9 @@ void pager_set_restore(struct pager *p, enum pager_restore how);
 /*
  * How the next resume restores, overriding the VM's policy once: e.g. a
  * resume for a guest timer (the guest runs its timer and goes idle again)
- * passes PAGER_RESTORE_LAZY, so nothing but its faults comes back.  Call
- * before pager_resume_prepare() (a lazy resume restores no critical set
- * either); pager_resumed() consumes it.  A cycle so overridden adds the
+ * passes PAGER_RESTORE_LAZY, so nothing but the resume-critical set and
+ * its faults comes back.  Call before pager_resume_prepare();
+ * pager_resumed() consumes it.  A cycle so overridden adds the
  * pages it touched to the working set instead of replacing it (a timer's
  * few pages do not make the data working set forgotten).
  * PAGER_RESTORE_POLICY: the VM's policy.  Loop thread.

@@ -6,7 +6,8 @@
  * each, and the working-set prefetch only starts after the resume.  So the
  * pager records the pages faulted in between a resume and its delivery
  * (RESUME_ACK) and, before the next resume from an offload continues the
- * VMM, reads exactly those back: runs of consecutive pages, a wave of
+ * VMM - whatever the restore policy and the resume's reason: the guest's
+ * wake path up to RESUME_ACK is the same for all - reads exactly those back: runs of consecutive pages, a wave of
  * store reads in flight at once through io_uring, each written into the
  * memfd by pager_install_run as every restore does; bounded in pages and
  * time (checked between waves).
@@ -183,15 +184,14 @@ int pager_resume_prepare(struct pager *p)
 	uint64_t pgs[PAGER_CRITICAL_MAX_PAGES], t0 = now_ns(), restored = 0;
 	struct crit_run runs[CRITICAL_QUEUE_DEPTH];
 	unsigned int nr, i = 0;
-	bool budget_hit = false, lazy;
+	bool budget_hit = false;
 	char *buf = NULL;
 	int err = 0;
 
 	pthread_mutex_lock(&p->lock);
-	/* a lazy resume brings back nothing unprompted */
-	lazy = (p->next_restore == PAGER_RESTORE_POLICY ? p->restore : p->next_restore) ==
-	       PAGER_RESTORE_LAZY;
-	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns && !lazy ?
+	/* whatever the restore policy: every resume, a lazy one (a guest
+	 * timer's) too, runs the same wake path up to RESUME_ACK */
+	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns ?
 	     snapshot_locked(p, pgs) : 0;
 	pthread_mutex_unlock(&p->lock);
 	if (nr) {
