@@ -397,6 +397,56 @@ static void test_pre_resume_before_vmm_resume(void **s)
 	coord_free(c);
 }
 
+/*
+ * A wait whose delivery the caller confirms (the in-guest agent took the
+ * data): the critical window after an offloaded resume lasts until that
+ * confirmation, not only until RESUME_ACK, so the pages the guest faults
+ * on to take the data in are recorded too.  A confirmation that never
+ * comes ends it at the next handoff.
+ */
+static void test_critical_window_until_confirmed(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	advance(c, 20 * MS);
+	ack_ready(c, 10 * SEC);
+	coord_pause_done(c, 0);
+	advance(c, 30 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(fw.pre_resumes, 1);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.resume_delivered, 0);	/* the agent has not taken it */
+	assert_int_equal(fw.delivered, 0);
+	advance(c, 4 * MS);
+	assert_int_equal(coord_wait_delivered(c, "r1"), 0);
+	assert_int_equal(fw.delivered, 1);
+	assert_int_equal(fw.resume_delivered, 1);
+
+	/* never confirmed: the next handoff ends the window */
+	coord_wait_start(c, "r2", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	advance(c, 6 * SEC);	/* past the offload cooldown */
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	coord_wait_start(c, "r3", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	assert_int_equal(coord_wait_ready(c, "r2"), 0);
+	assert_int_equal(fw.pre_resumes, 2);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.resume_delivered, 1);
+	advance(c, 20 * MS);	/* r3 outstanding: a new handoff */
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	assert_int_equal(fw.resume_delivered, 2);
+	coord_free(c);
+}
+
 /* A cancelled offload still left pages out: the restore runs too. */
 static void test_pre_resume_after_cancelled_offload(void **s)
 {
@@ -1529,6 +1579,7 @@ int main(void)
 		cmocka_unit_test(test_short_wait_costs_nothing),
 		cmocka_unit_test(test_full_cycle_offload),
 		cmocka_unit_test(test_pre_resume_before_vmm_resume),
+		cmocka_unit_test(test_critical_window_until_confirmed),
 		cmocka_unit_test(test_pre_resume_after_cancelled_offload),
 		cmocka_unit_test(test_no_pre_resume_without_offload),
 		cmocka_unit_test(test_short_wait_pauses_without_offload),

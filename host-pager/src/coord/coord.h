@@ -258,7 +258,9 @@ struct coord_ops {
 	 */
 	int (*pre_resume)(void *arg);
 	/* ... and the guest has its data again (RESUME_ACK, or delivered
-	 * without it): the critical window after that resume ends. */
+	 * without it, and every ready wait started with COORD_WAIT_CONFIRM
+	 * confirmed; at the latest the next handoff): the critical window
+	 * after that resume ends. */
 	void (*resume_delivered)(void *arg);
 	/* Can this VM be offloaded right now (pager attached, evictable)?
 	 * NULL: whenever offload is set. */
