@@ -404,18 +404,24 @@ static void test_pre_resume_before_vmm_resume(void **s)
  * on to take the data in are recorded too.  A confirmation that never
  * comes ends it at the next handoff.
  */
+static void confirmed_wait_offloaded(struct coord *c, const char *id, uint64_t budget,
+				     uint64_t offload_in)
+{
+	coord_wait_start(c, id, COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	advance(c, 20 * MS);
+	ack_ready(c, budget);
+	coord_pause_done(c, 0);
+	advance(c, offload_in);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+}
+
 static void test_critical_window_until_confirmed(void **s)
 {
 	struct coord *c = mk(true);
 
 	(void)s;
-	coord_wait_start(c, "r1", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
-	advance(c, 20 * MS);
-	ack_ready(c, 10 * SEC);
-	coord_pause_done(c, 0);
-	advance(c, 30 * MS);
-	assert_int_equal(coord_state(c), COORD_OFFLOADING);
-	coord_offload_done(c, 0);
+	confirmed_wait_offloaded(c, "r1", 10 * SEC, 30 * MS);
 	assert_int_equal(coord_wait_ready(c, "r1"), 0);
 	assert_int_equal(fw.pre_resumes, 1);
 	coord_resume_done(c, 0);
@@ -428,13 +434,7 @@ static void test_critical_window_until_confirmed(void **s)
 	assert_int_equal(fw.resume_delivered, 1);
 
 	/* never confirmed: the next handoff ends the window */
-	coord_wait_start(c, "r2", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
-	advance(c, 20 * MS);
-	ack_ready(c, 30 * SEC);
-	coord_pause_done(c, 0);
-	advance(c, 6 * SEC);	/* past the offload cooldown */
-	assert_int_equal(coord_state(c), COORD_OFFLOADING);
-	coord_offload_done(c, 0);
+	confirmed_wait_offloaded(c, "r2", 30 * SEC, 6 * SEC);	/* past the cooldown */
 	coord_wait_start(c, "r3", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
 	assert_int_equal(coord_wait_ready(c, "r2"), 0);
 	assert_int_equal(fw.pre_resumes, 2);
