@@ -4,7 +4,8 @@
  * offload, resume, touch a set S, delivered; cycle 2 offload, the
  * pre-resume restore puts S in the memfd before the mapper touches it
  * (SEEK_DATA), touching S takes no fault, every byte verified; the set is
- * bounded and recorded only until delivery.  TAP.
+ * bounded and recorded only until delivery; a window that overfills it
+ * keeps its first faults.  TAP.
  *
  * deliver: the delivery follows each access at once, as a guest's
  * RESUME_ACK may; the fault that access took is counted in the window and
@@ -65,8 +66,7 @@ static void prepare_cb(struct harness *h, void *arg)
 
 static void budget_cb(struct harness *h, void *arg)
 {
-	(void)arg;
-	pager_set_critical_budget(the_pager(h), CRIT_TINY_BUDGET_NS);
+	pager_set_critical_budget(the_pager(h), *(const uint64_t *)arg);
 }
 
 static void delivered_cb(struct harness *h, void *arg)
@@ -292,7 +292,7 @@ static int mode_critical(const char *self, uint64_t mib)
 	/* cycle 4: the time bound stops the restore after its first run */
 	vmm_cmd(&h, ans, "fill 4");
 	err = offload(&h);
-	on_loop(&h, budget_cb, NULL);
+	on_loop(&h, budget_cb, &(uint64_t){ CRIT_TINY_BUDGET_NS });
 	on_loop(&h, prepare_cb, &pc);
 	st = stats(&h, NULL);
 	tap(!err && pc.ret > 0 && pc.ret < PAGER_CRITICAL_MAX_PAGES &&
@@ -300,6 +300,39 @@ static int mode_critical(const char *self, uint64_t mib)
 	    "time bound reached: %d page(s) restored, the rest left to faults", pc.ret);
 	vmm_cmd(&h, ans, "verify 4 2");
 	tap(!strcmp(ans, "ok"), "cycle 4: every byte verified (%s)", ans);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 5: nothing restored (budget 0), so S faults first, then a
+	 * storm overfills the set in the same window: S, the window's first
+	 * faults, stays in it */
+	vmm_cmd(&h, ans, "fill 5");
+	err = offload(&h);
+	on_loop(&h, budget_cb, &(uint64_t){ 0 });
+	on_loop(&h, prepare_cb, &pc);
+	st1 = stats(&h, NULL);
+	vmm_cmd(&h, ans, "touchset 5");
+	st = stats(&h, NULL);
+	tap(!err && pc.ret == 0 && !strcmp(ans, "ok") && st.faults > st1.faults,
+	    "cycle 5: S faulted first in the window (%s)", ans);
+	vmm_cmd(&h, ans, "verify 5 2");
+	st = stats(&h, NULL);
+	tap(!strcmp(ans, "ok") && st.critical_set_pages == PAGER_CRITICAL_MAX_PAGES,
+	    "cycle 5: then a storm filled the set (%llu pages)",
+	    (unsigned long long)st.critical_set_pages);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 6: S comes back before the resume */
+	vmm_cmd(&h, ans, "fill 6");
+	err = offload(&h);
+	on_loop(&h, budget_cb, &(uint64_t){ CRIT_NO_BUDGET_NS });
+	on_loop(&h, prepare_cb, &pc);
+	sc = (struct set_resident_call){ .round = 6 };
+	on_loop(&h, set_resident_cb, &sc);
+	tap(!err && sc.resident == sc.n && sc.contents_ok,
+	    "cycle 6: S, the last window's first faults, restored: %u of %u pages, "
+	    "contents right", sc.resident, sc.n);
+	vmm_cmd(&h, ans, "verify 6 2");
+	tap(!strcmp(ans, "ok"), "cycle 6: every byte verified (%s)", ans);
 	vmm_quit(&h);
 	return harness_finish(&h);
 }

@@ -417,9 +417,10 @@ int pager_offload_cancel(struct pager *p);
  * while earlier resumes were being delivered, in large runs from the
  * store - bounded by PAGER_CRITICAL_MAX_PAGES and PAGER_CRITICAL_BUDGET_NS;
  * then record this resume's faults until pager_resume_delivered().  The
- * set keeps the restored pages and the newest faults replace the oldest
- * entries, so pages that no longer fault because they were restored stay
- * in it.  Loop thread.  Pages restored, or -errno (-ENOMEM; a store error
+ * set keeps the restored pages and a window's faults replace the oldest
+ * entries of earlier windows, so pages that no longer fault because they
+ * were restored stay in it; a window that fills the set alone keeps its
+ * first faults.  Loop thread.  Pages restored, or -errno (-ENOMEM; a store error
  * leaves the pages offloaded, to be served by faults).
  */
 int pager_resume_prepare(struct pager *p);

@@ -32,6 +32,11 @@
  * cannot come between the access and the recording.  Noted that early, a
  * page can come up twice in one window (asked for readahead, then faulted
  * before the prefetcher got to it): PG_CRIT keeps it to one entry.
+ *
+ * Full, a fault replaces the oldest entry of an earlier window; once the
+ * whole set is this window's, later faults are not noted: the first ones
+ * are what the guest's wake waited on first (the way to RESUME_ACK), the
+ * later ones what it did after.
  */
 void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n)
 {
@@ -42,9 +47,12 @@ void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n)
 
 		if (p->state[i] & PG_CRIT)
 			continue;
+		if (p->crit_window_nr >= PAGER_CRITICAL_MAX_PAGES)
+			return;
+		p->crit_window_nr++;
 		if (p->crit_nr < PAGER_CRITICAL_MAX_PAGES) {
 			p->crit_nr++;
-		} else {	/* full: the newest fault replaces the oldest entry */
+		} else {	/* full: replace the oldest entry (an earlier window's) */
 			p->state[p->crit_pg[at]] &= (uint8_t)~PG_CRIT;
 			p->crit_head = (p->crit_head + 1) % PAGER_CRITICAL_MAX_PAGES;
 		}
@@ -225,6 +233,7 @@ int pager_resume_prepare(struct pager *p)
 	for (unsigned int k = 0; k < p->crit_nr; k++)
 		p->state[p->crit_pg[(p->crit_head + k) % PAGER_CRITICAL_MAX_PAGES]] &=
 			(uint8_t)~PG_CRIT;
+	p->crit_window_nr = 0;
 	p->crit_recording = true;
 	pthread_mutex_unlock(&p->lock);
 	if (nr)
