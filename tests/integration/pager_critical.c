@@ -121,6 +121,33 @@ static void page_resident_cb(struct harness *h, void *arg)
 		       (off_t)(off + rc->pg * PAGE);
 }
 
+/* Next cycle: round @round's data, offload, the pre-resume restore (with
+ * the time budget *@budget first, unless NULL).  The offload's -errno. */
+static int cycle_start(struct harness *h, unsigned int round, const uint64_t *budget,
+		       struct prepare_call *pc)
+{
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	vmm_cmd(h, ans, "fill %u", round);
+	err = offload(h);
+	if (budget)
+		on_loop(h, budget_cb, (void *)budget);
+	on_loop(h, prepare_cb, pc);
+	return err;
+}
+
+/* Every page read and verified (a storm of faults): does the set fill to
+ * its bound? */
+static bool storm_fills_set(struct harness *h, unsigned int round, struct pager_stats *st)
+{
+	char ans[LINE_MAX_LEN];
+
+	vmm_cmd(h, ans, "verify %u 2", round);
+	*st = stats(h, NULL);
+	return !strcmp(ans, "ok") && st->critical_set_pages == PAGER_CRITICAL_MAX_PAGES;
+}
+
 #define DELIVER_ROUNDS	16
 
 /* Round @k's page: data pages (i % 7 == 0) far apart, so each read is a
@@ -270,17 +297,13 @@ static int mode_critical(const char *self, uint64_t mib)
 	    (unsigned long long)st.faults, (unsigned long long)st1.faults, ans);
 
 	/* still in cycle 2's window: a storm of faults fills the set to its bound */
-	vmm_cmd(&h, ans, "verify 2 2");
-	st = stats(&h, NULL);
-	tap(!strcmp(ans, "ok") && st.critical_set_pages == PAGER_CRITICAL_MAX_PAGES,
+	tap(storm_fills_set(&h, 2, &st),
 	    "every byte verified; the set stays bounded at %llu pages",
 	    (unsigned long long)st.critical_set_pages);
 	on_loop(&h, delivered_cb, NULL);
 
 	/* cycle 3: a full set is restored in the size bound, then all is right */
-	vmm_cmd(&h, ans, "fill 3");
-	err = offload(&h);
-	on_loop(&h, prepare_cb, &pc);
+	err = cycle_start(&h, 3, NULL, &pc);
 	st = stats(&h, NULL);
 	tap(!err && pc.ret == PAGER_CRITICAL_MAX_PAGES && !st.critical_budget_stops,
 	    "full set: %d page(s) restored in %llu us", pc.ret,
@@ -290,10 +313,7 @@ static int mode_critical(const char *self, uint64_t mib)
 	on_loop(&h, delivered_cb, NULL);
 
 	/* cycle 4: the time bound stops the restore after its first run */
-	vmm_cmd(&h, ans, "fill 4");
-	err = offload(&h);
-	on_loop(&h, budget_cb, &(uint64_t){ CRIT_TINY_BUDGET_NS });
-	on_loop(&h, prepare_cb, &pc);
+	err = cycle_start(&h, 4, &(uint64_t){ CRIT_TINY_BUDGET_NS }, &pc);
 	st = stats(&h, NULL);
 	tap(!err && pc.ret > 0 && pc.ret < PAGER_CRITICAL_MAX_PAGES &&
 	    st.critical_budget_stops == 1,
@@ -305,27 +325,18 @@ static int mode_critical(const char *self, uint64_t mib)
 	/* cycle 5: nothing restored (budget 0), so S faults first, then a
 	 * storm overfills the set in the same window: S, the window's first
 	 * faults, stays in it */
-	vmm_cmd(&h, ans, "fill 5");
-	err = offload(&h);
-	on_loop(&h, budget_cb, &(uint64_t){ 0 });
-	on_loop(&h, prepare_cb, &pc);
+	err = cycle_start(&h, 5, &(uint64_t){ 0 }, &pc);
 	st1 = stats(&h, NULL);
 	vmm_cmd(&h, ans, "touchset 5");
 	st = stats(&h, NULL);
 	tap(!err && pc.ret == 0 && !strcmp(ans, "ok") && st.faults > st1.faults,
 	    "cycle 5: S faulted first in the window (%s)", ans);
-	vmm_cmd(&h, ans, "verify 5 2");
-	st = stats(&h, NULL);
-	tap(!strcmp(ans, "ok") && st.critical_set_pages == PAGER_CRITICAL_MAX_PAGES,
-	    "cycle 5: then a storm filled the set (%llu pages)",
+	tap(storm_fills_set(&h, 5, &st), "cycle 5: then a storm filled the set (%llu pages)",
 	    (unsigned long long)st.critical_set_pages);
 	on_loop(&h, delivered_cb, NULL);
 
 	/* cycle 6: S comes back before the resume */
-	vmm_cmd(&h, ans, "fill 6");
-	err = offload(&h);
-	on_loop(&h, budget_cb, &(uint64_t){ CRIT_NO_BUDGET_NS });
-	on_loop(&h, prepare_cb, &pc);
+	err = cycle_start(&h, 6, &(uint64_t){ CRIT_NO_BUDGET_NS }, &pc);
 	sc = (struct set_resident_call){ .round = 6 };
 	on_loop(&h, set_resident_cb, &sc);
 	tap(!err && sc.resident == sc.n && sc.contents_ok,
