@@ -232,6 +232,7 @@ static int mode_critical(const char *self, uint64_t mib)
 	struct prepare_call pc;
 	struct set_resident_call sc = { .round = 1 };
 	char ans[LINE_MAX_LEN];
+	bool full;
 	int err;
 
 	pager_config_default(&pcfg, "");
@@ -297,8 +298,8 @@ static int mode_critical(const char *self, uint64_t mib)
 	    (unsigned long long)st.faults, (unsigned long long)st1.faults, ans);
 
 	/* still in cycle 2's window: a storm of faults fills the set to its bound */
-	tap(storm_fills_set(&h, 2, &st),
-	    "every byte verified; the set stays bounded at %llu pages",
+	full = storm_fills_set(&h, 2, &st);
+	tap(full, "every byte verified; the set stays bounded at %llu pages",
 	    (unsigned long long)st.critical_set_pages);
 	on_loop(&h, delivered_cb, NULL);
 
@@ -331,7 +332,8 @@ static int mode_critical(const char *self, uint64_t mib)
 	st = stats(&h, NULL);
 	tap(!err && pc.ret == 0 && !strcmp(ans, "ok") && st.faults > st1.faults,
 	    "cycle 5: S faulted first in the window (%s)", ans);
-	tap(storm_fills_set(&h, 5, &st), "cycle 5: then a storm filled the set (%llu pages)",
+	full = storm_fills_set(&h, 5, &st);
+	tap(full, "cycle 5: then a storm filled the set (%llu pages)",
 	    (unsigned long long)st.critical_set_pages);
 	on_loop(&h, delivered_cb, NULL);
 
