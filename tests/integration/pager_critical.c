@@ -4,7 +4,8 @@
  * offload, resume, touch a set S, delivered; cycle 2 offload, the
  * pre-resume restore puts S in the memfd before the mapper touches it
  * (SEEK_DATA), touching S takes no fault, every byte verified; the set is
- * bounded and recorded only until delivery.  TAP.
+ * bounded and recorded only until delivery; a window that overfills it
+ * keeps its first faults.  TAP.
  *
  * deliver: the delivery follows each access at once, as a guest's
  * RESUME_ACK may; the fault that access took is counted in the window and
@@ -65,8 +66,7 @@ static void prepare_cb(struct harness *h, void *arg)
 
 static void budget_cb(struct harness *h, void *arg)
 {
-	(void)arg;
-	pager_set_critical_budget(the_pager(h), CRIT_TINY_BUDGET_NS);
+	pager_set_critical_budget(the_pager(h), *(const uint64_t *)arg);
 }
 
 static void delivered_cb(struct harness *h, void *arg)
@@ -119,6 +119,33 @@ static void page_resident_cb(struct harness *h, void *arg)
 	rc->resident = !pager_gpa_to_memfd(the_pager(h), 0, &fd, &off) &&
 		       lseek(fd, (off_t)(off + rc->pg * PAGE), SEEK_DATA) ==
 		       (off_t)(off + rc->pg * PAGE);
+}
+
+/* Next cycle: round @round's data, offload, the pre-resume restore (with
+ * the time budget *@budget first, unless NULL).  The offload's -errno. */
+static int cycle_start(struct harness *h, unsigned int round, const uint64_t *budget,
+		       struct prepare_call *pc)
+{
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	vmm_cmd(h, ans, "fill %u", round);
+	err = offload(h);
+	if (budget)
+		on_loop(h, budget_cb, (void *)budget);
+	on_loop(h, prepare_cb, pc);
+	return err;
+}
+
+/* Every page read and verified (a storm of faults): does the set fill to
+ * its bound? */
+static bool storm_fills_set(struct harness *h, unsigned int round, struct pager_stats *st)
+{
+	char ans[LINE_MAX_LEN];
+
+	vmm_cmd(h, ans, "verify %u 2", round);
+	*st = stats(h, NULL);
+	return !strcmp(ans, "ok") && st->critical_set_pages == PAGER_CRITICAL_MAX_PAGES;
 }
 
 #define DELIVER_ROUNDS	16
@@ -205,6 +232,7 @@ static int mode_critical(const char *self, uint64_t mib)
 	struct prepare_call pc;
 	struct set_resident_call sc = { .round = 1 };
 	char ans[LINE_MAX_LEN];
+	bool full;
 	int err;
 
 	pager_config_default(&pcfg, "");
@@ -270,17 +298,13 @@ static int mode_critical(const char *self, uint64_t mib)
 	    (unsigned long long)st.faults, (unsigned long long)st1.faults, ans);
 
 	/* still in cycle 2's window: a storm of faults fills the set to its bound */
-	vmm_cmd(&h, ans, "verify 2 2");
-	st = stats(&h, NULL);
-	tap(!strcmp(ans, "ok") && st.critical_set_pages == PAGER_CRITICAL_MAX_PAGES,
-	    "every byte verified; the set stays bounded at %llu pages",
+	full = storm_fills_set(&h, 2, &st);
+	tap(full, "every byte verified; the set stays bounded at %llu pages",
 	    (unsigned long long)st.critical_set_pages);
 	on_loop(&h, delivered_cb, NULL);
 
 	/* cycle 3: a full set is restored in the size bound, then all is right */
-	vmm_cmd(&h, ans, "fill 3");
-	err = offload(&h);
-	on_loop(&h, prepare_cb, &pc);
+	err = cycle_start(&h, 3, NULL, &pc);
 	st = stats(&h, NULL);
 	tap(!err && pc.ret == PAGER_CRITICAL_MAX_PAGES && !st.critical_budget_stops,
 	    "full set: %d page(s) restored in %llu us", pc.ret,
@@ -290,16 +314,38 @@ static int mode_critical(const char *self, uint64_t mib)
 	on_loop(&h, delivered_cb, NULL);
 
 	/* cycle 4: the time bound stops the restore after its first run */
-	vmm_cmd(&h, ans, "fill 4");
-	err = offload(&h);
-	on_loop(&h, budget_cb, NULL);
-	on_loop(&h, prepare_cb, &pc);
+	err = cycle_start(&h, 4, &(uint64_t){ CRIT_TINY_BUDGET_NS }, &pc);
 	st = stats(&h, NULL);
 	tap(!err && pc.ret > 0 && pc.ret < PAGER_CRITICAL_MAX_PAGES &&
 	    st.critical_budget_stops == 1,
 	    "time bound reached: %d page(s) restored, the rest left to faults", pc.ret);
 	vmm_cmd(&h, ans, "verify 4 2");
 	tap(!strcmp(ans, "ok"), "cycle 4: every byte verified (%s)", ans);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 5: nothing restored (budget 0), so S faults first, then a
+	 * storm overfills the set in the same window: S, the window's first
+	 * faults, stays in it */
+	err = cycle_start(&h, 5, &(uint64_t){ 0 }, &pc);
+	st1 = stats(&h, NULL);
+	vmm_cmd(&h, ans, "touchset 5");
+	st = stats(&h, NULL);
+	tap(!err && pc.ret == 0 && !strcmp(ans, "ok") && st.faults > st1.faults,
+	    "cycle 5: S faulted first in the window (%s)", ans);
+	full = storm_fills_set(&h, 5, &st);
+	tap(full, "cycle 5: then a storm filled the set (%llu pages)",
+	    (unsigned long long)st.critical_set_pages);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 6: S comes back before the resume */
+	err = cycle_start(&h, 6, &(uint64_t){ CRIT_NO_BUDGET_NS }, &pc);
+	sc = (struct set_resident_call){ .round = 6 };
+	on_loop(&h, set_resident_cb, &sc);
+	tap(!err && sc.resident == sc.n && sc.contents_ok,
+	    "cycle 6: S, the last window's first faults, restored: %u of %u pages, "
+	    "contents right", sc.resident, sc.n);
+	vmm_cmd(&h, ans, "verify 6 2");
+	tap(!strcmp(ans, "ok"), "cycle 6: every byte verified (%s)", ans);
 	vmm_quit(&h);
 	return harness_finish(&h);
 }

@@ -5,13 +5,13 @@
  *
  *   eager  every offloaded page streams back with no touch and no fault,
  *          twice (two cycles), contents exact
- *   lazy   nothing comes back unprompted (no background restore, no
- *          pre-resume restore of the resume-critical set): only the pages
- *          touched, by faults
+ *   lazy   nothing comes back unprompted but the resume-critical set
+ *          before the resume (the pages faulted while the last resume was
+ *          delivered): no background restore; the rest only by faults
  *   ws     the working set is the pages touched in the last cycle: pages
  *          prefetched back but not touched leave it (it shrinks to 0); a
  *          resume overridden to lazy (a guest timer's, pager_resume_restore)
- *          restores nothing and adds what it touched to the working set
+ *          prefetches nothing and adds what it touched to the working set
  *   hot    pages written after their restore come back writable (write-
  *          hot): the second cycle's writes take no fault, the next offload
  *          writes those pages, and the writes are kept
@@ -60,6 +60,14 @@ static void resume_cb(struct harness *h, void *arg)
 	pager_resume_restore(the_pager(h), c->how);
 	c->prepared = pager_resume_prepare(the_pager(h));
 	pager_resumed(the_pager(h));
+}
+
+/* No time bound on the pre-resume restore: what it restores is asserted,
+ * not how fast (a loaded machine hits the 5 ms bound). */
+static void no_budget_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_set_critical_budget(the_pager(h), UINT64_MAX);
 }
 
 static void delivered_cb(struct harness *h, void *arg)
@@ -173,6 +181,7 @@ static int mode_lazy(const char *self, uint64_t mib)
 
 	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
 		return 1;
+	on_loop(&h, no_budget_cb, NULL);
 	err = offload(&h);
 	on_loop(&h, resume_cb, &c);
 	/* faults while the resume is delivered: the resume-critical set */
@@ -192,11 +201,14 @@ static int mode_lazy(const char *self, uint64_t mib)
 	on_loop(&h, resume_cb, &c);
 	nap_ms(LAZY_WATCH_MS);
 	st = stats(&h, NULL);
-	tap(c.prepared == 0 && st.critical_restored_pages == st0.critical_restored_pages &&
-	    st.prefetch_pages == st0.prefetch_pages && st.pages[PAGE_OFFLOADED] == npages &&
+	/* the set is the touched pages (fault-around 1, far apart) */
+	tap(c.prepared == (int)touched &&
+	    st.critical_restored_pages - st0.critical_restored_pages == touched &&
+	    st.prefetch_pages == st0.prefetch_pages &&
+	    st.pages[PAGE_OFFLOADED] == npages - touched &&
 	    st.last_restore == PAGER_RESTORE_LAZY,
-	    "lazy resume: nothing restored unprompted (%d critical, %llu prefetched, "
-	    "%llu of %llu offloaded)", c.prepared,
+	    "lazy resume: the resume-critical set restored, nothing else (%d critical, "
+	    "%llu prefetched, %llu of %llu offloaded)", c.prepared,
 	    (unsigned long long)(st.prefetch_pages - st0.prefetch_pages),
 	    (unsigned long long)st.pages[PAGE_OFFLOADED], (unsigned long long)npages);
 	on_loop(&h, delivered_cb, NULL);

@@ -397,6 +397,56 @@ static void test_pre_resume_before_vmm_resume(void **s)
 	coord_free(c);
 }
 
+/*
+ * A wait whose delivery the caller confirms (the in-guest agent took the
+ * data): the critical window after an offloaded resume lasts until that
+ * confirmation, not only until RESUME_ACK, so the pages the guest faults
+ * on to take the data in are recorded too.  A confirmation that never
+ * comes ends it at the next handoff.
+ */
+static void confirmed_wait_offloaded(struct coord *c, const char *id, uint64_t budget,
+				     uint64_t offload_in)
+{
+	coord_wait_start(c, id, COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	advance(c, 20 * MS);
+	ack_ready(c, budget);
+	coord_pause_done(c, 0);
+	advance(c, offload_in);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+}
+
+static void test_critical_window_until_confirmed(void **s)
+{
+	struct coord *c = mk(true);
+
+	(void)s;
+	confirmed_wait_offloaded(c, "r1", 10 * SEC, 30 * MS);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(fw.pre_resumes, 1);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.resume_delivered, 0);	/* the agent has not taken it */
+	assert_int_equal(fw.delivered, 0);
+	advance(c, 4 * MS);
+	assert_int_equal(coord_wait_delivered(c, "r1"), 0);
+	assert_int_equal(fw.delivered, 1);
+	assert_int_equal(fw.resume_delivered, 1);
+
+	/* never confirmed: the next handoff ends the window */
+	confirmed_wait_offloaded(c, "r2", 30 * SEC, 6 * SEC);	/* past the cooldown */
+	coord_wait_start(c, "r3", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	assert_int_equal(coord_wait_ready(c, "r2"), 0);
+	assert_int_equal(fw.pre_resumes, 2);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.resume_delivered, 1);
+	advance(c, 20 * MS);	/* r3 outstanding: a new handoff */
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	assert_int_equal(fw.resume_delivered, 2);
+	coord_free(c);
+}
+
 /* A cancelled offload still left pages out: the restore runs too. */
 static void test_pre_resume_after_cancelled_offload(void **s)
 {
@@ -1422,9 +1472,11 @@ static void test_seed_profile(void **s)
 }
 
 /*
- * A resume for the guest's timer restores lazily and skips the pre-resume
- * restore; the VM is paused and offloaded again right away (no cooldown);
- * the data resume restores by the VM's policy.
+ * A resume for the guest's timer restores lazily, but after an offload its
+ * resume-critical pages come back before the VMM resumes as for any resume
+ * (the guest's way to RESUME_ACK is the same), and its critical window ends
+ * with the RESUME_ACK; the VM is paused and offloaded again right away (no
+ * cooldown); the data resume restores by the VM's policy.
  */
 static void test_timer_resume_lazy(void **s)
 {
@@ -1445,9 +1497,14 @@ static void test_timer_resume_lazy(void **s)
 	advance(c, 2 * SEC);	/* the guest's timer (less the margin) */
 	assert_int_equal(coord_state(c), COORD_RESUMING);
 	assert_int_equal(fw.last_restore, COORD_RESTORE_LAZY);
-	assert_int_equal(fw.pre_resumes, 0);
+	assert_int_equal(fw.pre_resumes, 1);
+	assert_int_equal(fw.pre_resumes_at_restore, 0);	/* told lazy before */
+	assert_int_equal(fw.resumes_before_pre_resume, 0);	/* VMM still stopped */
 	coord_resume_done(c, 0);
+	assert_int_equal(fw.resume_delivered, 0);	/* the guest has not answered */
 	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.resume_delivered, 1);
+	assert_int_equal(fw.delivered, 0);	/* nothing to deliver: r1 waits on */
 	assert_int_equal(fw.last_breakdown.reason, COORD_RESUME_TIMER);
 	assert_int_equal(fw.last_breakdown.restore, COORD_RESTORE_LAZY);
 	/* the timer dirtied 1 MiB: paused and offloaded again at once */
@@ -1460,8 +1517,8 @@ static void test_timer_resume_lazy(void **s)
 	coord_offload_done(c, 0);
 	coord_wait_ready(c, "r1");
 	assert_int_equal(fw.last_restore, COORD_RESTORE_POLICY);
-	assert_int_equal(fw.pre_resumes, 1);
-	assert_int_equal(fw.pre_resumes_at_restore, 0);	/* told before */
+	assert_int_equal(fw.pre_resumes, 2);
+	assert_int_equal(fw.pre_resumes_at_restore, 1);	/* told before */
 	coord_get_stats(c, &st);
 	assert_int_equal(st.resumes_lazy, 1);
 	coord_free(c);
@@ -1522,6 +1579,7 @@ int main(void)
 		cmocka_unit_test(test_short_wait_costs_nothing),
 		cmocka_unit_test(test_full_cycle_offload),
 		cmocka_unit_test(test_pre_resume_before_vmm_resume),
+		cmocka_unit_test(test_critical_window_until_confirmed),
 		cmocka_unit_test(test_pre_resume_after_cancelled_offload),
 		cmocka_unit_test(test_no_pre_resume_without_offload),
 		cmocka_unit_test(test_short_wait_pauses_without_offload),

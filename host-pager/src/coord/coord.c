@@ -379,7 +379,34 @@ static void wait_deliver(struct coord *c, struct coord_wait *w, uint64_t now)
 	wait_retire(c, w, now, false);
 }
 
-/* The guest can have its data now: deliver every ready, unconfirmed wait. */
+/* The critical window after a resume ends (ops->resume_delivered). */
+static void critical_window_end(struct coord *c)
+{
+	if (!c->critical_window)
+		return;
+	c->critical_window = false;
+	if (c->ops->resume_delivered)
+		c->ops->resume_delivered(c->arg);
+}
+
+/* A ready wait whose delivery the caller confirms has not been confirmed. */
+static bool confirm_pending(const struct coord *c)
+{
+	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
+		const struct coord_wait *w = &c->waits[i];
+
+		if (w->used && w->ready && (w->flags & COORD_WAIT_CONFIRM))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The guest can have its data now: deliver every ready, unconfirmed wait.
+ * The critical window ends once the guest has all of it: at RESUME_ACK,
+ * or when a ready confirmed wait is, at its confirmation (the pages the
+ * guest faults on to take the data in are the ones the next resume needs).
+ */
 static void deliver_pending(struct coord *c)
 {
 	uint64_t now;
@@ -387,11 +414,6 @@ static void deliver_pending(struct coord *c)
 	if ((c->state != COORD_RUNNING && c->state != COORD_WAITING) ||
 	    c->awaiting_resume_ack)
 		return;
-	if (c->critical_window) {
-		c->critical_window = false;
-		if (c->ops->resume_delivered)
-			c->ops->resume_delivered(c->arg);
-	}
 	now = clock_now(c);
 	for (unsigned int i = 0; i < COORD_MAX_WAITS; i++) {
 		struct coord_wait *w = &c->waits[i];
@@ -399,6 +421,8 @@ static void deliver_pending(struct coord *c)
 		if (w->used && w->ready && !(w->flags & COORD_WAIT_CONFIRM))
 			wait_deliver(c, w, now);
 	}
+	if (!confirm_pending(c))
+		critical_window_end(c);
 }
 
 /* ---- transitions --------------------------------------------------- */
@@ -472,6 +496,7 @@ static void start_handoff(struct coord *c, bool manual, const char *why)
 	c->budget_deadline_ns = COORD_NO_DEADLINE;
 	c->last_ev = (struct coord_evidence){ .next_timer_ns = COORD_BUDGET_UNKNOWN };
 	c->st.handoffs++;
+	critical_window_end(c);	/* a confirmation that never came */
 	set_state(c, COORD_HANDOFF, why);
 
 	if (!c->link_up || !c->ops->handoff) {
@@ -545,7 +570,9 @@ static void start_resume(struct coord *c, enum coord_resume_reason reason,
 	set_state(c, COORD_RESUMING, why);
 	if (c->ops->restore)
 		c->ops->restore(c->arg, c->rb.restore);
-	if (c->offloaded && c->ops->pre_resume && reason != COORD_RESUME_TIMER) {
+	/* every resume of an offloaded VM, a timer's too: the guest's way to
+	 * RESUME_ACK is the same whatever woke it */
+	if (c->offloaded && c->ops->pre_resume) {
 		err = c->ops->pre_resume(c->arg);
 		if (err < 0)	/* the faults will serve what is missing */
 			log_warn(c->subject, "pre-resume restore: %s", strerror(-err));
@@ -1149,6 +1176,7 @@ int coord_wait_delivered(struct coord *c, const char *id)
 	if (!w->ready)
 		return -EBUSY;	/* data not ready yet */
 	wait_deliver(c, w, clock_now(c));
+	deliver_pending(c);	/* ends the critical window with the last one */
 	coord_rearm(c);
 	return 0;
 }

@@ -48,10 +48,12 @@
  *
  * Restore (ops->restore): before each resume the coordinator says how
  * pages come back.  A resume for the guest's own timer is
- * COORD_RESTORE_LAZY (faults only, no pre-resume restore): the guest runs
- * its timer and goes idle, and is paused and offloaded again; every other
- * resume is COORD_RESTORE_POLICY, the VM's own restore policy (eager,
- * working-set or lazy), which is the pager's, set outside the coordinator.
+ * COORD_RESTORE_LAZY (faults only): the guest runs its timer and goes
+ * idle, and is paused and offloaded again; every other resume is
+ * COORD_RESTORE_POLICY, the VM's own restore policy (eager, working-set or
+ * lazy), which is the pager's, set outside the coordinator.  Every resume
+ * of a VM offloaded in its cycle, whatever its reason and restore, first
+ * has ops->pre_resume bring back the pages its wake path faults on.
  *
  * Resume breakdown: every resume is timed from the request (resume
  * trigger) through the pre-resume restore and the VMM's resume (vCPUs
@@ -256,7 +258,9 @@ struct coord_ops {
 	 */
 	int (*pre_resume)(void *arg);
 	/* ... and the guest has its data again (RESUME_ACK, or delivered
-	 * without it): the critical window after that resume ends. */
+	 * without it, and every ready wait started with COORD_WAIT_CONFIRM
+	 * confirmed; at the latest the next handoff): the critical window
+	 * after that resume ends. */
 	void (*resume_delivered)(void *arg);
 	/* Can this VM be offloaded right now (pager attached, evictable)?
 	 * NULL: whenever offload is set. */

@@ -93,8 +93,9 @@ struct pager_region_desc {
  *                still offloaded stream back in the background
  *   eager        every offloaded page streams back in the background at
  *                store speed
- *   lazy         nothing comes back unprompted: faults only (no
- *                pre-resume restore of the resume-critical set either)
+ *   lazy         faults only, besides the resume-critical set read back
+ *                before the VMM continues (pager_resume_prepare), as in
+ *                every mode
  *
  * "Touched" in a cycle (resume to next offload) is: the page a userfaultfd
  * fault asked for (not its fault-around neighbours), a page dirty tracking
@@ -416,9 +417,10 @@ int pager_offload_cancel(struct pager *p);
  * while earlier resumes were being delivered, in large runs from the
  * store - bounded by PAGER_CRITICAL_MAX_PAGES and PAGER_CRITICAL_BUDGET_NS;
  * then record this resume's faults until pager_resume_delivered().  The
- * set keeps the restored pages and the newest faults replace the oldest
- * entries, so pages that no longer fault because they were restored stay
- * in it.  Loop thread.  Pages restored, or -errno (-ENOMEM; a store error
+ * set keeps the restored pages and a window's faults replace the oldest
+ * entries of earlier windows, so pages that no longer fault because they
+ * were restored stay in it; a window that fills the set alone keeps its
+ * first faults.  Loop thread.  Pages restored, or -errno (-ENOMEM; a store error
  * leaves the pages offloaded, to be served by faults).
  */
 int pager_resume_prepare(struct pager *p);
@@ -432,9 +434,9 @@ void pager_set_restore(struct pager *p, enum pager_restore how);
 /*
  * How the next resume restores, overriding the VM's policy once: e.g. a
  * resume for a guest timer (the guest runs its timer and goes idle again)
- * passes PAGER_RESTORE_LAZY, so nothing but its faults comes back.  Call
- * before pager_resume_prepare() (a lazy resume restores no critical set
- * either); pager_resumed() consumes it.  A cycle so overridden adds the
+ * passes PAGER_RESTORE_LAZY, so nothing but the resume-critical set and
+ * its faults comes back.  Call before pager_resume_prepare();
+ * pager_resumed() consumes it.  A cycle so overridden adds the
  * pages it touched to the working set instead of replacing it (a timer's
  * few pages do not make the data working set forgotten).
  * PAGER_RESTORE_POLICY: the VM's policy.  Loop thread.

@@ -6,7 +6,8 @@
  * each, and the working-set prefetch only starts after the resume.  So the
  * pager records the pages faulted in between a resume and its delivery
  * (RESUME_ACK) and, before the next resume from an offload continues the
- * VMM, reads exactly those back: runs of consecutive pages, a wave of
+ * VMM - whatever the restore policy and the resume's reason: the guest's
+ * wake path up to RESUME_ACK is the same for all - reads exactly those back: runs of consecutive pages, a wave of
  * store reads in flight at once through io_uring, each written into the
  * memfd by pager_install_run as every restore does; bounded in pages and
  * time (checked between waves).
@@ -31,6 +32,11 @@
  * cannot come between the access and the recording.  Noted that early, a
  * page can come up twice in one window (asked for readahead, then faulted
  * before the prefetcher got to it): PG_CRIT keeps it to one entry.
+ *
+ * Full, a fault replaces the oldest entry of an earlier window; once the
+ * whole set is this window's, later faults are not noted: the first ones
+ * are what the guest's wake waited on first (the way to RESUME_ACK), the
+ * later ones what it did after.
  */
 void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n)
 {
@@ -41,9 +47,12 @@ void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n)
 
 		if (p->state[i] & PG_CRIT)
 			continue;
+		if (p->crit_window_nr >= PAGER_CRITICAL_MAX_PAGES)
+			return;
+		p->crit_window_nr++;
 		if (p->crit_nr < PAGER_CRITICAL_MAX_PAGES) {
 			p->crit_nr++;
-		} else {	/* full: the newest fault replaces the oldest entry */
+		} else {	/* full: replace the oldest entry (an earlier window's) */
 			p->state[p->crit_pg[at]] &= (uint8_t)~PG_CRIT;
 			p->crit_head = (p->crit_head + 1) % PAGER_CRITICAL_MAX_PAGES;
 		}
@@ -183,15 +192,14 @@ int pager_resume_prepare(struct pager *p)
 	uint64_t pgs[PAGER_CRITICAL_MAX_PAGES], t0 = now_ns(), restored = 0;
 	struct crit_run runs[CRITICAL_QUEUE_DEPTH];
 	unsigned int nr, i = 0;
-	bool budget_hit = false, lazy;
+	bool budget_hit = false;
 	char *buf = NULL;
 	int err = 0;
 
 	pthread_mutex_lock(&p->lock);
-	/* a lazy resume brings back nothing unprompted */
-	lazy = (p->next_restore == PAGER_RESTORE_POLICY ? p->restore : p->next_restore) ==
-	       PAGER_RESTORE_LAZY;
-	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns && !lazy ?
+	/* whatever the restore policy: every resume, a lazy one (a guest
+	 * timer's) too, runs the same wake path up to RESUME_ACK */
+	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns ?
 	     snapshot_locked(p, pgs) : 0;
 	pthread_mutex_unlock(&p->lock);
 	if (nr) {
@@ -225,6 +233,7 @@ int pager_resume_prepare(struct pager *p)
 	for (unsigned int k = 0; k < p->crit_nr; k++)
 		p->state[p->crit_pg[(p->crit_head + k) % PAGER_CRITICAL_MAX_PAGES]] &=
 			(uint8_t)~PG_CRIT;
+	p->crit_window_nr = 0;
 	p->crit_recording = true;
 	pthread_mutex_unlock(&p->lock);
 	if (nr)

@@ -236,6 +236,7 @@ struct pager {
 	 * in while a resume was being delivered, a ring in fault order */
 	uint64_t crit_pg[PAGER_CRITICAL_MAX_PAGES];
 	unsigned int crit_head, crit_nr;	/* oldest entry, entries */
+	unsigned int crit_window_nr;	/* of them noted in this window */
 	bool crit_recording;		/* resume .. delivered */
 	struct io_uring crit_ring;	/* loop thread only */
 	bool crit_ring_up;
