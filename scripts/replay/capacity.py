@@ -41,8 +41,8 @@ import tempfile
 import threading
 import time
 
-from .common import (BUILD, GIB, MIB, NS, ROOT, VMNAP_COHORTS,
-                     VMNAP_LINK_PORT, log, now_ns, runs_accel)
+from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, GIB, MIB, NS, ROOT,
+                     VMNAP_COHORTS, VMNAP_LINK_PORT, log, now_ns, runs_accel)
 from .events import EventLog, event_seq_gaps
 from .guest import Guest
 from .plot import gnuplot_lines
@@ -148,8 +148,9 @@ class CapacityRun(CohortRun):
             rec["ready_s"] = round((now_ns() - t0) / NS, 3)
             if self.cohort in VMNAP_COHORTS:
                 self.api.register(g.name, g.qmp, f"{g.vsock}_{VMNAP_LINK_PORT}",
-                                  offload=self.cohort == "offload",
-                                  freezer=b.cgroups.freezer_dir(g.cg_dirs))
+                                  COHORT_POLICY[self.cohort],
+                                  freezer=b.cgroups.freezer_dir(g.cg_dirs),
+                                  restore=COHORT_RESTORE.get(self.cohort))
             with self.lock:
                 self.ready.add(g.name)
             go = threading.Event()
