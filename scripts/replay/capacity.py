@@ -403,7 +403,8 @@ class CapacityRun(CohortRun):
                 self.result.update(pauses=fig["pauses"], offloads=fig["offloads"],
                                    offloaded_bytes=fig["offloaded_bytes"],
                                    pressure_offloads=count_events(self.vmnapd.events_path,
-                                                                  "pressure_offload"))
+                                                                  "pressure_offload"),
+                                   pressure_entered=pressure_entered(self.vmnapd.events_path))
                 shutil.rmtree(os.path.join(a.store_dir, f"capacity-{b.run_id}", self.key),
                               ignore_errors=True)
             kills, hits = cg.oom_events(budget_dir)
@@ -433,17 +434,32 @@ class CapacityRun(CohortRun):
         return self.result
 
 
-def count_events(path, kind):
-    n = 0
+def vmnapd_events(path):
+    """vmnapd's events (dicts) from its JSON-lines file; bad lines skipped."""
     try:
         with open(path) as f:
             for ln in f:
                 try:
-                    n += json.loads(ln).get("type") == kind
+                    e = json.loads(ln)
                 except ValueError:
-                    pass
+                    continue
+                if isinstance(e, dict):
+                    yield e
     except OSError:
-        pass
+        return
+
+
+def count_events(path, kind):
+    return sum(e.get("type") == kind for e in vmnapd_events(path))
+
+
+def pressure_entered(path):
+    """{level: times entered} from vmnapd's "pressure" events: whether the
+    budget got near enough its limit for the pressure policy to act."""
+    n = {}
+    for e in vmnapd_events(path):
+        if e.get("type") == "pressure" and isinstance(e.get("to"), str):
+            n[e["to"]] = n.get(e["to"], 0) + 1
     return n
 
 

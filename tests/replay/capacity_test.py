@@ -6,6 +6,7 @@ and reports from given readings.
 """
 import os
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -13,8 +14,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests/lib"))
 import tap  # noqa: E402
 from replay import trajectory  # noqa: E402
 from replay.capacity import (admission_room, admit, cohort_figures,  # noqa: E402
-                             footprint_figures, simultaneous_return, vm_reserve,
-                             vmnapd_evidence)
+                             count_events, footprint_figures, pressure_entered,
+                             simultaneous_return, vm_reserve, vmnapd_evidence)
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -118,6 +119,22 @@ def main():
     fp = footprint_figures(fps, [{"admitted_s": 1.0, "done_s": 9.0}])
     tap.ok(fp == {"vmm_anon": 8.0, "guest_ram_shmem": 8.0, "page_cache": 8.0, "swap": 0.0,
                   "vmnapd": 0.0}, "footprint parts: memory x time inside the window", fp)
+
+    # vmnapd's events: did the pressure policy act
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        f.write('{"type": "pressure", "from": "normal", "to": "elevated"}\n'
+                '{"type": "pressure", "from": "elevated", "to": "critical"}\n'
+                'not json\n[1]\n{"type": "pressure", "to": 3}\n'
+                '{"type": "pressure_offload", "vm": "vm0", "level": "critical"}\n'
+                '{"type": "pressure", "from": "critical", "to": "normal"}\n')
+    try:
+        got = pressure_entered(f.name)
+        tap.ok(got == {"elevated": 1, "critical": 1, "normal": 1},
+               "pressure levels entered, bad lines skipped", got)
+        tap.ok(count_events(f.name, "pressure_offload") == 1, "pressure offloads counted")
+    finally:
+        os.unlink(f.name)
+    tap.ok(pressure_entered("/nonexistent/events.jsonl") == {}, "no events file: nothing entered")
 
     # the benchmark's trajectory: the tiny one's recorded steps, longer waits
     hc, sc = trajectory.load_trajectory(os.path.join(ROOT, "tests/data/replay-capacity.jsonl"))
