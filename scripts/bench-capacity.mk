@@ -4,8 +4,9 @@
 # cohort (baseline, offload, swap) a parent memory cgroup limited to
 # CAPACITY_BUDGET_MIB holds every VM (launcher + QEMU) and vmnapd; up to
 # CAPACITY_VMS VMs, each replaying CAPACITY_TRAJECTORY, are admitted while
-# the budget allows (offload: vmnapd's GET /host; baseline, swap: the
-# cgroup's own usage; the rule is in scripts/replay/capacity.py).  Outputs in
+# the budget allows (one rule, each cohort's own evidence: the budget's
+# usage, and offload vmnapd's GET /host, swap the VMs' swapped bytes; the
+# rule is in scripts/replay/capacity.py).  Outputs in
 # build/bench/capacity/<run-id>/, linked as build/bench/capacity/latest.
 #
 # About 20 min on 2 cores with the defaults.  Bigger:

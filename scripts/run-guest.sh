@@ -77,7 +77,10 @@ panic on the console (the lines are printed); $EXIT_USAGE usage error.
 Environment: VMNAP_ACCEL=kvm|tcg forces the accelerator (default: KVM when
 /dev/kvm is usable, else TCG); VMNAP_CACHE (guest kernel cache); VMNAP_TCG_TB_MIB
 (TCG's translation cache size in MiB; QEMU's default is 1 GiB, most of which
-a busy guest ends up touching: a smaller one keeps a VMM's own memory small).
+a busy guest ends up touching: a smaller one keeps a VMM's own memory small);
+VMNAP_DISK_CACHE (QEMU's cache mode for --disk and --rootfs: none, directsync,
+writethrough, writeback or unsafe; none opens the images with O_DIRECT so the
+host's page cache does not hold a second copy of what the guest caches).
 EOF
 }
 
@@ -131,6 +134,12 @@ done
 [ -z "$initrd" ] || [ -f "$initrd" ] || usage_error "--initrd $initrd: no such file"
 [ -z "$mem_path" ] || [ -d "$mem_path" ] || usage_error "--mem-path $mem_path: no such directory"
 [[ $mem_path != *,* ]] || usage_error "--mem-path $mem_path: no commas (QEMU option syntax)"
+disk_cache=''
+case ${VMNAP_DISK_CACHE:-} in
+'') ;;
+none | directsync | writethrough | writeback | unsafe) disk_cache=",cache=$VMNAP_DISK_CACHE" ;;
+*) usage_error "VMNAP_DISK_CACHE must be none, directsync, writethrough, writeback or unsafe, got '$VMNAP_DISK_CACHE'" ;;
+esac
 
 # Paths the caller gave are relative to the caller's directory.
 abspath() { case $1 in ''|/*) printf '%s' "$1" ;; *) printf '%s' "$PWD/$1" ;; esac; }
@@ -241,11 +250,11 @@ else
 	args+=(-serial null)
 fi
 if [ -n "$disk" ]; then
-	args+=(-drive "file=$disk,if=none,id=disk0,format=$(disk_format "$disk")"
+	args+=(-drive "file=$disk,if=none,id=disk0,format=$(disk_format "$disk")$disk_cache"
 		-device virtio-blk-pci,drive=disk0)
 fi
 if [ -n "$rootfs" ]; then
-	args+=(-drive "file=$rootfs,if=none,id=rootfs,format=$(disk_format "$rootfs"),snapshot=on"
+	args+=(-drive "file=$rootfs,if=none,id=rootfs,format=$(disk_format "$rootfs"),snapshot=on$disk_cache"
 		-device "virtio-blk-pci,drive=rootfs,serial=$ROOTFS_SERIAL")
 fi
 if [ -n "$vsock_user" ]; then

@@ -9,24 +9,33 @@ guest RAM.  Up to N VMs, each replaying the trajectory on its own copy of
 the rootfs, are admitted one at a time while the admission rule allows,
 and each leaves once done, so the budget's room goes to the next.
 
-Admission rule, checked every second (one VM per check):
+Admission rule, the same for every cohort, checked every second (one VM
+per check):
 
-  headroom - pending >= reserve + margin     admit the next VM
+  room - pending - returns >= reserve + margin     admit the next VM
 
-  reserve   what one VM may take: guest RAM + the VMM's own (--reserve-mib)
-  margin    --margin-pct of the budget (10 %)
+  room      limit - usage of the budget (its own counters, read then)
+            + its inactive file cache (memory.stat; the kernel drops it
+            first) + reclaimable: what the cohort's safety net takes back
+            from paused VMs without the VM's help (offload: GET /host's
+            reclaimable_bytes, the resident of paused VMs the pressure
+            policy offloads as the budget fills; baseline, swap: 0)
+  reserve   one VM's footprint: the largest memory peak (v1
+            memory.max_usage_in_bytes, v2 memory.peak) of the cohort's VMs
+            that finished; --reserve-mib until one has
   pending   for each admitted VM booting or running a step (not in a model
             wait): reserve - its cgroup's usage, what it may still take
-  headroom  baseline, swap: limit - usage (the budget's own counters)
-            offload: GET /host admission.cgroup_headroom_bytes (limit -
-            usage + reclaimable - expected_return) plus the expected
-            return of all offloaded VMs but the --return-vms largest: that
-            many are assumed to come back at once (the pressure policy
-            offloads paused VMs when more do)
-            every cohort: plus the budget's inactive file cache (memory.stat;
-            the kernel drops it first: QEMU's disk reads and overlay writes
-            and the stores' writes are charged to the budget)
+  returns   the --return-vms largest expected returns of VMs in a model
+            wait: what that many take back when they resume at once
+            (offload: GET /host's expected_return_bytes, the store bytes of
+            an offloaded VM; swap: the VM cgroup's swapped bytes; baseline:
+            0, its paused VMs keep everything)
+  margin    --margin-pct of the budget (5 %)
 
+So a paused VM counts at its resident size (in usage) plus, for the
+largest ones, what it brings back; when more come back at once than the
+rule assumed, the cohort's safety net (offload: the pressure policy; swap:
+the kernel's swap-out) is what keeps the budget from an OOM kill.
 A cohort with nothing running and no room for one VM for 10 checks stops
 there (budget too small).  OOM kills are read from the budget's memory cgroups (v2
 memory.events, v1 memory.oom_control of every VM cgroup) and must be 0.
@@ -41,8 +50,8 @@ import tempfile
 import threading
 import time
 
-from .common import (BUILD, GIB, MIB, NS, ROOT, VMNAP_COHORTS,
-                     VMNAP_LINK_PORT, log, now_ns, runs_accel)
+from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, GIB, MIB, NS, ROOT,
+                     VMNAP_COHORTS, VMNAP_LINK_PORT, log, now_ns, runs_accel)
 from .events import EventLog, event_seq_gaps
 from .guest import Guest
 from .plot import gnuplot_lines
@@ -59,27 +68,62 @@ IDLE_CHECKS = 10   # checks with nothing running and no room: budget too small
 # The admission rule and the summary figures (pure: tests/replay/capacity_test.py)
 # --------------------------------------------------------------------------
 
-def admission_headroom(cohort, limit, usage, host=None, return_vms=1, inactive_file=0):
-    """The budget's headroom for the next VM, by the cohort's rule (see the
-    module's doc); None when it cannot be had (no reading).  inactive_file:
-    the budget's inactive file cache, counted as room in every cohort."""
-    inactive_file = max(0, inactive_file or 0)
-    if cohort in VMNAP_COHORTS:
-        adm = (host or {}).get("admission", {})
-        h = adm.get("cgroup_headroom_bytes")
-        if not isinstance(h, int):
-            return None
-        returns = sorted((v.get("expected_return_bytes", 0) for v in host.get("vms", [])
-                          if isinstance(v.get("expected_return_bytes"), int)), reverse=True)
-        return h + inactive_file + sum(returns[max(0, return_vms):])
+def admission_room(limit, usage, inactive_file=0, reclaimable=0):
+    """What the budget can still give: limit - usage + the budget's inactive
+    file cache + memory the pressure policy can take back from paused VMs;
+    None without a limit or a usage reading (never admit blind)."""
     if limit is None or usage is None or usage < 0:
         return None
-    return limit - usage + inactive_file
+    return limit - usage + max(0, inactive_file or 0) + max(0, reclaimable or 0)
 
 
-def admit(headroom, pending, reserve, margin):
-    """True when the next VM fits: headroom - pending >= reserve + margin."""
-    return headroom is not None and headroom - pending >= reserve + margin
+def simultaneous_return(returns, return_vms):
+    """The return_vms largest expected returns: what that many paused VMs
+    take back when they resume at once."""
+    ok = sorted((r for r in returns if isinstance(r, int) and r > 0), reverse=True)
+    return sum(ok[:max(0, return_vms)])
+
+
+def vmnapd_evidence(host):
+    """(reclaimable, [expected return per VM]) from GET /host, or None when
+    the answer has no per-VM list.  Malformed per-VM figures count as 0."""
+    vms = (host or {}).get("vms")
+    if not isinstance(vms, list):
+        return None
+    rec = [v.get("reclaimable_bytes") for v in vms if isinstance(v, dict)]
+    ret = [v.get("expected_return_bytes") for v in vms if isinstance(v, dict)]
+    return (sum(r for r in rec if isinstance(r, int) and r > 0),
+            [r for r in ret if isinstance(r, int)])
+
+
+def vm_reserve(peaks, configured):
+    """One VM's reserve: the largest memory peak of the cohort's VMs that
+    finished (evidence), else the configured one."""
+    peaks = [p for p in peaks if isinstance(p, int) and p > 0]
+    return max(peaks) if peaks else configured
+
+
+def admit(room, pending, returns, reserve, margin):
+    """True when the next VM fits: room - pending - returns >= reserve + margin."""
+    return room is not None and room - pending - returns >= reserve + margin
+
+
+FOOTPRINT_PARTS = ("vmm_anon", "guest_ram_shmem", "page_cache", "swap", "vmnapd")
+
+
+def footprint_figures(footprints, vms):
+    """Memory x time (GiB·s) of each part of the budget over the cohort's
+    window, from samples (t_s, anon, shmem, page_cache, swap, vmnapd):
+    vmm_anon the VMMs' (and vmnapd's) private memory, QEMU's TCG
+    translation cache included; guest_ram_shmem the guests' memfd RAM;
+    page_cache file pages (disk images, overlays, stores); swap what is
+    in swap (outside the limit); vmnapd its cgroup's whole usage."""
+    finished = [v["done_s"] for v in vms if v.get("done_s") is not None]
+    start = min((v["admitted_s"] for v in vms), default=0.0)
+    end = max(finished, default=start)
+    inside = [f for f in footprints if start <= f[0] <= end]
+    return {k: round(trapezoid([(f[0], f[i + 1]) for f in inside]) / GIB, 6)
+            for i, k in enumerate(FOOTPRINT_PARTS)}
 
 
 def trapezoid(points):
@@ -137,6 +181,8 @@ class CapacityRun(CohortRun):
         self.samples = []
         self.gaps_ms = []
         self.admissions = []
+        self.peaks = []         # memory peaks of the VMs that finished
+        self.footprints = []    # (t_s, anon, shmem, page_cache, swap, vmnapd) of the budget
 
     # -- a VM's life --------------------------------------------------------
     def vm_life(self, g, t0):
@@ -148,8 +194,9 @@ class CapacityRun(CohortRun):
             rec["ready_s"] = round((now_ns() - t0) / NS, 3)
             if self.cohort in VMNAP_COHORTS:
                 self.api.register(g.name, g.qmp, f"{g.vsock}_{VMNAP_LINK_PORT}",
-                                  offload=self.cohort == "offload",
-                                  freezer=b.cgroups.freezer_dir(g.cg_dirs))
+                                  COHORT_POLICY[self.cohort],
+                                  freezer=b.cgroups.freezer_dir(g.cg_dirs),
+                                  restore=COHORT_RESTORE.get(self.cohort))
             with self.lock:
                 self.ready.add(g.name)
             go = threading.Event()
@@ -172,6 +219,11 @@ class CapacityRun(CohortRun):
                     self.api.delete(g.name)
                 except (OSError, RuntimeError):
                     pass
+            if g.name in done:
+                peak = b.cgroups.peak_bytes(g.cg_dirs)
+                rec["peak_bytes"] = peak
+                with self.lock:
+                    self.peaks.append(peak)
             kills, _ = b.cgroups.oom_events(g.cg_dirs["mem"])
             if not b.cgroups.v2:
                 self.oom_kills += kills or 0
@@ -201,8 +253,26 @@ class CapacityRun(CohortRun):
             p += max(0, reserve - max(0, used))
         return p
 
+    def evidence(self):
+        """(reclaimable, [expected return per paused VM]) by the cohort's
+        own evidence, or None without it: offload GET /host (resident of
+        paused VMs the pressure policy can offload; the store bytes of
+        offloaded ones); swap each waiting VM's swapped bytes; baseline
+        nothing to reclaim and nothing away."""
+        if self.cohort in VMNAP_COHORTS:
+            try:
+                return vmnapd_evidence(self.api.host())
+            except (OSError, RuntimeError, ValueError) as e:
+                log(f"{self.key}: GET /host failed: {e}")
+                return None
+        if self.cohort == "swap":
+            with self.lock:
+                paused = [g for n, g in self.live.items() if n in self.waiting]
+            return 0, [self.bench.cgroups.swap_bytes(g.cg_dirs) for g in paused]
+        return 0, []
+
     # -- sampling ------------------------------------------------------------
-    def sampler(self, stop, t0, budget_dir):
+    def sampler(self, stop, t0, budget_dir, vmnapd_dir):
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
         except OSError:
@@ -223,6 +293,10 @@ class CapacityRun(CohortRun):
                         ram += max(0, g.ram_gauge.read(self.cohort == "swap"))
             usage = self.bench.cgroups.memory_bytes({"mem": budget_dir})
             self.samples.append(((t - t0) / NS, running, usage, ram))
+            fp = self.bench.cgroups.footprint({"mem": budget_dir})
+            self.footprints.append(((t - t0) / NS, fp["anon"], fp["shmem"], fp["page_cache"],
+                                    fp["swap"], max(0, self.bench.cgroups.memory_bytes(
+                                        {"mem": vmnapd_dir}))))
             next_t += interval
             delay = next_t - time.monotonic()
             if delay < 0:
@@ -269,7 +343,8 @@ class CapacityRun(CohortRun):
             self.api = self.vmnapd.api
             t0 = now_ns()
             sampler = threading.Thread(target=self.sampler, daemon=True,
-                                       args=(stop_sampling, t0, budget_dir))
+                                       args=(stop_sampling, t0, budget_dir,
+                                             vmnapd_cg["mem"]))
             sampler.start()
             queue = list(self.guests)
             idle = 0
@@ -278,26 +353,26 @@ class CapacityRun(CohortRun):
                     limit, usage = cg.limit_bytes(budget_dir), cg.memory_bytes({"mem": budget_dir})
                     st = cg.memory_stat({"mem": budget_dir})
                     cache = st.get("inactive_file" if cg.v2 else "total_inactive_file", 0)
-                    host = None
-                    if self.cohort in VMNAP_COHORTS:
-                        try:
-                            host = self.api.host()
-                        except (OSError, RuntimeError, ValueError) as e:
-                            log(f"{self.key}: GET /host failed: {e}")
-                    head = admission_headroom(self.cohort, limit, usage, host, a.return_vms, cache)
-                    pend = self.pending_bytes(reserve)
+                    ev = self.evidence()
+                    with self.lock:
+                        vm_res = vm_reserve(self.peaks, reserve)
+                    head = admission_room(limit, usage, cache, ev[0]) if ev else None
+                    back = simultaneous_return(ev[1], a.return_vms) if ev else 0
+                    pend = self.pending_bytes(vm_res)
                     with self.lock:
                         nlive = len(self.live)
-                    admitted = admit(head, pend, reserve, margin)
+                    admitted = admit(head, pend, back, vm_res, margin)
                     if admitted:
                         g = queue.pop(0)
                         t_s = round((now_ns() - t0) / NS, 3)
                         self.vmrec[g.name] = {"admitted_s": t_s, "done_s": None, "ok": False}
-                        self.admissions.append({"vm": g.name, "t_s": t_s, "headroom": head,
-                                                "pending": pend, "usage": usage,
+                        self.admissions.append({"vm": g.name, "t_s": t_s, "room": head,
+                                                "pending": pend, "returns": back,
+                                                "reserve": vm_res, "usage": usage,
                                                 "running": nlive})
-                        b.events.emit("admit", run=self.key, vm=g.name, headroom_bytes=head,
-                                      pending_bytes=pend, usage_bytes=usage, running=nlive)
+                        b.events.emit("admit", run=self.key, vm=g.name, room_bytes=head,
+                                      pending_bytes=pend, returns_bytes=back,
+                                      reserve_bytes=vm_res, usage_bytes=usage, running=nlive)
                         with self.lock:
                             self.live[g.name] = g
                         t = threading.Thread(target=self.vm_life, args=(g, t0), name=g.name)
@@ -305,8 +380,8 @@ class CapacityRun(CohortRun):
                         threads.append(t)
                     idle = idle + 1 if nlive == 0 and not admitted else 0
                     if not admitted and idle >= IDLE_CHECKS:
-                        self.check("budget-fits-one-vm", False, headroom_bytes=head,
-                                   needed_bytes=reserve + margin)
+                        self.check("budget-fits-one-vm", False, room_bytes=head,
+                                   needed_bytes=vm_res + margin + back)
                         break
                 time.sleep(ADMIT_INTERVAL_S)
             for t in threads:
@@ -328,7 +403,8 @@ class CapacityRun(CohortRun):
                 self.result.update(pauses=fig["pauses"], offloads=fig["offloads"],
                                    offloaded_bytes=fig["offloaded_bytes"],
                                    pressure_offloads=count_events(self.vmnapd.events_path,
-                                                                  "pressure_offload"))
+                                                                  "pressure_offload"),
+                                   pressure_entered=pressure_entered(self.vmnapd.events_path))
                 shutil.rmtree(os.path.join(a.store_dir, f"capacity-{b.run_id}", self.key),
                               ignore_errors=True)
             kills, hits = cg.oom_events(budget_dir)
@@ -345,7 +421,10 @@ class CapacityRun(CohortRun):
         self.result.update(cohort_figures(self.samples, list(self.vmrec.values()),
                                           self.oom_kills,
                                           all(c["passed"] for c in self.checks)))
-        self.result.update(limit_hits=self.limit_hits, admissions=self.admissions,
+        self.result.update(footprint_memxtime_gib_s=footprint_figures(
+            self.footprints, list(self.vmrec.values())),
+                           vm_peak_mib=[round(p / MIB, 1) for p in self.peaks],
+                           limit_hits=self.limit_hits, admissions=self.admissions,
                            boot_s_median=round(statistics.median(
                                [r["ready_s"] - r["admitted_s"] for r in self.vmrec.values()
                                 if "ready_s" in r]), 3)
@@ -355,17 +434,32 @@ class CapacityRun(CohortRun):
         return self.result
 
 
-def count_events(path, kind):
-    n = 0
+def vmnapd_events(path):
+    """vmnapd's events (dicts) from its JSON-lines file; bad lines skipped."""
     try:
         with open(path) as f:
             for ln in f:
                 try:
-                    n += json.loads(ln).get("type") == kind
+                    e = json.loads(ln)
                 except ValueError:
-                    pass
+                    continue
+                if isinstance(e, dict):
+                    yield e
     except OSError:
-        pass
+        return
+
+
+def count_events(path, kind):
+    return sum(e.get("type") == kind for e in vmnapd_events(path))
+
+
+def pressure_entered(path):
+    """{level: times entered} from vmnapd's "pressure" events: whether the
+    budget got near enough its limit for the pressure policy to act."""
+    n = {}
+    for e in vmnapd_events(path):
+        if e.get("type") == "pressure" and isinstance(e.get("to"), str):
+            n[e["to"]] = n.get(e["to"], 0) + 1
     return n
 
 
@@ -381,12 +475,13 @@ def loadavg():
 # --------------------------------------------------------------------------
 
 class CapacityBench(Bench):
-    RULE = ("admit the next VM when headroom - pending >= reserve + margin (one per "
-            "second); headroom: baseline/swap limit - usage of the budget cgroup; "
-            "offload GET /host admission.cgroup_headroom_bytes + expected return of all "
-            "offloaded VMs but the return_vms largest; both + the budget's inactive file "
-            "cache; pending: reserve - usage of each "
-            "admitted VM booting or running a step (not in a model wait)")
+    RULE = ("admit the next VM when room - pending - returns >= reserve + margin (one per "
+            "second); room: limit - usage + inactive file cache of the budget cgroup + "
+            "reclaimable (offload: GET /host reclaimable_bytes; others 0); reserve: largest "
+            "memory peak of the cohort's finished VMs (--reserve-mib before one); pending: "
+            "reserve - usage of each admitted VM booting or running a step; returns: the "
+            "return_vms largest expected returns of VMs in a model wait (offload: GET /host "
+            "expected_return_bytes; swap: swapped bytes; baseline: 0)")
 
     def run(self):
         a = self.args
@@ -470,7 +565,7 @@ class CapacityBench(Bench):
             "cpu_quota_rule": getattr(a, "cpu_quota_rule", "given"),
             "reserve_bytes": a.reserve_mib * MIB, "margin_pct": a.margin_pct,
             "return_vms": a.return_vms, "admission_rule": self.RULE,
-            "tcg_tb_mib": a.tcg_tb_mib or None,
+            "tcg_tb_mib": a.tcg_tb_mib or None, "disk_cache": a.disk_cache,
             "budget_covers": "every VM's launcher and QEMU, and vmnapd (bridge, pager)",
             "sample_ms": a.sample_ms, "transport": a.transport,
             "host": {"accel": runs_accel(r.get("accel") for r in runs.values()),
@@ -526,7 +621,8 @@ def capacity_table(s, v):
             ("cgroup_memxtime_gib_s", "cgroup GiB·s", "{:.2f}"),
             ("pressure_offloads", "pressure offloads", "{}")]
     print(f"budget {s['budget_bytes'] // MIB} MiB, up to {s['vms']} VMs of {s['mem_mib']} MiB "
-          f"({s['cpu_quota']} CPU each, TCG tb {s.get('tcg_tb_mib')} MiB), trajectory "
+          f"({s['cpu_quota']} CPU each, TCG tb {s.get('tcg_tb_mib')} MiB, disk cache "
+          f"{s.get('disk_cache', 'default')}), trajectory "
           f"{s['trajectory']} ({s['trajectory_steps']} steps, {s['trajectory_wait_s']} s of "
           f"waits); run {s['run_id']}; load average {s['host'].get('loadavg_start')} -> "
           f"{s['host'].get('loadavg_end')}; measurement_integrity_passed: "
@@ -540,4 +636,12 @@ def capacity_table(s, v):
             continue
         cells = ["-" if r.get(k) is None else fmt.format(r[k]) for k, _t, fmt in cols]
         print(f"| {c} | " + " | ".join(cells) + " |")
+    parts = [(c, r["footprint_memxtime_gib_s"]) for c, r in s["cohorts"].items()
+             if isinstance(r.get("footprint_memxtime_gib_s"), dict)]
+    if parts:
+        print("\nWhere the budget went (memory x time, GiB·s):\n")
+        print("| cohort | " + " | ".join(FOOTPRINT_PARTS) + " |")
+        print("|---" * (len(FOOTPRINT_PARTS) + 1) + "|")
+        for c, fp in parts:
+            print(f"| {c} | " + " | ".join(f"{fp.get(k, 0):.2f}" for k in FOOTPRINT_PARTS) + " |")
     return 0

@@ -245,14 +245,18 @@ def parse_args(argv):
                     help="memory limit of the cgroup holding every VM and vmnapd")
     cp.add_argument("--reserve-mib", type=int, default=None,
                     help="one VM's share in the admission rule (default: --mem + 128)")
-    cp.add_argument("--margin-pct", type=float, default=10.0,
+    cp.add_argument("--margin-pct", type=float, default=5.0,
                     help="admission margin, percent of the budget")
-    cp.add_argument("--return-vms", type=int, default=2,
-                    help="offloaded VMs assumed to come back at once (offload's rule)")
+    cp.add_argument("--return-vms", type=int, default=1,
+                    help="paused VMs assumed to take their memory back at once")
     cp.add_argument("--cpu-quota", type=cpu_quota, default=0.25,
                     help="CPUs per VM; auto: the host's CPUs shared by --vms, at most 0.5")
     cp.add_argument("--tcg-tb-mib", type=int, default=64,
                     help="TCG translation cache per VM (MiB; QEMU's default 1 GiB); 0: default")
+    cp.add_argument("--disk-cache", default="none",
+                    choices=("none", "directsync", "writethrough", "writeback", "unsafe"),
+                    help="QEMU's cache mode for the rootfs (none: O_DIRECT, no host page "
+                         "cache beside the guest's own)")
     cp.add_argument("--sample-ms", type=int, default=200)
     cp.add_argument("--out", default=os.path.join(BUILD, "bench/capacity"))
     rec = sub.add_parser("record", help="write a trajectory's expected results")

@@ -124,6 +124,8 @@ class Guest:
         env = dict(os.environ)
         if getattr(a, "tcg_tb_mib", None):
             env["VMNAP_TCG_TB_MIB"] = str(a.tcg_tb_mib)
+        if getattr(a, "disk_cache", None):
+            env["VMNAP_DISK_CACHE"] = a.disk_cache
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, preexec_fn=enter_cgroups, env=env)
 

@@ -101,12 +101,39 @@ class Cgroups:
     def procs_files(self, dirs):
         return sorted({os.path.join(d, "cgroup.procs") for d in dirs.values()})
 
-    def memory_bytes(self, dirs):
-        name = "memory.current" if self.v2 else "memory.usage_in_bytes"
+    @staticmethod
+    def _read_int(dirs, name, default):
         try:
             return int(open(os.path.join(dirs["mem"], name)).read())
         except (OSError, ValueError):
-            return -1
+            return default
+
+    def memory_bytes(self, dirs):
+        return self._read_int(dirs, "memory.current" if self.v2 else "memory.usage_in_bytes", -1)
+
+    def peak_bytes(self, dirs):
+        """The cgroup's highest usage so far (v2 memory.peak, v1
+        memory.max_usage_in_bytes); -1 without one."""
+        return self._read_int(dirs, "memory.peak" if self.v2 else "memory.max_usage_in_bytes", -1)
+
+    def swap_bytes(self, dirs):
+        """The cgroup's memory in swap (v2 memory.swap.current, v1
+        memory.stat total_swap); 0 without a reading."""
+        if not self.v2:
+            return max(0, self.memory_stat(dirs).get("total_swap", 0))
+        return self._read_int(dirs, "memory.swap.current", 0)
+
+    def footprint(self, dirs):
+        """Where a (parent) cgroup's memory is, from its memory.stat:
+        {anon, shmem, page_cache, swap} in bytes (page_cache: file pages but
+        shmem; v1 the hierarchical total_* figures)."""
+        st = self.memory_stat(dirs)
+        p = "" if self.v2 else "total_"
+        anon = st.get("anon" if self.v2 else "total_rss", 0)
+        shmem = st.get(p + "shmem", 0)
+        file = st.get("file" if self.v2 else "total_cache", 0)
+        return {"anon": anon, "shmem": shmem, "page_cache": max(0, file - shmem),
+                "swap": self.swap_bytes(dirs)}
 
     def memory_stat(self, dirs):
         st = {}

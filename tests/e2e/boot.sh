@@ -144,6 +144,22 @@ if mke2fs -q -F -t ext4 -d "$rootdir" "$WORK/rootfs.img" "${ROOTFS_MIB}M" >/dev/
 	else
 		not_ok "--rootfs: the command runs in the ext4 image after switch_root (status $rc)" "$out" "$err"
 	fi
+	# VMNAP_DISK_CACHE=none: the image opened with O_DIRECT (the snapshot
+	# overlay too); the guest reads it and writes through to the overlay.
+	VMNAP_DISK_CACHE=none run_guest e2e-boot-rootfs-nocache --rootfs "$WORK/rootfs.img" -- \
+		'cat /etc/marker; echo written >/etc/w; sync; echo 3 >/proc/sys/vm/drop_caches; cat /etc/w'
+	if [ "$rc" -eq 0 ] && grep -qx vmnap-rootfs-marker <<<"$out" && grep -qx written <<<"$out"; then
+		ok "VMNAP_DISK_CACHE=none: the rootfs reads and its snapshot takes writes"
+	else
+		not_ok "VMNAP_DISK_CACHE=none: the rootfs reads and its snapshot takes writes (status $rc)" \
+			"$out" "$err"
+	fi
+	VMNAP_DISK_CACHE=bogus run_guest e2e-boot-rootfs-badcache --rootfs "$WORK/rootfs.img" -- true
+	if [ "$rc" -eq 2 ] && grep -q 'VMNAP_DISK_CACHE must be' <<<"$err"; then
+		ok "VMNAP_DISK_CACHE=bogus is a usage error (status 2), no guest"
+	else
+		not_ok "VMNAP_DISK_CACHE=bogus is a usage error (status 2), no guest (status $rc)" "$err"
+	fi
 else
 	not_ok "--rootfs: cannot make the test image with mke2fs -d"
 fi
