@@ -80,7 +80,9 @@ Environment: VMNAP_ACCEL=kvm|tcg forces the accelerator (default: KVM when
 a busy guest ends up touching: a smaller one keeps a VMM's own memory small);
 VMNAP_DISK_CACHE (QEMU's cache mode for --disk and --rootfs: none, directsync,
 writethrough, writeback or unsafe; none opens the images with O_DIRECT so the
-host's page cache does not hold a second copy of what the guest caches).
+host's page cache does not hold a second copy of what the guest caches);
+under TCG the kernel command line gets tsc_early_khz= from $BUILD/tsc-khz
+(the host's TSC rate, which a TCG guest's TSC counts at).
 EOF
 }
 
@@ -213,6 +215,17 @@ cmdline="console=ttyS0 panic=-1 vmnap_nonce=$nonce vmnap_name=$name"
 # TCG on a busy host can miss the IO-APIC timer check at boot and panic
 # ("IO-APIC + timer doesn't work"): the emulated timer is sound, skip it.
 [ "$accel" = tcg ] && cmdline+=" no_timer_check"
+# Under TCG the guest's TSC counts at the host's rate, and its boot-time
+# calibration against the emulated PIT can be off by an order of magnitude
+# on a loaded host (the guest clock then runs that much fast; tsc=reliable
+# leaves no watchdog to notice): the guest is told the rate instead.
+if [ "$accel" = tcg ]; then
+	if tsc_khz=$("$BUILD/tsc-khz" 2>/dev/null) && [ -n "$tsc_khz" ]; then
+		cmdline+=" tsc_early_khz=$tsc_khz"
+	else
+		echo "run-guest: no host TSC rate ($BUILD/tsc-khz: run 'make all'): the guest calibrates its TSC itself" >&2
+	fi
+fi
 [ -n "$append" ] && cmdline+=" $append"
 
 if [ -n "$mem_path" ]; then

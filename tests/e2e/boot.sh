@@ -112,6 +112,23 @@ module_case 2
 run_guest e2e-boot-exit -- 'echo before; exit 3'
 check "the guest command's exit status is carried out (exit 3 -> 3)" test "$rc" -eq 3
 
+# Under TCG the guest is told the host's TSC rate: its own calibration
+# against the emulated PIT can be far off on a loaded host (the clock then
+# runs that much fast).  The guest's clock rate must be the host's.
+host_khz=$("$BUILD/tsc-khz" 2>/dev/null || true)
+run_guest e2e-boot-tsc -- 'cat /proc/cmdline; grep -m1 "^cpu MHz" /proc/cpuinfo'
+if ! grep -q '(tcg)$' <<<"$err"; then
+	ok "# SKIP TSC rate: the guest ran under KVM (kvm-clock, no TCG calibration)"
+elif [ -z "$host_khz" ]; then
+	ok "# SKIP TSC rate: $BUILD/tsc-khz gives no host rate here (no constant, nonstop TSC)"
+else
+	check "TCG: the kernel command line carries tsc_early_khz=$host_khz (status $rc)" \
+		grep -Eq "tsc_early_khz=$host_khz( |\$)" <<<"$out"
+	guest_mhz=$(sed -n 's/^cpu MHz[[:space:]]*: *//p' <<<"$out")
+	check "TCG: the guest's TSC rate ($guest_mhz MHz) is the host's ($host_khz kHz) within 1%" \
+		awk -v g="${guest_mhz:-0}" -v h="$host_khz" 'BEGIN { d = g * 1000 - h; if (d < 0) d = -d; exit !(h > 0 && d * 100 <= h) }'
+fi
+
 # A line in the kernel log format, as the kernel prints a real warning.
 run_guest e2e-boot-warn -- 'echo "<4>WARNING: CPU: 0 PID: 1 at tests/e2e/boot.sh:1 fake+0x0/0x0" >/dev/kmsg; exit 0'
 if [ "$rc" -eq "$EXIT_KERNEL_COMPLAINT" ] && grep -q 'WARNING: CPU: 0 PID: 1 at tests/e2e/boot.sh' <<<"$err"; then
