@@ -392,26 +392,35 @@ struct pm_range {
 /*
  * Pages restored in the background (PG_BG) that some mapper maps now were
  * accessed after the restore (writing the memfd maps nothing): touched.
- * Read from each mapper's /proc/PID/pagemap (bit 63: present); a mapper
- * whose pagemap cannot be read just shows nothing (its accesses then count
- * only as faults and writes).
+ * Pages fault-around installed (p->fa) that some mapper maps are its hits
+ * (counted, unmarked).  Read from each mapper's /proc/PID/pagemap (bit 63:
+ * present); a mapper whose pagemap cannot be read just shows nothing (its
+ * accesses then count only as faults and writes).  False if some live
+ * mapper's pagemap could not be read (the hits are not known).
  */
-static void note_present(struct pager *p)
+static bool note_present(struct pager *p, uint64_t *hits)
 {
+	bool all = true;
 	struct pm_range *rg;
 	unsigned int nr = 0, max = PAGER_MAX_MAPPERS * PAGER_MAX_REGIONS;
 	uint64_t *ent;
 
 	rg = malloc(max * sizeof(*rg));
 	ent = malloc(PM_CHUNK * sizeof(*ent));
-	if (!rg || !ent)
+	if (!rg || !ent) {
+		all = false;
 		goto out;
+	}
 	/* reg_lock: no mapper is freed (its pagemap fd closed) meanwhile */
 	pthread_mutex_lock(&p->reg_lock);
 	pthread_mutex_lock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m && nr < max; m = m->next) {
-		if (m->dead || m->pagemap_fd < 0)
+		if (m->dead)
 			continue;
+		if (m->pagemap_fd < 0) {
+			all = false;
+			continue;
+		}
 		for (unsigned int i = 0; i < p->nr_regions && nr < max; i++) {
 			const struct pager_region *r = &p->regions[i];
 
@@ -432,15 +441,24 @@ static void note_present(struct pager *p)
 			off_t at = (off_t)((rg[i].addr / PAGER_PAGE_SIZE + k) * sizeof(*ent));
 			ssize_t got = pread(rg[i].fd, ent, want * sizeof(*ent), at);
 
-			if (got <= 0)
+			if (got <= 0) {
+				all = false;
 				break;
+			}
 			want = (uint64_t)got / sizeof(*ent);
 			pthread_mutex_lock(&p->lock);
 			for (uint64_t j = 0; j < want; j++) {
 				uint64_t pg = rg[i].pg + k + j;
 
-				if ((ent[j] & PM_PRESENT) && (p->state[pg] & PG_BG))
+				if (!(ent[j] & PM_PRESENT))
+					continue;
+				if (p->state[pg] & PG_BG)
 					p->state[pg] |= PG_WS_CUR;
+				if (p->fa[pg]) {
+					p->fa[pg] = 0;
+					p->fa_hits++;
+					(*hits)++;
+				}
 			}
 			pthread_mutex_unlock(&p->lock);
 			k += want;
@@ -450,15 +468,54 @@ static void note_present(struct pager *p)
 out:
 	free(rg);
 	free(ent);
+	return all;
+}
+
+/*
+ * The fault-around window for the next cycle, from this cycle's @hits of
+ * @hits + @misses samples: double on >= 1/2 hits, halve on < 1/4, up to
+ * cfg.fault_around_pages and down to 1 (the swap readahead's way).  Lock
+ * held.
+ */
+static void fa_adapt_locked(struct pager *p, uint64_t hits, uint64_t misses)
+{
+	uint32_t w = p->fa_window, max = p->cfg.fault_around_pages;
+
+	if (w == 1) {	/* nothing installed: the window-1 stand-ins */
+		hits = p->fa_w1_near;
+		misses = p->fa_w1_faults - p->fa_w1_near;
+	}
+	if (!hits && !misses)
+		return;
+	if (hits * 2 >= hits + misses)
+		w = w * 2 > max ? max : w * 2;
+	else if (hits * 4 < hits + misses)
+		w = w / 2 ? w / 2 : 1;
+	if (w > max)
+		w = max;
+	p->fa_window = w;
 }
 
 void pager_ws_cycle_end(struct pager *p)
 {
-	uint64_t ws = 0;
-	bool keep;
+	uint64_t ws = 0, hits = 0, misses = 0;
+	uint32_t fa0, fa1;
+	bool keep, known;
 
-	note_present(p);
+	known = note_present(p, &hits);
 	pthread_mutex_lock(&p->lock);
+	/* fault-around pages still unmapped: misses */
+	for (uint64_t pg = 0; pg < p->npages; pg++)
+		if (p->fa[pg]) {
+			p->fa[pg] = 0;
+			misses++;
+		}
+	p->fa_misses += misses;
+	fa0 = p->fa_window;
+	if (known)
+		fa_adapt_locked(p, hits, misses);
+	p->fa_w1_faults = p->fa_w1_near = 0;
+	fa1 = p->fa_window;
 	/* a cycle whose resume overrode the policy (a guest timer's) adds
 	 * what it touched; a normal one replaces the working set */
 	keep = p->cycle_override;
@@ -473,6 +530,9 @@ void pager_ws_cycle_end(struct pager *p)
 	}
 	p->ws_pages = ws;
 	pthread_mutex_unlock(&p->lock);
-	log_debug(p->subject, "working set: %llu page(s) touched in the last cycle%s",
-		  (unsigned long long)ws, keep ? " (added: an overridden resume)" : "");
+	log_debug(p->subject, "working set: %llu page(s) touched in the last cycle%s; "
+		  "fault-around %llu of %llu page(s) used, window %u -> %u%s",
+		  (unsigned long long)ws, keep ? " (added: an overridden resume)" : "",
+		  (unsigned long long)hits, (unsigned long long)(hits + misses), fa0,
+		  fa1, known ? "" : " (a mapper's pagemap unreadable: kept)");
 }
