@@ -22,7 +22,6 @@
 #include "loop.h"
 #include "pager_internal.h"
 
-#define DEFAULT_FAULT_AROUND_PAGES	16
 #define DEFAULT_WRITE_BATCH_BYTES	(2u << 20)
 #define DEFAULT_WRITE_QUEUE_DEPTH	8
 #define DEFAULT_PREFETCH_MIN_BYTES	(64u << 10)
@@ -45,7 +44,7 @@ void pager_config_default(struct pager_config *cfg, const char *store_dir)
 {
 	*cfg = (struct pager_config){
 		.store_dir = store_dir,
-		.fault_around_pages = DEFAULT_FAULT_AROUND_PAGES,
+		.fault_around_pages = PAGER_DEFAULT_FAULT_AROUND,
 		.write_batch_bytes = DEFAULT_WRITE_BATCH_BYTES,
 		.write_queue_depth = DEFAULT_WRITE_QUEUE_DEPTH,
 		.prefetch_min_bytes = DEFAULT_PREFETCH_MIN_BYTES,

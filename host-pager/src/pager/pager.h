@@ -47,6 +47,7 @@
 #define PAGER_MAX_MAPPERS	16	/* processes mapping one VM's RAM */
 #define PAGER_LAT_BUCKETS	32	/* fault latency: power-of-2 µs buckets */
 #define PAGER_MAX_FAULT_AROUND	256	/* pages (1 MiB) */
+#define PAGER_DEFAULT_FAULT_AROUND	16	/* the adaptive window's max */
 /* Resume-critical set: at most this many pages (4 MiB) are recorded and
  * restored before a resume; by default the restore stops after this long
  * (pager_config.critical_budget_ns). */
