@@ -15,20 +15,30 @@
  *   hot    pages written after their restore come back writable (write-
  *          hot): the second cycle's writes take no fault, the next offload
  *          writes those pages, and the writes are kept
+ *   faround adaptive fault-around (lazy, max window 16): touching single
+ *          pages far apart halves the window each offload down to 1, and
+ *          then only the touched pages come back; touching whole blocks
+ *          doubles it back to 16; neighbours installed unmapped and then
+ *          written are written by the next offload (none punched stale),
+ *          contents exact; faround-sync: the same with wp_sync tracking
+ *          (VMNAP_UFFD_WP=sync: the shim leaves WP_ASYNC out)
  *
- * Touches read every 4th page with fault-around 1, so no fault is taken
- * for sequential and each touched page is one fault (or, once restored in
- * the background, one mapping).  TAP.
+ * Other modes touch every 4th page with fault-around 1, so no fault is
+ * taken for sequential and each touched page is one fault (or, once
+ * restored in the background, one mapping).  TAP.
  *
- *   pager_restore eager|lazy|ws|hot [MiB]	(default 16)
+ *   pager_restore eager|lazy|ws|hot|faround|faround-sync [MiB]	(default 16)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "mockvmm.h"
 #include "pager.h"
+#include "views.h"
 
 #define STRIDE		4
 #define RESTORE_WAIT_POLLS	3000	/* 10 ms each: a hang guard, not a speed limit */
@@ -100,13 +110,18 @@ static struct pager_stats wait_restored(struct harness *h, uint64_t left)
 	return st;
 }
 
-static bool touch(struct harness *h, uint64_t lo, uint64_t hi)
+static bool touch_stride(struct harness *h, uint64_t lo, uint64_t hi, unsigned int stride)
 {
 	char ans[LINE_MAX_LEN];
 
 	vmm_cmd(h, ans, "touch %llu %llu %u", (unsigned long long)lo,
-		(unsigned long long)hi, STRIDE);
+		(unsigned long long)hi, stride);
 	return !strncmp(ans, "ok", 2);
+}
+
+static bool touch(struct harness *h, uint64_t lo, uint64_t hi)
+{
+	return touch_stride(h, lo, hi, STRIDE);
 }
 
 static bool verify_all(struct harness *h, const char *what)
@@ -342,6 +357,144 @@ static int mode_hot(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+#define FA_MAX		16	/* the window's max here */
+#define FA_APART	64	/* pages between touches: never sequential */
+
+static void set_fa_max_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_set_fault_around(the_pager(h), FA_MAX);
+}
+
+/* Offload, resume (lazy), touch the first @span pages of every FA_APART;
+ * the stats after the touch and the window the offload before it chose. */
+static struct pager_stats fa_cycle(struct harness *h, uint64_t npages, uint64_t span,
+				   uint32_t *window)
+{
+	bool ok = !offload(h);
+
+	*window = stats(h, NULL).fault_around_pages;
+	resume(h, PAGER_RESTORE_POLICY);
+	for (uint64_t pg = 0; ok && pg < npages; pg += FA_APART)
+		ok = touch_stride(h, pg, pg + span, 1);
+	if (!ok)
+		tap_bail("offload or touch failed");
+	return stats_settled(h);
+}
+
+/* The pager block's "fault_around" object as GET /vms/NAME shows it. */
+struct fa_view {
+	json_int_t pages, max, installed, hits, misses;
+};
+
+static void fa_view_cb(struct harness *h, void *arg)
+{
+	struct fa_view *v = arg;
+	json_t *o = pager_stats_json(the_pager(h));
+
+	if (json_unpack(json_object_get(o, "fault_around"), "{s:I,s:I,s:I,s:I,s:I}",
+			"pages", &v->pages, "max", &v->max, "installed", &v->installed,
+			"hits", &v->hits, "misses", &v->misses))
+		v->pages = -1;
+	json_decref(o);
+}
+
+static int mode_faround(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE, singles = npages / FA_APART;
+	struct pager_stats st, st0;
+	uint32_t w, want;
+	char ans[LINE_MAX_LEN];
+
+	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
+		return 1;
+	on_loop(&h, set_fa_max_cb, NULL);
+	st0 = stats(&h, NULL);
+	tap(st0.fault_around_pages == FA_MAX && st0.fault_around_max == FA_MAX,
+	    "fault-around window %u, max %u", st0.fault_around_pages, st0.fault_around_max);
+
+	/* single pages far apart: each fault's neighbours are never used */
+	st = fa_cycle(&h, npages, 1, &w);
+	tap(w == FA_MAX && st.fault_around_installed - st0.fault_around_installed ==
+	    singles * (FA_MAX - 1) && npages - st.pages[PAGE_OFFLOADED] == singles * FA_MAX,
+	    "window %u: %llu single pages touched brought %llu in (%llu installed unmapped)",
+	    w, (unsigned long long)singles,
+	    (unsigned long long)(npages - st.pages[PAGE_OFFLOADED]),
+	    (unsigned long long)(st.fault_around_installed - st0.fault_around_installed));
+	for (want = FA_MAX / 2; want >= 1; want /= 2) {
+		st0 = st;
+		st = fa_cycle(&h, npages, 1, &w);
+		tap(w == want && st.fault_around_misses > st0.fault_around_misses &&
+		    st.fault_around_hits == 0, "singles: the offload halved the window to %u "
+		    "(want %u; %llu hits, %llu misses)", w, want,
+		    (unsigned long long)st.fault_around_hits,
+		    (unsigned long long)st.fault_around_misses);
+	}
+	st0 = st;
+	st = fa_cycle(&h, npages, 1, &w);
+	tap(w == 1 && npages - st.pages[PAGE_OFFLOADED] == singles &&
+	    st.fault_pages - st0.fault_pages == singles,
+	    "window %u stays: resident = the %llu pages touched (%llu resident, %llu "
+	    "brought by faults)", w, (unsigned long long)singles,
+	    (unsigned long long)(npages - st.pages[PAGE_OFFLOADED]),
+	    (unsigned long long)(st.fault_pages - st0.fault_pages));
+
+	{
+		struct fa_view v = { 0 };
+
+		on_loop(&h, fa_view_cb, &v);
+		tap(v.pages == 1 && v.max == FA_MAX && v.installed ==
+		    (json_int_t)st.fault_around_installed && v.hits == 0 &&
+		    v.misses == (json_int_t)st.fault_around_misses,
+		    "GET /vms/NAME pager.fault_around: pages %lld, max %lld, installed %lld, "
+		    "hits %lld, misses %lld", (long long)v.pages, (long long)v.max,
+		    (long long)v.installed, (long long)v.hits, (long long)v.misses);
+	}
+
+	/* whole blocks: the neighbours are used, the window grows back */
+	st = fa_cycle(&h, npages, FA_MAX, &w);
+	for (want = 2; want <= FA_MAX; want *= 2) {
+		st0 = st;
+		st = fa_cycle(&h, npages, FA_MAX, &w);
+		tap(w == want, "blocks: the offload doubled the window to %u (want %u; "
+		    "%llu hits, %llu misses)", w, want,
+		    (unsigned long long)st.fault_around_hits,
+		    (unsigned long long)st.fault_around_misses);
+	}
+	tap(st.fault_around_hits > st0.fault_around_hits, "blocks: installed pages hit "
+	    "(%llu in the last cycle)",
+	    (unsigned long long)(st.fault_around_hits - st0.fault_around_hits));
+	verify_all(&h, "after the fault-around cycles");
+
+	/* neighbours installed unmapped, then written: never punched stale */
+	tap(!offload(&h), "offload");
+	resume(&h, PAGER_RESTORE_POLICY);
+	st0 = stats(&h, NULL);
+	tap(touch_stride(&h, 0, 1, 1), "page 0 touched");
+	st = stats_settled(&h);
+	tap(st.fault_around_installed - st0.fault_around_installed == FA_MAX - 1,
+	    "its %u neighbours installed unmapped", FA_MAX - 1);
+	vmm_cmd(&h, ans, "fill 2");
+	tap(!strcmp(ans, "ok"), "every page written (round 2)");
+	tap(!offload(&h), "offload");
+	st = stats(&h, NULL);
+	tap(st.last_offload_written == npages * PAGE, "the offload wrote every page "
+	    "(%llu of %llu bytes): the installed ones too",
+	    (unsigned long long)st.last_offload_written, (unsigned long long)(npages * PAGE));
+	resume(&h, PAGER_RESTORE_POLICY);
+	vmm_cmd(&h, ans, "verify 2 2");
+	tap(!strcmp(ans, "ok"), "every page as written in round 2 (%s)", ans);
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+static int mode_faround_sync(const char *self, uint64_t mib)
+{
+	setenv("VMNAP_UFFD_WP", "sync", 1);	/* the mock VMM inherits it */
+	return mode_faround(self, mib);
+}
+
 static const struct {
 	const char *name;
 	int (*run)(const char *self, uint64_t mib);
@@ -350,6 +503,8 @@ static const struct {
 	{ "lazy", mode_lazy },
 	{ "ws", mode_ws },
 	{ "hot", mode_hot },
+	{ "faround", mode_faround },
+	{ "faround-sync", mode_faround_sync },
 };
 
 int main(int argc, char **argv)
@@ -359,6 +514,6 @@ int main(int argc, char **argv)
 	for (size_t i = 0; argc > 1 && i < sizeof(modes) / sizeof(modes[0]); i++)
 		if (!strcmp(argv[1], modes[i].name))
 			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
-	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot [MiB]\n");
+	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot|faround|faround-sync [MiB]\n");
 	return 2;
 }

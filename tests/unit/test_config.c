@@ -41,6 +41,8 @@ static void test_example_is_the_defaults(void **st)
 	assert_null(s.pressure_cgroup);
 	assert_int_equal(s.pause_timeout_ms, d.pause_timeout_ms);
 	assert_int_equal(s.fault_error_timeout_ms, d.fault_error_timeout_ms);
+	assert_int_equal(s.fault_around_pages, d.fault_around_pages);
+	assert_int_equal(s.fault_around_pages, PAGER_DEFAULT_FAULT_AROUND);
 	assert_int_equal(s.api_max_body, d.api_max_body);
 	assert_int_equal(s.restore, d.restore);
 	assert_int_equal(s.restore, PAGER_RESTORE_LAZY);
@@ -72,6 +74,8 @@ static void test_overrides(void **st)
 	config_free(&s);
 	assert_int_equal(load_text("{\"fault_error_timeout_ms\": 0}", &s, err), 0);
 	assert_int_equal(s.fault_error_timeout_ms, 0);	/* 0: retry for ever */
+	assert_int_equal(load_text("{\"fault_around_pages\": 4}", &s, err), 0);
+	assert_int_equal(s.fault_around_pages, 4);
 	assert_int_equal(load_text("{\"restore\": \"eager\"}", &s, err), 0);
 	assert_int_equal(s.restore, PAGER_RESTORE_EAGER);
 	config_free(&s);
@@ -118,6 +122,8 @@ static void test_errors(void **st)
 		"{\"run_dir\": 7}",
 		"{\"restore\": \"sometimes\"}",
 		"{\"restore\": 1}",
+		"{\"fault_around_pages\": 0}",
+		"{\"fault_around_pages\": 257}",
 		"{\"bogus\": true}",
 		"[1]",
 		"{\"a\": 1, \"a\": 2}",

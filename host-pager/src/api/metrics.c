@@ -192,6 +192,15 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_faults_total", "counter", "userfaultfd faults served", st.faults);
 	GAUGE("vmnap_prefetch_pages_total", "counter", "pages brought back by prefetch",
 	      st.prefetch_pages);
+	GAUGE("vmnap_fault_around_pages", "gauge",
+	      "fault-around window now (adapts from hits between 1 and its max)",
+	      st.fault_around_pages);
+	GAUGE("vmnap_fault_around_installed_pages_total", "counter",
+	      "pages fault-around put into the memfd unmapped", st.fault_around_installed);
+	GAUGE("vmnap_fault_around_hits_total", "counter",
+	      "... of them mapped by the next offload", st.fault_around_hits);
+	GAUGE("vmnap_fault_around_misses_total", "counter",
+	      "... of them never mapped by the next offload", st.fault_around_misses);
 	GAUGE("vmnap_critical_restored_pages_total", "counter",
 	      "resume-critical pages made resident before the VMM resumed",
 	      st.critical_restored_pages);

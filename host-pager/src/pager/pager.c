@@ -22,7 +22,6 @@
 #include "loop.h"
 #include "pager_internal.h"
 
-#define DEFAULT_FAULT_AROUND_PAGES	16
 #define DEFAULT_WRITE_BATCH_BYTES	(2u << 20)
 #define DEFAULT_WRITE_QUEUE_DEPTH	8
 #define DEFAULT_PREFETCH_MIN_BYTES	(64u << 10)
@@ -45,7 +44,7 @@ void pager_config_default(struct pager_config *cfg, const char *store_dir)
 {
 	*cfg = (struct pager_config){
 		.store_dir = store_dir,
-		.fault_around_pages = DEFAULT_FAULT_AROUND_PAGES,
+		.fault_around_pages = PAGER_DEFAULT_FAULT_AROUND,
 		.write_batch_bytes = DEFAULT_WRITE_BATCH_BYTES,
 		.write_queue_depth = DEFAULT_WRITE_QUEUE_DEPTH,
 		.prefetch_min_bytes = DEFAULT_PREFETCH_MIN_BYTES,
@@ -219,6 +218,7 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	}
 	p->subject = p->subject_own;
 	p->cfg = *cfg;
+	p->fa_window = cfg->fault_around_pages;
 	p->restore = (enum pager_restore)cfg->restore;
 	p->next_restore = PAGER_RESTORE_POLICY;
 	p->last_restore = p->restore;
@@ -238,7 +238,8 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 		goto fail;
 	p->state = calloc(p->npages, 1);	/* all RESIDENT */
 	p->hot = calloc(p->npages, 1);
-	if (!p->state || !p->hot) {
+	p->fa = calloc(p->npages, 1);
+	if (!p->state || !p->hot || !p->fa) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -317,6 +318,7 @@ fail:
 	store_close(&p->store, false);
 	free(p->state);
 	free(p->hot);
+	free(p->fa);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -484,6 +486,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	close(p->resident_fd);
 	free(p->state);
 	free(p->hot);
+	free(p->fa);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -1121,6 +1124,11 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->zero_faults = p->zero_faults;
 	st->eexist = p->eexist;
 	st->prefetch_pages = p->prefetch_pages;
+	st->fault_around_pages = p->fa_window;
+	st->fault_around_max = p->cfg.fault_around_pages;
+	st->fault_around_installed = p->fa_installed;
+	st->fault_around_hits = p->fa_hits;
+	st->fault_around_misses = p->fa_misses;
 	st->restore = p->restore;
 	st->last_restore = p->last_restore;
 	st->working_set_pages = p->ws_pages;
@@ -1187,6 +1195,7 @@ void pager_set_fault_around(struct pager *p, uint32_t pages)
 		pages = PAGER_MAX_FAULT_AROUND;
 	pthread_mutex_lock(&p->lock);
 	p->cfg.fault_around_pages = pages;
+	p->fa_window = pages;
 	pthread_mutex_unlock(&p->lock);
 }
 

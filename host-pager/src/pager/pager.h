@@ -47,6 +47,7 @@
 #define PAGER_MAX_MAPPERS	16	/* processes mapping one VM's RAM */
 #define PAGER_LAT_BUCKETS	32	/* fault latency: power-of-2 µs buckets */
 #define PAGER_MAX_FAULT_AROUND	256	/* pages (1 MiB) */
+#define PAGER_DEFAULT_FAULT_AROUND	16	/* the adaptive window's max */
 /* Resume-critical set: at most this many pages (4 MiB) are recorded and
  * restored before a resume; by default the restore stops after this long
  * (pager_config.critical_budget_ns). */
@@ -204,6 +205,11 @@ struct pager_stats {
 	uint64_t zero_faults;		/* served with UFFDIO_ZEROPAGE */
 	uint64_t eexist;		/* EEXIST answered with UFFDIO_WAKE */
 	uint64_t prefetch_pages;	/* pages brought in by prefetch */
+	/* adaptive fault-around: the window now (1 .. fault_around_max);
+	 * neighbours of random faults installed unmapped, and of them the
+	 * ones a mapper mapped by the next offload (hits) or not (misses) */
+	uint32_t fault_around_pages, fault_around_max;
+	uint64_t fault_around_installed, fault_around_hits, fault_around_misses;
 	uint64_t offloads;		/* completed offloads */
 	uint64_t offload_errors;	/* aborted offloads (ENOSPC, EIO, ...) */
 	uint64_t offload_cancels;	/* offloads stopped by pager_offload_cancel */
@@ -454,7 +460,8 @@ void pager_resumed(struct pager *p);
 int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len);
 
 void pager_get_stats(struct pager *p, struct pager_stats *st);
-/* Change the fault-around size at run time (clamped to 1..MAX). */
+/* Change the fault-around max at run time (clamped to 1..MAX); the
+ * adaptive window restarts there. */
 void pager_set_fault_around(struct pager *p, uint32_t pages);
 
 /*

@@ -5,13 +5,25 @@
  * fault by the page's state:
  *
  *   OFFLOADED  claim the contiguous offloaded run around it (fault-around:
- *              the aligned block of fault_around_pages; a window that
- *              doubles while a mapper faults sequentially), read it from
- *              the store, UFFDIO_COPY (wakes the faulter)
+ *              the aligned block of the adaptive window, see below; a
+ *              window that doubles while a mapper faults sequentially),
+ *              read it from the store, UFFDIO_COPY (wakes the faulter)
  *   ZERO       UFFDIO_ZEROPAGE
  *   RESIDENT   the page is present (another mapper or the prefetcher put
  *              it there: EEXIST -> UFFDIO_WAKE) or a hole (UFFDIO_ZEROPAGE)
  *   IN_FLIGHT  wait until its owner is done, then as above
+ *
+ * Fault-around of a random (not sequential) fault maps only the faulting
+ * page (UFFDIO_COPY); the other offloaded pages of its aligned block go
+ * into the memfd unmapped (pwrite, as the prefetcher restores: CLEAN,
+ * write-protected behind their punched entries' uffd-wp markers) and are
+ * marked in p->fa.  A guest access to one is a minor fault the kernel
+ * maps with no round trip here.  At each offload's cycle end
+ * (pager_ws_cycle_end) the marked pages some mapper maps are hits, the
+ * rest misses, and the window (p->fa_window, 1 .. fault_around_pages)
+ * doubles on >= 1/2 hits and halves on < 1/4.  At window 1 nothing is
+ * installed: a fault whose pair buddy page was touched earlier in the
+ * cycle, or that continues a sequential stream, counts as a hit instead.
  *
  * A process that exited (ESRCH) is not an error: its mapper is dropped.
  * A fault that cannot be served (the store read or UFFDIO_COPY failed) is
@@ -166,6 +178,32 @@ static int uffd_copy(int uffd, uint64_t addr, const char *src, uint64_t len,
 	return 0;
 }
 
+/* pwrite the claimed run [start, start+n) read into @buf, but page @pg,
+ * into @r's memfd.  Lock not held.  0 or -errno (what was written stays:
+ * its UFFDIO_COPY finds it present). */
+static int install_neighbours(const struct pager_region *r, uint64_t start,
+			      uint64_t n, uint64_t pg, const void *buf)
+{
+	const struct { uint64_t at, len; } part[2] = {
+		{ start, pg - start }, { pg + 1, start + n - pg - 1 },
+	};
+
+	for (int i = 0; i < 2; i++) {
+		size_t len = part[i].len * PAGER_PAGE_SIZE;
+		ssize_t w;
+
+		if (!len)
+			continue;
+		w = pwrite(r->memfd, (const char *)buf + (part[i].at - start) * PAGER_PAGE_SIZE,
+			   len, (off_t)pg_memfd_off(r, part[i].at));
+		if (w < 0)
+			return -errno;
+		if ((size_t)w != len)
+			return -EIO;
+	}
+	return 0;
+}
+
 /* Serve an OFFLOADED page: claim, read, copy.  Called with the lock held;
  * returns with it held. */
 static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
@@ -173,8 +211,8 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 			   uint64_t fault_addr)
 {
 	struct pager *p = fc->p;
-	uint64_t around = p->cfg.fault_around_pages, start, n, host, eexist = 0;
-	bool wp = m->wp, seq = false, hot = true;
+	uint64_t around = p->fa_window, start, n, host, eexist = 0;
+	bool wp = m->wp, seq = false, hot = true, spread;
 	int err;
 
 	/* Sequential: the fault lands after the last run, at most a window
@@ -191,6 +229,10 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		n = pager_claim_run_locked(p, pg, window, 0);
 		m->seq_window = (uint32_t)window;
 		seq = true;
+		if (around == 1) {	/* neighbours used: a hit at window 1 */
+			p->fa_w1_faults++;
+			p->fa_w1_near++;
+		}
 	} else {
 		/* Window: the aligned block of fault_around pages holding @pg,
 		 * in its region; claim the offloaded run through @pg in it. */
@@ -204,6 +246,14 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 			start--;
 		n = pager_claim_run_locked(p, start, wend - start, 0);
 		m->seq_window = (uint32_t)around;
+		if (around == 1) {
+			uint64_t buddy = r->first_page + ((pg - r->first_page) ^ 1);
+
+			p->fa_w1_faults++;
+			if (buddy < r->first_page + r->npages &&
+			    (p->state[buddy] & PG_WS_CUR))
+				p->fa_w1_near++;
+		}
 	}
 	m->seq_start = start;
 	m->seq_next = start + n;
@@ -226,10 +276,19 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		pager_readahead_locked(p, m, start + n, m->seq_window);
 		m->seq_next = start + n + m->seq_window;
 	}
+	/* random: the neighbours go into the memfd unmapped (a write-hot run
+	 * is mapped whole and writable: its pages are known used) */
+	spread = !seq && n > 1 && r->memfd >= 0 && wp == m->wp;
 	pthread_mutex_unlock(&p->lock);
 	host = m->host_addr[ri] + (start - r->first_page) * PAGER_PAGE_SIZE;
 	err = store_read(&p->store, fc->buf, n * PAGER_PAGE_SIZE, pg_store_off(start));
-	if (!err)
+	if (!err && spread && install_neighbours(r, start, n, pg, fc->buf))
+		spread = false;	/* mapped whole below (EEXIST for those put in) */
+	if (!err && spread)
+		err = uffd_copy(m->uffd, host + (pg - start) * PAGER_PAGE_SIZE,
+				(const char *)fc->buf + (pg - start) * PAGER_PAGE_SIZE,
+				PAGER_PAGE_SIZE, fault_addr, &eexist, wp);
+	else if (!err)
 		err = uffd_copy(m->uffd, host, fc->buf, n * PAGER_PAGE_SIZE,
 				fault_addr, &eexist, wp);
 	pthread_mutex_lock(&p->lock);
@@ -244,10 +303,18 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 			pager_dirty_note_locked(p, i);
 		p->dirty_hot += n;
 	}
-	/* touched: the page; its fault-around neighbours only came along,
-	 * but a sequential stream goes on through its whole window */
+	/* touched: the page; its fault-around neighbours only came along
+	 * (touched once a mapper maps them, like a background restore), but
+	 * a sequential stream goes on through its whole window */
 	for (uint64_t i = seq ? start : pg; i < (seq ? start + n : pg + 1); i++)
 		p->state[i] |= PG_WS_CUR;
+	for (uint64_t i = start; spread && i < start + n; i++)
+		if (i != pg) {
+			p->state[i] |= PG_BG;
+			p->fa[i] = 1;
+		}
+	if (spread)
+		p->fa_installed += n - 1;
 	p->fault_pages += n;
 	return 0;
 }

@@ -146,6 +146,14 @@ struct pager {
 	uint8_t *state;			/* npages state bytes */
 	uint8_t *hot;			/* npages: restores left writable
 					 * (PAGER_HOT_CYCLES); under lock */
+	/* adaptive fault-around (under lock): the fault thread installs a
+	 * random fault's neighbours unmapped and marks them here; the cycle
+	 * end (pager_ws_cycle_end) counts which a mapper mapped and adapts
+	 * fa_window between 1 and cfg.fault_around_pages */
+	uint8_t *fa;			/* npages: 1 = installed, not counted */
+	uint32_t fa_window;
+	uint64_t fa_w1_faults, fa_w1_near;	/* this cycle, at window 1 */
+	uint64_t fa_installed, fa_hits, fa_misses;	/* totals */
 	uint64_t count[PAGE_STATES];
 	struct pager_mapper *mappers;
 	unsigned int nr_mappers;

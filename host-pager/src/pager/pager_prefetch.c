@@ -389,16 +389,25 @@ struct pm_range {
 	uint64_t addr, pg, n;
 };
 
-/* Page @pg, restored in the background, is mapped: touched.  Lock held. */
-static void note_mapped_locked(struct pager *p, uint64_t pg)
+/*
+ * Page @pg is mapped: restored in the background, it was touched; installed
+ * by fault-around, it is a hit (counted in @hits, unmarked).  Lock held.
+ */
+static void note_mapped_locked(struct pager *p, uint64_t pg, uint64_t *hits)
 {
 	if (p->state[pg] & PG_BG)
 		p->state[pg] |= PG_WS_CUR;
+	if (p->fa[pg]) {
+		p->fa[pg] = 0;
+		p->fa_hits++;
+		(*hits)++;
+	}
 }
 
 struct present_arg {
 	struct pager *p;
 	const struct pm_range *rg;
+	uint64_t *hits;
 };
 
 static void note_present_range(void *arg, uint64_t lo, uint64_t hi)
@@ -407,7 +416,8 @@ static void note_present_range(void *arg, uint64_t lo, uint64_t hi)
 
 	pthread_mutex_lock(&a->p->lock);
 	for (uint64_t ad = lo; ad < hi; ad += PAGER_PAGE_SIZE)
-		note_mapped_locked(a->p, a->rg->pg + (ad - a->rg->addr) / PAGER_PAGE_SIZE);
+		note_mapped_locked(a->p, a->rg->pg + (ad - a->rg->addr) / PAGER_PAGE_SIZE,
+				   a->hits);
 	pthread_mutex_unlock(&a->p->lock);
 }
 
@@ -416,16 +426,19 @@ static void note_present_range(void *arg, uint64_t lo, uint64_t hi)
  * pages instead of 8 bytes per page.  -errno where the kernel lacks it
  * (before 6.7: ENOTTY) or refuses the range.
  */
-static int present_scan(struct pager *p, const struct pm_range *rg, struct page_region *vec)
+static int present_scan(struct pager *p, const struct pm_range *rg, struct page_region *vec,
+			uint64_t *hits)
 {
-	struct present_arg a = { .p = p, .rg = rg };
+	struct present_arg a = { .p = p, .rg = rg, .hits = hits };
 
 	return pager_pagemap_scan(rg->fd, rg->addr, rg->addr + rg->n * PAGER_PAGE_SIZE, 0,
 				  PAGE_IS_PRESENT, vec, note_present_range, &a);
 }
 
-/* The same by reading @rg's pagemap entries (bit 63: present). */
-static void present_read(struct pager *p, const struct pm_range *rg, uint64_t *ent)
+/* The same by reading @rg's pagemap entries (bit 63: present).  False if
+ * they could not all be read. */
+static bool present_read(struct pager *p, const struct pm_range *rg, uint64_t *ent,
+			 uint64_t *hits)
 {
 	for (uint64_t k = 0; k < rg->n;) {
 		uint64_t want = rg->n - k < PM_CHUNK ? rg->n - k : PM_CHUNK;
@@ -433,28 +446,32 @@ static void present_read(struct pager *p, const struct pm_range *rg, uint64_t *e
 		ssize_t got = pread(rg->fd, ent, want * sizeof(*ent), at);
 
 		if (got <= 0)
-			break;
+			return false;
 		want = (uint64_t)got / sizeof(*ent);
 		pthread_mutex_lock(&p->lock);
 		for (uint64_t j = 0; j < want; j++)
 			if (ent[j] & PM_PRESENT)
-				note_mapped_locked(p, rg->pg + k + j);
+				note_mapped_locked(p, rg->pg + k + j, hits);
 		pthread_mutex_unlock(&p->lock);
 		k += want;
 	}
+	return true;
 }
 
 /*
  * Pages restored in the background (PG_BG) that some mapper maps now were
  * accessed after the restore (writing the memfd maps nothing): touched.
- * Read from each mapper's /proc/PID/pagemap: its present ranges by
- * PAGEMAP_SCAN, else its entries (bit 63: present); a mapper whose pagemap
- * cannot be read just shows nothing (its accesses then count only as
- * faults and writes).  Nothing to read when no page was restored in the
- * background (a lazy restore, or faults only).
+ * Pages fault-around installed (p->fa) that some mapper maps are its hits
+ * (counted in @hits, unmarked).  Read from each mapper's /proc/PID/pagemap:
+ * its present ranges by PAGEMAP_SCAN, else its entries (bit 63: present);
+ * a mapper whose pagemap cannot be read just shows nothing (its accesses
+ * then count only as faults and writes).  Nothing to read when no page was
+ * restored in the background or installed by fault-around.  False if some
+ * live mapper's pagemap could not be read (the hits are not known).
  */
-static void note_present(struct pager *p)
+static bool note_present(struct pager *p, uint64_t *hits)
 {
+	bool all = true;
 	struct pm_range *rg;
 	unsigned int nr = 0, max = PAGER_MAX_MAPPERS * PAGER_MAX_REGIONS;
 	struct page_region *vec;
@@ -463,21 +480,27 @@ static void note_present(struct pager *p)
 
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t pg = 0; pg < p->npages && !any; pg++)
-		any = p->state[pg] & PG_BG;
+		any = (p->state[pg] & PG_BG) || p->fa[pg];
 	pthread_mutex_unlock(&p->lock);
 	if (!any)
-		return;
+		return true;
 	rg = malloc(max * sizeof(*rg));
 	ent = malloc(PM_CHUNK * sizeof(*ent));
 	vec = malloc(PAGER_SCAN_VEC * sizeof(*vec));
-	if (!rg || !ent || !vec)
+	if (!rg || !ent || !vec) {
+		all = false;
 		goto out;
+	}
 	/* reg_lock: no mapper is freed (its pagemap fd closed) meanwhile */
 	pthread_mutex_lock(&p->reg_lock);
 	pthread_mutex_lock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m && nr < max; m = m->next) {
-		if (m->dead || m->pagemap_fd < 0)
+		if (m->dead)
 			continue;
+		if (m->pagemap_fd < 0) {
+			all = false;
+			continue;
+		}
 		for (unsigned int i = 0; i < p->nr_regions && nr < max; i++) {
 			const struct pager_region *r = &p->regions[i];
 
@@ -493,22 +516,61 @@ static void note_present(struct pager *p)
 	}
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned int i = 0; i < nr; i++)
-		if (present_scan(p, &rg[i], vec))
-			present_read(p, &rg[i], ent);
+		if (present_scan(p, &rg[i], vec, hits) && !present_read(p, &rg[i], ent, hits))
+			all = false;
 	pthread_mutex_unlock(&p->reg_lock);
 out:
 	free(rg);
 	free(ent);
 	free(vec);
+	return all;
+}
+
+/*
+ * The fault-around window for the next cycle, from this cycle's @hits of
+ * @hits + @misses samples: double on >= 1/2 hits, halve on < 1/4, up to
+ * cfg.fault_around_pages and down to 1 (the swap readahead's way).  Lock
+ * held.
+ */
+static void fa_adapt_locked(struct pager *p, uint64_t hits, uint64_t misses)
+{
+	uint32_t w = p->fa_window, max = p->cfg.fault_around_pages;
+
+	if (w == 1) {	/* nothing installed: the window-1 stand-ins */
+		hits = p->fa_w1_near;
+		misses = p->fa_w1_faults - p->fa_w1_near;
+	}
+	if (!hits && !misses)
+		return;
+	if (hits * 2 >= hits + misses)
+		w = w * 2 > max ? max : w * 2;
+	else if (hits * 4 < hits + misses)
+		w = w / 2 ? w / 2 : 1;
+	if (w > max)
+		w = max;
+	p->fa_window = w;
 }
 
 void pager_ws_cycle_end(struct pager *p)
 {
-	uint64_t ws = 0;
-	bool keep;
+	uint64_t ws = 0, hits = 0, misses = 0;
+	uint32_t fa0, fa1;
+	bool keep, known;
 
-	note_present(p);
+	known = note_present(p, &hits);
 	pthread_mutex_lock(&p->lock);
+	/* fault-around pages still unmapped: misses */
+	for (uint64_t pg = 0; pg < p->npages; pg++)
+		if (p->fa[pg]) {
+			p->fa[pg] = 0;
+			misses++;
+		}
+	p->fa_misses += misses;
+	fa0 = p->fa_window;
+	if (known)
+		fa_adapt_locked(p, hits, misses);
+	p->fa_w1_faults = p->fa_w1_near = 0;
+	fa1 = p->fa_window;
 	/* a cycle whose resume overrode the policy (a guest timer's) adds
 	 * what it touched; a normal one replaces the working set */
 	keep = p->cycle_override;
@@ -523,6 +585,9 @@ void pager_ws_cycle_end(struct pager *p)
 	}
 	p->ws_pages = ws;
 	pthread_mutex_unlock(&p->lock);
-	log_debug(p->subject, "working set: %llu page(s) touched in the last cycle%s",
-		  (unsigned long long)ws, keep ? " (added: an overridden resume)" : "");
+	log_debug(p->subject, "working set: %llu page(s) touched in the last cycle%s; "
+		  "fault-around %llu of %llu page(s) used, window %u -> %u%s",
+		  (unsigned long long)ws, keep ? " (added: an overridden resume)" : "",
+		  (unsigned long long)hits, (unsigned long long)(hits + misses), fa0,
+		  fa1, known ? "" : " (a mapper's pagemap unreadable: kept)");
 }

@@ -38,6 +38,7 @@ void config_default(struct vmnapd_settings *s)
 	memset(s, 0, sizeof(*s));
 	s->pause_timeout_ms = PAUSE_DEFAULT_TIMEOUT_MS;
 	s->fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS;
+	s->fault_around_pages = PAGER_DEFAULT_FAULT_AROUND;
 	s->api_max_body = CONFIG_DEFAULT_API_BODY;
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
 	s->api_conn_timeout_s = CONFIG_DEFAULT_API_TIMEOUT_S;
@@ -413,7 +414,13 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 			ret = get_u32("", key, v, 1, &s->pause_timeout_ms, err, n);
 		else if (!strcmp(key, "fault_error_timeout_ms"))
 			ret = get_u32("", key, v, 0, &s->fault_error_timeout_ms, err, n);
-		else if (!strcmp(key, "api"))
+		else if (!strcmp(key, "fault_around_pages")) {
+			ret = get_u32("", key, v, 1, &s->fault_around_pages, err, n);
+			if (!ret && s->fault_around_pages > PAGER_MAX_FAULT_AROUND) {
+				snprintf(err, n, "%s: want 1 .. %u", key, PAGER_MAX_FAULT_AROUND);
+				ret = -EINVAL;
+			}
+		} else if (!strcmp(key, "api"))
 			ret = api_from_json(v, s, err, n);
 		else if (!strcmp(key, "coordinator"))
 			ret = config_coord_from_json(v, &s->coord, err, n);

@@ -730,8 +730,10 @@ int mem_handshake_start(struct vmnapd *d, const char *path,
 		hs->cfg = *cfg;
 	else {
 		pager_config_default(&hs->cfg, d->cfg.store_dir);
-		if (d->settings)
+		if (d->settings) {
 			hs->cfg.fault_error_timeout_ms = d->settings->fault_error_timeout_ms;
+			hs->cfg.fault_around_pages = d->settings->fault_around_pages;
+		}
 	}
 	if (path)
 		n = snprintf(hs->path, sizeof(hs->path), "%s", path);
