@@ -61,6 +61,11 @@ void pager_lose(struct pager *p, int err)
 	for (struct pager_mapper *m = p->mappers; m && n < PAGER_MAX_MAPPERS; m = m->next)
 		if (!m->dead && !m->removed && m->pid != getpid())
 			kill_list[n++] = (struct victim){ m->pidfd, m->pid };
+	/* known before the kills: the VMM's exit detaches the pager, maybe
+	 * before this thread runs again, and the detach reports a lost VM
+	 * only if it knows */
+	p->lost_err = err;
+	p->mappers_killed = n;
 	pthread_mutex_unlock(&p->lock);
 	/* the fault thread closes a mapper's pidfd: called there, they stay
 	 * open.  A pidfd cannot reach a recycled pid; without one (no
@@ -81,7 +86,6 @@ void pager_lose(struct pager *p, int err)
 		"to %u mapper process(es) (a vCPU waiting for the page is never given "
 		"zeros or wrong data)", strerror(-err), killed);
 	pthread_mutex_lock(&p->lock);
-	p->lost_err = err;	/* after the kills: the loop reports them */
 	p->mappers_killed = killed;
 	pthread_mutex_unlock(&p->lock);
 	if (write(p->error_fd, &one, sizeof(one)) < 0)
