@@ -7,10 +7,10 @@
  * pager records the pages faulted in between a resume and its delivery
  * (RESUME_ACK) and, before the next resume from an offload continues the
  * VMM - whatever the restore policy and the resume's reason: the guest's
- * wake path up to RESUME_ACK is the same for all - reads exactly those back: runs of consecutive pages, a wave of
- * store reads in flight at once through io_uring, each written into the
- * memfd by pager_install_run as every restore does; bounded in pages and
- * time (checked between waves).
+ * wake path up to RESUME_ACK is the same for all - reads exactly those
+ * back: runs of consecutive pages, a wave of store reads in flight at once
+ * through io_uring, each written into the memfd by pager_install_run as
+ * every restore does; bounded in pages and time (checked between waves).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -47,7 +47,6 @@
 #include "log.h"
 #include "pager_internal.h"
 
-
 static const char *const track_names[] = {
 	[PAGER_DIRTY_UNKNOWN] = "undecided",	/* nothing registered yet */
 	[PAGER_DIRTY_WP_ASYNC] = "wp_async",

@@ -546,8 +546,6 @@ static void fa_adapt_locked(struct pager *p, uint64_t hits, uint64_t misses)
 		w = w * 2 > max ? max : w * 2;
 	else if (hits * 4 < hits + misses)
 		w = w / 2 ? w / 2 : 1;
-	if (w > max)
-		w = max;
 	p->fa_window = w;
 }
 
@@ -559,18 +557,6 @@ void pager_ws_cycle_end(struct pager *p)
 
 	known = note_present(p, &hits);
 	pthread_mutex_lock(&p->lock);
-	/* fault-around pages still unmapped: misses */
-	for (uint64_t pg = 0; pg < p->npages; pg++)
-		if (p->fa[pg]) {
-			p->fa[pg] = 0;
-			misses++;
-		}
-	p->fa_misses += misses;
-	fa0 = p->fa_window;
-	if (known)
-		fa_adapt_locked(p, hits, misses);
-	p->fa_w1_faults = p->fa_w1_near = 0;
-	fa1 = p->fa_window;
 	/* a cycle whose resume overrode the policy (a guest timer's) adds
 	 * what it touched; a normal one replaces the working set */
 	keep = p->cycle_override;
@@ -582,8 +568,16 @@ void pager_ws_cycle_end(struct pager *p)
 		p->state[pg] = (uint8_t)((s & ~(PG_WS_CUR | PG_WS_PREV | PG_BG)) |
 					 (in ? PG_WS_PREV : 0));
 		ws += in;
+		misses += p->fa[pg];	/* fault-around pages still unmapped */
+		p->fa[pg] = 0;
 	}
 	p->ws_pages = ws;
+	p->fa_misses += misses;
+	fa0 = p->fa_window;
+	if (known)
+		fa_adapt_locked(p, hits, misses);
+	p->fa_w1_faults = p->fa_w1_near = 0;
+	fa1 = p->fa_window;
 	pthread_mutex_unlock(&p->lock);
 	log_debug(p->subject, "working set: %llu page(s) touched in the last cycle%s; "
 		  "fault-around %llu of %llu page(s) used, window %u -> %u%s",
