@@ -7,14 +7,21 @@
  * bounded and recorded only until delivery; a window that overfills it
  * keeps its first faults.  TAP.
  *
+ * A store ring that takes none of a wave's reads (io_uring_submit failing,
+ * interposed below) is dropped: the wave is read with pread, the rest is
+ * left to faults, and the next resume restores through a new ring.
+ *
  * deliver: the delivery follows each access at once, as a guest's
  * RESUME_ACK may; the fault that access took is counted in the window and
  * its page restored before the next resume, every round.
  *
  *   pager_critical [MiB [deliver]]	(default 16)
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <errno.h>
+#include <liburing.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +36,26 @@
 struct prepare_call {
 	int ret;
 };
+
+/*
+ * The pager's calls to io_uring_submit come here (this program's symbol
+ * wins over liburing's): while fail_submits > 0, each call fails as an
+ * exhausted kernel would, leaving its reads queued in the ring.
+ */
+static atomic_int fail_submits;
+
+int io_uring_submit(struct io_uring *ring)
+{
+	static int (*real)(struct io_uring *);
+	int left = atomic_load(&fail_submits);
+
+	while (left > 0)
+		if (atomic_compare_exchange_weak(&fail_submits, &left, left - 1))
+			return -EAGAIN;
+	if (!real)
+		real = (int (*)(struct io_uring *))dlsym(RTLD_NEXT, "io_uring_submit");
+	return real ? real(ring) : -ENOSYS;
+}
 
 /*
  * The pager's true latency sum (what /metrics exports as _sum) against its
@@ -233,7 +260,7 @@ static int mode_critical(const char *self, uint64_t mib)
 	struct set_resident_call sc = { .round = 1 };
 	char ans[LINE_MAX_LEN];
 	bool full;
-	int err;
+	int err, left;
 
 	pager_config_default(&pcfg, "");
 	pcfg.prefetch = false;	/* only the pre-resume restore brings pages back */
@@ -346,6 +373,33 @@ static int mode_critical(const char *self, uint64_t mib)
 	    "contents right", sc.resident, sc.n);
 	vmm_cmd(&h, ans, "verify 6 2");
 	tap(!strcmp(ans, "ok"), "cycle 6: every byte verified (%s)", ans);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 7: the ring takes none of the first wave's reads */
+	vmm_cmd(&h, ans, "fill 7");
+	err = offload(&h);
+	st1 = stats(&h, NULL);
+	atomic_store(&fail_submits, 1);
+	on_loop(&h, prepare_cb, &pc);
+	left = atomic_exchange(&fail_submits, 0);
+	st = stats(&h, NULL);
+	tap(!err && !left && pc.ret > 0 && pc.ret < PAGER_CRITICAL_MAX_PAGES &&
+	    st.critical_ring_resets == st1.critical_ring_resets + 1,
+	    "cycle 7: a failed submit: the wave read with pread (%d page(s)), the ring "
+	    "dropped (%llu reset(s)), the rest left to faults", pc.ret,
+	    (unsigned long long)st.critical_ring_resets);
+	vmm_cmd(&h, ans, "verify 7 2");
+	tap(!strcmp(ans, "ok"), "cycle 7: every byte verified (%s)", ans);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 8: a new ring; nothing of cycle 7's reads reaches this one */
+	err = cycle_start(&h, 8, NULL, &pc);
+	st1 = stats(&h, NULL);
+	tap(!err && pc.ret == PAGER_CRITICAL_MAX_PAGES &&
+	    st1.critical_ring_resets == st.critical_ring_resets,
+	    "cycle 8: a new ring restored the full set (%d page(s))", pc.ret);
+	vmm_cmd(&h, ans, "verify 8 2");
+	tap(!strcmp(ans, "ok"), "cycle 8: every byte verified (%s)", ans);
 	vmm_quit(&h);
 	return harness_finish(&h);
 }

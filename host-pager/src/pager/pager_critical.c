@@ -137,48 +137,85 @@ static unsigned int claim_wave(struct pager *p, const uint64_t *pgs, unsigned in
 	return nruns;
 }
 
-/* Read a wave of claimed runs from the store at once, then write each
+/*
+ * Read a wave of claimed runs from the store at once, then write each
  * into the memfd (pager_install_run finishes every claim).  -errno of
- * the first failed run; every run is finished either way. */
+ * the first failed run; every run is finished either way: a run whose
+ * read did not complete through the ring is read with pread.
+ *
+ * A completion names its run by index, never by a pointer into this
+ * frame.  If the ring did not take every read, or a completion could not
+ * be waited for, *@ring_broken is set: the ring may still hold reads of
+ * this wave, so the caller drops it instead of reusing it, and when
+ * @buf_busy is set too some of them may still write into the wave's
+ * buffers, which must then not be freed.
+ */
 static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run *runs,
-			unsigned int nruns, uint64_t *restored)
+			unsigned int nruns, uint64_t *restored, bool *ring_broken,
+			bool *buf_busy)
 {
 	int res[CRITICAL_QUEUE_DEPTH], err = 0;
-	unsigned int done = 0;
+	unsigned int queued = 0, submitted = 0, done = 0;
 
-	for (unsigned int k = 0; k < nruns; k++) {
+	for (unsigned int k = 0; k < nruns; k++)
+		res[k] = -EIO;
+	for (; queued < nruns; queued++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 
-		res[k] = -EIO;
-		io_uring_prep_read(sqe, p->store.fd, runs[k].buf,
-				   (unsigned int)(runs[k].n * PAGER_PAGE_SIZE),
-				   pg_store_off(runs[k].pg));
-		io_uring_sqe_set_data(sqe, &res[k]);
+		if (!sqe)
+			break;
+		io_uring_prep_read(sqe, p->store.fd, runs[queued].buf,
+				   (unsigned int)(runs[queued].n * PAGER_PAGE_SIZE),
+				   pg_store_off(runs[queued].pg));
+		io_uring_sqe_set_data64(sqe, queued);
 	}
-	if (io_uring_submit(ring) != (int)nruns)
-		done = nruns;	/* not all submitted: nothing to wait for safely */
-	while (done < nruns) {
+	while (submitted < queued) {
+		int r = io_uring_submit(ring);
+
+		if (r == -EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		submitted += (unsigned int)r;
+	}
+	while (done < submitted) {
 		struct io_uring_cqe *cqe;
 		int r = io_uring_wait_cqe(ring, &cqe);
+		uint64_t k;
 
 		if (r == -EINTR)
 			continue;
 		if (r < 0)
 			break;
-		*(int *)io_uring_cqe_get_data(cqe) = cqe->res;
+		k = io_uring_cqe_get_data64(cqe);
+		if (k < nruns)
+			res[k] = cqe->res;
 		io_uring_cqe_seen(ring, cqe);
 		done++;
+	}
+	if (queued < nruns || submitted < queued || done < submitted) {
+		*ring_broken = true;
+		*buf_busy = done < submitted;
+		log_warn(p->subject, "resume-critical set: store ring took %u of %u read(s), "
+			 "%u completed; the rest read with pread", submitted, nruns, done);
 	}
 	for (unsigned int k = 0; k < nruns; k++) {
 		size_t len = runs[k].n * PAGER_PAGE_SIZE;
 		int rerr = res[k] < 0 ? res[k] : (size_t)res[k] != len ? -EIO : 0;
+		char *buf = runs[k].buf, *own = NULL;
 
+		if (*buf_busy) {	/* its read may still land there: read elsewhere */
+			own = store_buf_alloc(len);
+			buf = own;
+			rerr = own ? -EIO : -ENOMEM;
+		}
 		/* a short or failed read: the pread path (retries, EINTR) */
-		if (rerr)
-			rerr = store_read(&p->store, runs[k].buf, len, pg_store_off(runs[k].pg));
-		else
-			rerr = store_verify(&p->store, runs[k].buf, runs[k].pg, runs[k].n);
-		rerr = pager_install_run(p, runs[k].pg, runs[k].n, runs[k].buf, rerr);
+		if (rerr && rerr != -ENOMEM)
+			rerr = store_read(&p->store, buf, len, pg_store_off(runs[k].pg));
+		else if (!rerr)
+			rerr = store_verify(&p->store, buf, runs[k].pg, runs[k].n);
+		rerr = pager_install_run(p, runs[k].pg, runs[k].n, buf, rerr);
+		free(own);
 		if (!rerr)
 			*restored += runs[k].n;
 		else if (!err)
@@ -192,7 +229,7 @@ int pager_resume_prepare(struct pager *p)
 	uint64_t pgs[PAGER_CRITICAL_MAX_PAGES], t0 = now_ns(), restored = 0;
 	struct crit_run runs[CRITICAL_QUEUE_DEPTH];
 	unsigned int nr, i = 0;
-	bool budget_hit = false;
+	bool budget_hit = false, ring_broken = false, buf_busy = false;
 	char *buf = NULL;
 	int err = 0;
 
@@ -222,13 +259,22 @@ int pager_resume_prepare(struct pager *p)
 		}
 		nruns = claim_wave(p, pgs, nr, &i, buf, runs);
 		if (nruns)
-			err = restore_wave(p, &p->crit_ring, runs, nruns, &restored);
+			err = restore_wave(p, &p->crit_ring, runs, nruns, &restored,
+					   &ring_broken, &buf_busy);
+		if (ring_broken)	/* the next resume sets up a new one */
+			break;
 	}
-	free(buf);
+	if (ring_broken) {
+		io_uring_queue_exit(&p->crit_ring);
+		p->crit_ring_up = false;
+	}
+	if (!buf_busy)
+		free(buf);
 	pthread_mutex_lock(&p->lock);
 	p->crit_restored_pages += restored;
 	p->crit_last_restore_ns = now_ns() - t0;
 	p->crit_budget_stops += budget_hit;
+	p->crit_ring_resets += ring_broken;
 	/* a new window: a page refaulted in it gets a new (newest) entry */
 	for (unsigned int k = 0; k < p->crit_nr; k++)
 		p->state[p->crit_pg[(p->crit_head + k) % PAGER_CRITICAL_MAX_PAGES]] &=
