@@ -11,8 +11,8 @@
  *              Its answer says the wait's state: "delivered" (the VM was
  *              running: the guest can have the data now) releases the
  *              response; "ready" (the VM is paused, handing off or
- *              resuming) holds it, polling GET /vms/V/waits/ID (2 ms
- *              doubling to 50 ms, at most max_hold) until vmnapd reports
+ *              resuming) holds it, polling GET /vms/V/waits/ID (1 ms,
+ *              then every 4 ms, at most max_hold) until vmnapd reports
  *              the wait delivered (the guest acknowledged its resume, or
  *              the VMM's resume completed without a guest link).
  * A start refused or vmnapd unreachable: the request is forwarded
@@ -216,11 +216,19 @@ static void vmnapd_reachable(bool up, CURLcode rc)
 		gw_info(NULL, "vmnapd reachable again at %s: waits managed", gw_cfg.api_sock);
 }
 
+/*
+ * A resume from an offload takes 10-40 ms to its delivery; each poll is one
+ * small request on vmnapd's API socket.  A poll interval that grew to tens
+ * of ms would add up to that much to every held response (the delivery
+ * seen one interval late), so it stays at a few ms: some ten polls per
+ * held response.
+ */
+#define HOLD_POLL_FIRST_NS	1000000ull
+#define HOLD_POLL_NS		4000000ull
+
 static void hold_schedule(struct xfer *x, uint64_t now)
 {
-	x->poll_delay = x->poll_delay ? x->poll_delay * 2 : 2000000ull;
-	if (x->poll_delay > 50000000ull)
-		x->poll_delay = 50000000ull;
+	x->poll_delay = x->poll_delay ? HOLD_POLL_NS : HOLD_POLL_FIRST_NS;
 	x->next_poll = now + x->poll_delay;
 	x->wait = W_HOLD;
 }
