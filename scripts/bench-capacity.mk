@@ -9,13 +9,14 @@
 # rule is in scripts/replay/capacity.py).  Outputs in
 # build/bench/capacity/<run-id>/, linked as build/bench/capacity/latest.
 #
-# About 20 min on 2 cores with the defaults.  Bigger:
+# About 27 min on 2 cores with the defaults (ten VMs: baseline runs three
+# at a time in 1 GiB, so fewer could not show 2.5x as many).  Bigger:
 #   make bench-capacity CAPACITY_BUDGET_MIB=2048 CAPACITY_VMS=16
 
 CAPACITY_TRAJECTORY	?= tests/data/replay-capacity.jsonl
 CAPACITY_COHORTS	?= baseline,offload,swap
 CAPACITY_BUDGET_MIB	?= 1024
-CAPACITY_VMS		?= 6
+CAPACITY_VMS		?= 10
 CAPACITY_MEM		?= 256
 CAPACITY_CPU_QUOTA	?= 0.25
 CAPACITY_ARGS		?=

@@ -240,7 +240,7 @@ def parse_args(argv):
     common(cp)
     cp.set_defaults(trajectory=os.path.join(ROOT, "tests/data/replay-capacity.jsonl"), mem=256)
     cp.add_argument("--cohorts", default=",".join(CAPACITY_COHORTS))
-    cp.add_argument("--vms", type=int, default=8, help="VMs to run through the budget (N)")
+    cp.add_argument("--vms", type=int, default=10, help="VMs to run through the budget (N)")
     cp.add_argument("--budget-mib", type=int, default=2048,
                     help="memory limit of the cgroup holding every VM and vmnapd")
     cp.add_argument("--reserve-mib", type=int, default=None,
