@@ -1163,7 +1163,6 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->critical_window_faults = p->crit_window_faults;
 	st->critical_budget_stops = p->crit_budget_stops;
 	st->critical_ring_resets = p->crit_ring_resets;
-	st->critical_pruned_pages = p->crit_pruned;
 	st->critical_last_restore_ns = p->crit_last_restore_ns;
 	st->recovered = p->recovered;
 	st->recovered_store_pages = p->rec_store_pages;

@@ -244,8 +244,6 @@ struct pager_stats {
 	uint64_t critical_window_faults;	/* faults between resume and
 						 * delivery (what the set avoids) */
 	uint64_t critical_budget_stops;		/* restores cut by the budget */
-	uint64_t critical_pruned_pages;		/* window entries dropped at delivery:
-						 * brought in, not accessed */
 	uint64_t critical_ring_resets;		/* store rings dropped: a read the
 						 * ring did not take or complete */
 	uint64_t critical_last_restore_ns;	/* duration of the last restore */

@@ -5,9 +5,7 @@
  * buffers, the module's work items) come back one userfaultfd round trip
  * each, and the working-set prefetch only starts after the resume.  So the
  * pager records the pages faulted in between a resume and its delivery
- * (RESUME_ACK), keeps of them at delivery those a mapper maps (the
- * neighbours fault-around put in the memfd that nothing accessed leave
- * again), and, before the next resume from an offload continues the
+ * (RESUME_ACK) and, before the next resume from an offload continues the
  * VMM - whatever the restore policy and the resume's reason: the guest's
  * wake path up to RESUME_ACK is the same for all - reads exactly those
  * back: runs of consecutive pages, a wave of store reads in flight at once
@@ -292,93 +290,11 @@ int pager_resume_prepare(struct pager *p)
 	return err ? err : (int)restored;
 }
 
-/* Window pages (sorted) that some mapper maps: seen[]. */
-struct seen_arg {
-	const uint64_t *pgs;
-	uint8_t *seen;
-	unsigned int n;
-};
-
-static void mark_seen(struct pager *p, uint64_t pg, uint64_t n, void *arg)
-{
-	struct seen_arg *a = arg;
-	unsigned int lo = 0, hi = a->n;
-
-	(void)p;
-	while (lo < hi) {	/* the first window page >= pg */
-		unsigned int mid = lo + (hi - lo) / 2;
-
-		if (a->pgs[mid] < pg)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (; lo < a->n && a->pgs[lo] < pg + n; lo++)
-		a->seen[lo] = 1;
-}
-
-static bool window_page_seen(const struct seen_arg *a, uint64_t pg)
-{
-	const uint64_t *at = bsearch(&pg, a->pgs, a->n, sizeof(*a->pgs), cmp_u64);
-
-	return at && a->seen[at - a->pgs];
-}
-
-/*
- * The window's entries are what was brought in for the guest, fault-around
- * and readahead included; the pages some mapper maps now were accessed
- * (a page written into the memfd is mapped by nobody until accessed).
- * Keep those, drop the rest: the next resume reads back what the way to
- * the delivery used, not its neighbours.  A mapper's pagemap that cannot
- * be read keeps the window whole.
- */
-static void window_prune(struct pager *p)
-{
-	uint64_t pgs[PAGER_CRITICAL_MAX_PAGES];
-	uint8_t seen[PAGER_CRITICAL_MAX_PAGES] = { 0 };
-	struct seen_arg a = { .pgs = pgs, .seen = seen };
-	unsigned int first, kept = 0;
-
-	pthread_mutex_lock(&p->lock);
-	a.n = p->crit_window_nr;
-	first = p->crit_nr - a.n;
-	for (unsigned int k = 0; k < a.n; k++)
-		pgs[k] = p->crit_pg[(p->crit_head + first + k) % PAGER_CRITICAL_MAX_PAGES];
-	pthread_mutex_unlock(&p->lock);
-	if (!a.n)
-		return;
-	/* unique: PG_CRIT keeps a page to one entry per window */
-	qsort(pgs, a.n, sizeof(*pgs), cmp_u64);
-	if (!pager_for_each_present(p, pgs[0], pgs[a.n - 1] + 1, mark_seen, &a))
-		return;
-	/* recording is off: the ring changes only here and in
-	 * pager_resume_prepare, both on the loop thread */
-	pthread_mutex_lock(&p->lock);
-	for (unsigned int k = 0; k < a.n; k++) {
-		unsigned int at = (p->crit_head + first + k) % PAGER_CRITICAL_MAX_PAGES;
-		uint64_t pg = p->crit_pg[at];
-
-		if (window_page_seen(&a, pg))
-			p->crit_pg[(p->crit_head + first + kept++) % PAGER_CRITICAL_MAX_PAGES] = pg;
-		else
-			p->state[pg] &= (uint8_t)~PG_CRIT;
-	}
-	p->crit_pruned += a.n - kept;
-	p->crit_nr -= a.n - kept;
-	p->crit_window_nr = kept;
-	pthread_mutex_unlock(&p->lock);
-}
-
 void pager_resume_delivered(struct pager *p)
 {
-	bool was;
-
 	pthread_mutex_lock(&p->lock);
-	was = p->crit_recording;
 	p->crit_recording = false;
 	pthread_mutex_unlock(&p->lock);
-	if (was)
-		window_prune(p);
 }
 
 void pager_set_critical_budget(struct pager *p, uint64_t ns)

@@ -249,7 +249,7 @@ struct pager {
 	struct io_uring crit_ring;	/* loop thread only */
 	bool crit_ring_up;
 	uint64_t crit_restored_pages, crit_window_faults;
-	uint64_t crit_last_restore_ns, crit_budget_stops, crit_ring_resets, crit_pruned;
+	uint64_t crit_last_restore_ns, crit_budget_stops, crit_ring_resets;
 
 	/* recovery (pager_recover.c): created over a store a vmnapd that
 	 * ended left behind; set before the threads start, read-only after */
@@ -455,17 +455,6 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
 int pager_pagemap_scan(int fd, uint64_t start, uint64_t end, uint64_t flags,
 		       uint64_t category, struct page_region *vec,
 		       void (*fn)(void *arg, uint64_t lo, uint64_t hi), void *arg);
-/*
- * @fn(p, pg, n, @arg) for each run of pages in [@lo, @hi) that a live
- * mapper maps now (present in its page tables: accessed since the page
- * reached the memfd), with p->lock held; a page two mappers map comes up
- * twice.  From each mapper's /proc/PID/pagemap: PAGEMAP_SCAN ranges, else
- * its entries.  False if some live mapper's pagemap could not be read.
- * Takes p->reg_lock, then p->lock (call with neither held).
- */
-typedef void (*pager_present_fn)(struct pager *p, uint64_t pg, uint64_t n, void *arg);
-bool pager_for_each_present(struct pager *p, uint64_t lo, uint64_t hi, pager_present_fn fn,
-			    void *arg);
 /* wp_sync: write-protect pages [pg, pg+n) in every tracked mapper (all of
  * them at an offload's start; a batch's again once claimed).  0 or -errno
  * (then tracking has fallen back).  Neither lock held. */

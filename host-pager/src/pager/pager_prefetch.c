@@ -379,45 +379,151 @@ void pager_prefetch_thread_stop(struct pager *p)
 	p->prefetch_thread_started = false;
 }
 
-/*
- * Pages [pg, pg+n) are mapped: restored in the background, a page was
- * touched; installed by fault-around, it is a hit (counted in *@arg,
- * unmarked).  Lock held.
- */
-static void note_mapped_locked(struct pager *p, uint64_t pg, uint64_t n, void *arg)
-{
-	uint64_t *hits = arg;
+/* Pagemap entries read per pread (8 bytes each). */
+#define PM_CHUNK	4096
+#define PM_PRESENT	(1ull << 63)
 
-	for (uint64_t i = pg; i < pg + n; i++) {
-		if (p->state[i] & PG_BG)
-			p->state[i] |= PG_WS_CUR;
-		if (p->fa[i]) {
-			p->fa[i] = 0;
-			p->fa_hits++;
-			(*hits)++;
-		}
+/* One mapper's live range of a region: pagemap fd, first address, pages. */
+struct pm_range {
+	int fd;
+	uint64_t addr, pg, n;
+};
+
+/*
+ * Page @pg is mapped: restored in the background, it was touched; installed
+ * by fault-around, it is a hit (counted in @hits, unmarked).  Lock held.
+ */
+static void note_mapped_locked(struct pager *p, uint64_t pg, uint64_t *hits)
+{
+	if (p->state[pg] & PG_BG)
+		p->state[pg] |= PG_WS_CUR;
+	if (p->fa[pg]) {
+		p->fa[pg] = 0;
+		p->fa_hits++;
+		(*hits)++;
 	}
+}
+
+struct present_arg {
+	struct pager *p;
+	const struct pm_range *rg;
+	uint64_t *hits;
+};
+
+static void note_present_range(void *arg, uint64_t lo, uint64_t hi)
+{
+	struct present_arg *a = arg;
+
+	pthread_mutex_lock(&a->p->lock);
+	for (uint64_t ad = lo; ad < hi; ad += PAGER_PAGE_SIZE)
+		note_mapped_locked(a->p, a->rg->pg + (ad - a->rg->addr) / PAGER_PAGE_SIZE,
+				   a->hits);
+	pthread_mutex_unlock(&a->p->lock);
+}
+
+/*
+ * The present pages of @rg by PAGEMAP_SCAN: one range per run of present
+ * pages instead of 8 bytes per page.  -errno where the kernel lacks it
+ * (before 6.7: ENOTTY) or refuses the range.
+ */
+static int present_scan(struct pager *p, const struct pm_range *rg, struct page_region *vec,
+			uint64_t *hits)
+{
+	struct present_arg a = { .p = p, .rg = rg, .hits = hits };
+
+	return pager_pagemap_scan(rg->fd, rg->addr, rg->addr + rg->n * PAGER_PAGE_SIZE, 0,
+				  PAGE_IS_PRESENT, vec, note_present_range, &a);
+}
+
+/* The same by reading @rg's pagemap entries (bit 63: present).  False if
+ * they could not all be read. */
+static bool present_read(struct pager *p, const struct pm_range *rg, uint64_t *ent,
+			 uint64_t *hits)
+{
+	for (uint64_t k = 0; k < rg->n;) {
+		uint64_t want = rg->n - k < PM_CHUNK ? rg->n - k : PM_CHUNK;
+		off_t at = (off_t)((rg->addr / PAGER_PAGE_SIZE + k) * sizeof(*ent));
+		ssize_t got = pread(rg->fd, ent, want * sizeof(*ent), at);
+
+		if (got <= 0)
+			return false;
+		want = (uint64_t)got / sizeof(*ent);
+		pthread_mutex_lock(&p->lock);
+		for (uint64_t j = 0; j < want; j++)
+			if (ent[j] & PM_PRESENT)
+				note_mapped_locked(p, rg->pg + k + j, hits);
+		pthread_mutex_unlock(&p->lock);
+		k += want;
+	}
+	return true;
 }
 
 /*
  * Pages restored in the background (PG_BG) that some mapper maps now were
  * accessed after the restore (writing the memfd maps nothing): touched.
  * Pages fault-around installed (p->fa) that some mapper maps are its hits
- * (counted in @hits, unmarked).  A mapper whose pagemap cannot be read
- * just shows nothing (its accesses then count only as faults and writes).
- * Nothing to read when no page was restored in the background or installed
- * by fault-around.  False if some live mapper's pagemap could not be read
- * (the hits are not known).
+ * (counted in @hits, unmarked).  Read from each mapper's /proc/PID/pagemap:
+ * its present ranges by PAGEMAP_SCAN, else its entries (bit 63: present);
+ * a mapper whose pagemap cannot be read just shows nothing (its accesses
+ * then count only as faults and writes).  Nothing to read when no page was
+ * restored in the background or installed by fault-around.  False if some
+ * live mapper's pagemap could not be read (the hits are not known).
  */
 static bool note_present(struct pager *p, uint64_t *hits)
 {
+	bool all = true;
+	struct pm_range *rg;
+	unsigned int nr = 0, max = PAGER_MAX_MAPPERS * PAGER_MAX_REGIONS;
+	struct page_region *vec;
+	uint64_t *ent;
 	bool any = false;
 
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t pg = 0; pg < p->npages && !any; pg++)
 		any = (p->state[pg] & PG_BG) || p->fa[pg];
 	pthread_mutex_unlock(&p->lock);
-	return !any || pager_for_each_present(p, 0, p->npages, note_mapped_locked, hits);
+	if (!any)
+		return true;
+	rg = malloc(max * sizeof(*rg));
+	ent = malloc(PM_CHUNK * sizeof(*ent));
+	vec = malloc(PAGER_SCAN_VEC * sizeof(*vec));
+	if (!rg || !ent || !vec) {
+		all = false;
+		goto out;
+	}
+	/* reg_lock: no mapper is freed (its pagemap fd closed) meanwhile */
+	pthread_mutex_lock(&p->reg_lock);
+	pthread_mutex_lock(&p->lock);
+	for (struct pager_mapper *m = p->mappers; m && nr < max; m = m->next) {
+		if (m->dead)
+			continue;
+		if (m->pagemap_fd < 0) {
+			all = false;
+			continue;
+		}
+		for (unsigned int i = 0; i < p->nr_regions && nr < max; i++) {
+			const struct pager_region *r = &p->regions[i];
+
+			if (!m->host_addr[i] || m->map_hi[i] <= m->map_lo[i])
+				continue;
+			rg[nr++] = (struct pm_range){
+				.fd = m->pagemap_fd,
+				.addr = m->host_addr[i] + m->map_lo[i],
+				.pg = r->first_page + m->map_lo[i] / PAGER_PAGE_SIZE,
+				.n = (m->map_hi[i] - m->map_lo[i]) / PAGER_PAGE_SIZE,
+			};
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned int i = 0; i < nr; i++)
+		if (present_scan(p, &rg[i], vec, hits) && !present_read(p, &rg[i], ent, hits))
+			all = false;
+	pthread_mutex_unlock(&p->reg_lock);
+out:
+	free(rg);
+	free(ent);
+	free(vec);
+	return all;
 }
 
 /*

@@ -64,8 +64,6 @@ json_t *pager_stats_json(struct pager *p)
 				    json_integer((json_int_t)st.critical_window_faults));
 		json_object_set_new(o, "critical_budget_stops",
 				    json_integer((json_int_t)st.critical_budget_stops));
-		json_object_set_new(o, "critical_pruned_pages",
-				    json_integer((json_int_t)st.critical_pruned_pages));
 		json_object_set_new(o, "critical_ring_resets",
 				    json_integer((json_int_t)st.critical_ring_resets));
 		json_object_set_new(o, "critical_last_restore_ns",
