@@ -129,11 +129,19 @@ pause_idle() {
 # (SIGSTOP) and KIND happens in the guest; retried until the guest's
 # COUNTER moved (a BUSY answer holds nothing)
 silent_handoff() {
-	local kind=$1 ctr=$2 i before after
+	local kind=$1 ctr=$2 i before after code
 	for i in $(seq $READY_ATTEMPTS); do
 		gdo "B$kind$i" "vmnap-guest status"
 		before=$(gval "B$kind$i" "counter.$ctr")
-		api -X POST "http://vmnapd/vms/$VM/actions/pause" >/dev/null
+		# the HANDOFF is sent before the API answers 202; any other
+		# answer (the previous resume not yet acknowledged under load)
+		# sent nothing, and a drop now would test nothing
+		code=$(api -o /dev/null -w '%{http_code}' -X POST "http://vmnapd/vms/$VM/actions/pause")
+		if [ "$code" != 202 ]; then
+			echo "# $kind: pause answered HTTP $code, retrying"
+			settle_running; sleep 1
+			continue
+		fi
 		kill -STOP "$vmnapd_pid"
 		case $kind in
 		silent) sleep 2 ;;
