@@ -38,9 +38,10 @@ PERIOD_MS=300
 # The fail-safe's own timing is not under test here: at the default 500 ms
 # a loaded host (TCG, a second guest beside it) can take that long between
 # quiesce and RESUMED for a short pause, and the module rightly releases.
-# 1500 ms leaves room for that while a 3 s freeze still outlasts it, which
-# is what exercises the frozen-guest deferral.
-FAILSAFE_MS=1500
+# 1000 ms doubles that room while the freezes of the 3 s waits (the guest's
+# own timers split them: 1.3-1.9 s seen) still outlast it, which is what
+# exercises the frozen-guest deferral.
+FAILSAFE_MS=1000
 
 TAP_NAME="guest time e2e"
 . tests/lib/tap.sh
@@ -143,20 +144,23 @@ if [ -n "$CG" ]; then
 	# freezes longer than the fail-safe + the module's 50 ms lateness
 	# threshold, from the coordinator's own transitions: each one must
 	# have made the module wait for RESUMED (checked after the guest ends)
-	LONG_FREEZES=$(tail -n +"$((ev0 + 1))" "$W/events.jsonl" | python3 -c '
+	freezes=$(tail -n +"$((ev0 + 1))" "$W/events.jsonl" | python3 -c '
 import json, sys
-lim = (int(sys.argv[1]) + 50) * 1000000
-n, t = 0, None
+t = None
 for line in sys.stdin:
     e = json.loads(line)
-    if e.get("type") != "transition" or e.get("vm") != sys.argv[2]:
+    if e.get("type") != "transition" or e.get("vm") != sys.argv[1]:
         continue
     if e["to"] == "PAUSED":
         t = e["t_ns"]
     elif e["from"] == "PAUSED" and t is not None:
-        n += e["t_ns"] - t > lim
-        t = None
-print(n)' "$FAILSAFE_MS" "$VM")
+        print((e["t_ns"] - t) // 1000000)
+        t = None' "$VM")
+	echo "# freezer: pauses (ms): $(echo $freezes)"
+	LONG_FREEZES=0
+	for f in $freezes; do
+		[ "$f" -gt $((FAILSAFE_MS + 50)) ] && LONG_FREEZES=$((LONG_FREEZES + 1))
+	done
 	check "freezer: a freeze outlasted the fail-safe ($LONG_FREEZES pauses > $((FAILSAFE_MS + 50)) ms)" \
 		test "${LONG_FREEZES:-0}" -ge 1
 	check "freezer: managed (guest clock runs)" test "$(jv freezer '["manage_status"]')" = 200
