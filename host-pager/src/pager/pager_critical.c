@@ -205,15 +205,14 @@ static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run 
 		char *buf = runs[k].buf, *own = NULL;
 
 		if (*buf_busy) {	/* its read may still land there: read elsewhere */
-			own = store_buf_alloc(len);
-			buf = own;
-			rerr = own ? -EIO : -ENOMEM;
-		}
-		/* a short or failed read: the pread path (retries, EINTR) */
-		if (rerr && rerr != -ENOMEM)
+			buf = own = store_buf_alloc(len);
+			rerr = own ? store_read(&p->store, buf, len, pg_store_off(runs[k].pg)) :
+				     -ENOMEM;
+		} else if (rerr) {	/* a short or failed read: the pread path */
 			rerr = store_read(&p->store, buf, len, pg_store_off(runs[k].pg));
-		else if (!rerr)
+		} else {
 			rerr = store_verify(&p->store, buf, runs[k].pg, runs[k].n);
+		}
 		rerr = pager_install_run(p, runs[k].pg, runs[k].n, buf, rerr);
 		free(own);
 		if (!rerr)
