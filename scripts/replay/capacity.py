@@ -386,6 +386,10 @@ class CapacityRun(CohortRun):
                 time.sleep(ADMIT_INTERVAL_S)
             for t in threads:
                 t.join()
+            # What the budget still holds with every VM gone (page cache
+            # charged to it, vmnapd): the same for every cohort, or one of
+            # them ran with less room than the others.
+            self.result["budget_left_mib"] = round(cg.memory_bytes({"mem": budget_dir}) / MIB, 1)
         finally:
             stop_sampling.set()
             if sampler:
@@ -492,6 +496,7 @@ class CapacityBench(Bench):
         os.symlink(self.run_id, latest)
         self.events = EventLog(os.path.join(self.outdir, "events.jsonl"))
         self.build_rootfs()
+        self.warm_shared_cache()
         skipped = {}
         why = vmnap_missing()
         for c in a.cohorts:
@@ -566,6 +571,7 @@ class CapacityBench(Bench):
             "reserve_bytes": a.reserve_mib * MIB, "margin_pct": a.margin_pct,
             "return_vms": a.return_vms, "admission_rule": self.RULE,
             "tcg_tb_mib": a.tcg_tb_mib or None, "disk_cache": a.disk_cache,
+            "warmup": getattr(self, "warmup", None),
             "budget_covers": "every VM's launcher and QEMU, and vmnapd (bridge, pager)",
             "sample_ms": a.sample_ms, "transport": a.transport,
             "host": {"accel": runs_accel(r.get("accel") for r in runs.values()),

@@ -96,6 +96,7 @@ def write_outputs(bench, runs, checks, samples, skipped):
             if getattr(a, "via", "direct") == "gateway" else
             "data ready (the replayer's ready call) -> the exec agent's ack of the next command"),
         "gateway_calibration": getattr(bench, "gateway_calibration", None),
+        "warmup": getattr(bench, "warmup", None),
         # what the launcher used, not whether /dev/kvm exists (it exists
         # here and cannot boot the guest kernel, so the guests run TCG)
         "host": {"accel": runs_accel(acc for r in runs for acc in (r.get("accel") or {}).values()),
