@@ -50,6 +50,13 @@
  * is on its way.
  */
 #define VMNAP_FAILSAFE_FROZEN_LATE_MS	50
+/*
+ * A fail-safe on time (late by less than the above) is either a host gone
+ * silent or a freeze that ended just after it was due, whose RESUMED is
+ * already on its way: the guest cannot tell them apart, so it gives a
+ * RESUMED this long before releasing.
+ */
+#define VMNAP_FAILSAFE_GRACE_MS		250U
 /* Largest clock step taken from one RESUMED (the host's pause cap is far lower). */
 #define VMNAP_MAX_CLOCK_STEP_NS	(7ULL * 24 * 3600 * NSEC_PER_SEC)
 
@@ -60,7 +67,8 @@
  * @offered: features in the last HELLO
  * @free_batch: id of the last FREE_REPORT batch
  * @quiesced_at: when the devices were last held
- * @failsafe_deferred: the fail-safe of this hold was deferred once (frozen)
+ * @failsafe_deferred: the fail-safe of this hold was deferred once (frozen
+ *	or on time, see vmnap_handoff_failsafe_expired())
  * @have_evidence: @last, @last_busy are meaningful
  * @last: last evidence measured
  * @last_busy: busy reasons of @last
@@ -401,26 +409,35 @@ const struct vmnap_link_ops vmnap_handoff_link_ops = {
  * The fail-safe fired: no pause and no resume within failsafe_ms of guest
  * time.  A backend that stops the guest clock (QMP stop) leaves it due
  * while paused; one that keeps it running (the freezer) makes it due at
- * thaw, far later than armed, just before the RESUMED the host sends after
- * every resume: then give that RESUMED one more failsafe_ms instead of
- * releasing the devices as if the host had gone silent.
+ * thaw, just before the RESUMED the host sends after every resume.  Far
+ * later than armed, the guest was frozen: give that RESUMED one more
+ * failsafe_ms.  On time, it may have been frozen until just after it was
+ * due: give a RESUMED VMNAP_FAILSAFE_GRACE_MS.  Only then release the
+ * devices as if the host had gone silent.
  */
 void vmnap_handoff_failsafe_expired(void)
 {
-	s64 late_ms;
+	s64 held_ms, late_ms;
 
 	mutex_lock(&ho.lock);
-	late_ms = ktime_ms_delta(ktime_get(), ho.quiesced_at) -
-		  (s64)READ_ONCE(vmnap_failsafe_ms);
-	if (ho.fsm.handoff == VMNAP_HANDOFF_QUIESCED && !ho.failsafe_deferred &&
-	    late_ms > VMNAP_FAILSAFE_FROZEN_LATE_MS) {
+	held_ms = ktime_ms_delta(ktime_get(), ho.quiesced_at);
+	late_ms = held_ms - (s64)READ_ONCE(vmnap_failsafe_ms);
+	if (ho.fsm.handoff != VMNAP_HANDOFF_QUIESCED || ho.failsafe_deferred) {
+		pr_info("fail-safe: no pause or resume in %lld ms of holding the devices\n",
+			held_ms);
+		vmnap_release(VMNAP_CTR_UNQ_FAILSAFE);
+	} else if (late_ms > VMNAP_FAILSAFE_FROZEN_LATE_MS) {
 		ho.failsafe_deferred = true;
 		vmnap_count(VMNAP_CTR_FAILSAFE_FROZEN);
 		pr_debug("fail-safe %lld ms late: the guest was frozen, waiting for RESUMED\n",
 			 late_ms);
 		vmnap_failsafe_arm();
 	} else {
-		vmnap_release(VMNAP_CTR_UNQ_FAILSAFE);
+		ho.failsafe_deferred = true;
+		vmnap_count(VMNAP_CTR_FAILSAFE_GRACE);
+		pr_info("fail-safe: no pause or resume within %u ms, waiting %u ms for RESUMED\n",
+			READ_ONCE(vmnap_failsafe_ms), VMNAP_FAILSAFE_GRACE_MS);
+		vmnap_failsafe_arm_ms(VMNAP_FAILSAFE_GRACE_MS);
 	}
 	mutex_unlock(&ho.lock);
 }

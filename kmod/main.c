@@ -42,7 +42,7 @@ MODULE_PARM_DESC(test_hooks, "allow the netlink test commands (default 0)");
 
 unsigned int vmnap_failsafe_ms = 500;
 module_param_named(failsafe_ms, vmnap_failsafe_ms, uint, 0644);
-MODULE_PARM_DESC(failsafe_ms, "release devices after this much guest time without pause or resume (default 500)");
+MODULE_PARM_DESC(failsafe_ms, "release devices after this much guest time without pause or resume, and one wait for a RESUMED that may be on its way (default 500)");
 
 unsigned int vmnap_window_us = 10000;
 module_param_named(window_us, vmnap_window_us, uint, 0644);

@@ -253,18 +253,20 @@ static void vmnap_failsafe_work(struct work_struct *work)
 	/* a fire from an earlier arming was invalidated by the cancel */
 	if (atomic_read(&vmnap_failsafe_fired) != atomic_read(&vmnap_failsafe_gen))
 		return;
-	pr_info("fail-safe: no pause or resume within %u ms\n",
-		READ_ONCE(vmnap_failsafe_ms));
 	vq.failsafe_expired();
 }
 
-/* Arm for failsafe_ms of guest time (a paused guest sees none pass). */
-void vmnap_failsafe_arm(void)
+/* Arm for @ms of guest time (a paused guest sees none pass). */
+void vmnap_failsafe_arm_ms(unsigned int ms)
 {
 	atomic_inc(&vmnap_failsafe_gen);
-	hrtimer_start(&vq.failsafe,
-		      ms_to_ktime(max(READ_ONCE(vmnap_failsafe_ms), 1U)),
-		      HRTIMER_MODE_REL);
+	hrtimer_start(&vq.failsafe, ms_to_ktime(max(ms, 1U)), HRTIMER_MODE_REL);
+}
+
+/* Arm for failsafe_ms. */
+void vmnap_failsafe_arm(void)
+{
+	vmnap_failsafe_arm_ms(READ_ONCE(vmnap_failsafe_ms));
 }
 
 void vmnap_failsafe_cancel(void)

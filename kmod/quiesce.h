@@ -17,6 +17,7 @@ int vmnap_quiesce(unsigned int timeout_ms);
 unsigned int vmnap_unquiesce(void);
 unsigned int vmnap_quiesced_devices(void);
 void vmnap_failsafe_arm(void);
+void vmnap_failsafe_arm_ms(unsigned int ms);
 void vmnap_failsafe_cancel(void);
 bool vmnap_is_own_timer(const struct hrtimer *t);
 

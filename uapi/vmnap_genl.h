@@ -105,6 +105,7 @@ enum vmnap_counter {
 	VMNAP_CTR_CLOCK_STEP_MS,	/* total ms it was stepped forward */
 	VMNAP_CTR_CLOCK_STEP_FAILS,	/* steps not taken (see handoff.c) */
 	VMNAP_CTR_FAILSAFE_FROZEN,	/* fail-safe deferred: the guest was frozen */
+	VMNAP_CTR_FAILSAFE_GRACE,	/* fail-safe on time: a short wait for RESUMED */
 	VMNAP_CTR_MAX,
 };
 

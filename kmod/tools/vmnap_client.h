@@ -54,6 +54,7 @@ static const char *const vmnap_counter_names[VMNAP_CTR_MAX] = {
 	[VMNAP_CTR_CLOCK_STEP_MS] = "clock_step_ms",
 	[VMNAP_CTR_CLOCK_STEP_FAILS] = "clock_step_fails",
 	[VMNAP_CTR_FAILSAFE_FROZEN] = "failsafe_frozen",
+	[VMNAP_CTR_FAILSAFE_GRACE] = "failsafe_grace",
 };
 
 struct vmnap_status {
