@@ -9,7 +9,7 @@
 # rule is in scripts/replay/capacity.py).  Outputs in
 # build/bench/capacity/<run-id>/, linked as build/bench/capacity/latest.
 #
-# About 27 min on 2 cores with the defaults (ten VMs: baseline runs three
+# About 20 min on 2 cores with the defaults (ten VMs: baseline runs four
 # at a time in 1 GiB, so fewer could not show 2.5x as many).  Bigger:
 #   make bench-capacity CAPACITY_BUDGET_MIB=2048 CAPACITY_VMS=16
 

@@ -15,6 +15,17 @@ from .common import (AGENT_PING_TIMEOUT_S, BOOT_TIMEOUT_S, GUEST_CID, GUEST_INIT
 from .sampler import GuestRamGauge
 
 
+def launcher_env(args):
+    """scripts/run-guest.sh's environment for this run's footprint choices
+    (TCG translation cache, disk cache mode): the same for every guest."""
+    env = dict(os.environ)
+    if getattr(args, "tcg_tb_mib", None):
+        env["VMNAP_TCG_TB_MIB"] = str(args.tcg_tb_mib)
+    if getattr(args, "disk_cache", None):
+        env["VMNAP_DISK_CACHE"] = args.disk_cache
+    return env
+
+
 def find_qemu(marker, timeout_s=60):
     """PID of the qemu-system process whose command line holds marker."""
     deadline = time.monotonic() + timeout_s
@@ -121,13 +132,9 @@ class Guest:
                     f.write(str(os.getpid()))
         self.out_path = os.path.join(self.workdir, "run-guest.out")
         self.out = open(self.out_path, "w")
-        env = dict(os.environ)
-        if getattr(a, "tcg_tb_mib", None):
-            env["VMNAP_TCG_TB_MIB"] = str(a.tcg_tb_mib)
-        if getattr(a, "disk_cache", None):
-            env["VMNAP_DISK_CACHE"] = a.disk_cache
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, preexec_fn=enter_cgroups, env=env)
+                                     stdin=subprocess.DEVNULL, preexec_fn=enter_cgroups,
+                                     env=launcher_env(a))
 
     def wait_ready(self, timeout_s=None):
         if timeout_s is None:

@@ -17,7 +17,7 @@ from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, DEFAULT_COHORTS, FINA
                      VMNAP_LINK_PORT, WARMUP_TIMEOUT_S, log, now_ns, percentile)
 from .events import EventLog, event_seq_gaps
 from .gateway import Gateway, ModelError, calibrate, model_request
-from .guest import Guest
+from .guest import Guest, launcher_env
 from .host import Cgroups, SwapFile, process_pageout, vmstat
 from .sampler import Sampler
 from .summary import write_outputs
@@ -413,11 +413,6 @@ class Bench:
         the others').  A failure is logged and recorded, not fatal."""
         a = self.args
         t0 = time.monotonic()
-        env = dict(os.environ)
-        if getattr(a, "tcg_tb_mib", None):
-            env["VMNAP_TCG_TB_MIB"] = str(a.tcg_tb_mib)
-        if getattr(a, "disk_cache", None):
-            env["VMNAP_DISK_CACHE"] = a.disk_cache
         wd = tempfile.mkdtemp(prefix="vmnap-warm.")
         cmd = [os.path.join(ROOT, "scripts/run-guest.sh"), "--name", f"warm{os.getpid()}",
                "--mem", str(a.mem), "--timeout", str(WARMUP_TIMEOUT_S),
@@ -425,7 +420,7 @@ class Bench:
                "--rootfs", self.rootfs, "--initrd", self.initrd,
                "--append", "no_timer_check", "--", "true"]
         try:
-            p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+            p = subprocess.run(cmd, cwd=ROOT, env=launcher_env(a), capture_output=True, text=True,
                                stdin=subprocess.DEVNULL, timeout=WARMUP_TIMEOUT_S + 30)
             err = None if p.returncode == 0 else \
                 f"warm-up guest exited {p.returncode}: {p.stderr.strip()[-300:]}"

@@ -185,16 +185,20 @@ PY
 rc=0
 guest_wait "$VM" || rc=$?
 check "guest command ended cleanly (status $rc)" test "$rc" = 0
-steps=$(tr -d '\r' <"$GUEST_DIR/$VM.log" | sed -n 's/^COUNTER clock_steps=//p' | head -n 1)
+# the module's counter NAME, as the guest printed it at its end
+guest_counter() {
+	tr -d '\r' <"$GUEST_DIR/$VM.log" | sed -n "s/^COUNTER $1=//p" | head -n 1
+}
+steps=$(guest_counter clock_steps)
 check "the module stepped its clock on RESUMED (clock_steps=${steps:-?}; $(tr -d '\r' <"$GUEST_DIR/$VM.log" | sed -n 's/^COUNTER //p' | tr '\n' ' '))" \
 	test "${steps:-0}" -ge 1
-fs=$(tr -d '\r' <"$GUEST_DIR/$VM.log" | sed -n 's/^COUNTER unquiesce_failsafe=//p' | head -n 1)
+fs=$(guest_counter unquiesce_failsafe)
 # a freezer pause longer than failsafe_ms makes the fail-safe due at thaw:
 # the module waits for RESUMED instead of releasing as if the host were gone
 # (far later than due: one more failsafe_ms; a freeze that ended just after
 # it was due leaves it on time: a short grace, failsafe_grace)
-ffz=$(tr -d '\r' <"$GUEST_DIR/$VM.log" | sed -n 's/^COUNTER failsafe_frozen=//p' | head -n 1)
-ffg=$(tr -d '\r' <"$GUEST_DIR/$VM.log" | sed -n 's/^COUNTER failsafe_grace=//p' | head -n 1)
+ffz=$(guest_counter failsafe_frozen)
+ffg=$(guest_counter failsafe_grace)
 check "no fail-safe release: frozen pauses waited for RESUMED (unquiesce_failsafe=${fs:-?}, failsafe_frozen=${ffz:-?}, failsafe_grace=${ffg:-?})" \
 	test "${fs:-1}" = 0
 if [ -n "$CG" ]; then
