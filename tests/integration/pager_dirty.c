@@ -9,11 +9,16 @@
  * out (VMNAP_UFFD_WP=sync), so the pager tracks by write faults; none: the
  * shim leaves every WP feature out, and where the kernel then refuses
  * write-protect the pager says so and falls back to writing every page,
- * losing none.  TAP.
+ * losing none.  With WP_ASYNC a write never faults, so the pager stops
+ * the mappers (SIGSTOP, as vmnapd's VMM is stopped during an offload)
+ * from each batch's last scan to its punch, through the writer gate
+ * (pager_set_writer_gate); the writers race everything else.  TAP.
  *
  *   pager_dirty track|sync|none [MiB]	(default 16)
  */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +30,8 @@
 
 /* Rounds of writers racing an offload: each can lose a write. */
 #define RACE_ROUNDS	4
+/* A hang guard: stopped mappers seen within 10 s (polls 100 us apart). */
+#define GATE_POLLS	100000
 
 static uint64_t data_pages(uint64_t npages)
 {
@@ -52,6 +59,89 @@ static bool storm_check(struct harness *h, const char *what)
 	tap(!strcmp(a1, "ok") && !strcmp(a2, "ok"), "%s: every page as last written "
 	    "(mapper 1: %s, mapper 2: %s)", what, a1, a2);
 	return !strcmp(a1, "ok") && !strcmp(a2, "ok");
+}
+
+/* The writer gate: both mappers' processes, stopped with SIGSTOP. */
+struct gate {
+	pid_t pid[2];
+	unsigned int stops;	/* times the pager closed it */
+	int err;		/* setting it on the loop thread */
+};
+
+/* Every thread of @pid is stopped (state T in its stat). */
+static bool all_stopped(pid_t pid)
+{
+	char path[64], line[512], *rp;
+	struct dirent *e;
+	bool ok = true;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return false;
+	while (ok && (e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/stat", (int)pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;	/* the thread ended */
+		rp = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+		ok = rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't');
+		fclose(f);
+	}
+	closedir(d);
+	return ok;
+}
+
+static int writer_gate(bool stop, void *arg)
+{
+	struct gate *g = arg;
+	int err = 0;
+
+	for (int i = 0; i < 2 && !err; i++)
+		if (kill(g->pid[i], stop ? SIGSTOP : SIGCONT))
+			err = -errno;
+	if (!stop || err)
+		return err;
+	g->stops++;
+	for (int polls = 0; polls < GATE_POLLS; polls++) {
+		if (all_stopped(g->pid[0]) && all_stopped(g->pid[1]))
+			return 0;
+		usleep(100);
+	}
+	for (int i = 0; i < 2; i++)	/* the pager will not open it again */
+		kill(g->pid[i], SIGCONT);
+	return -ETIMEDOUT;
+}
+
+static void set_gate_cb(struct harness *h, void *arg)
+{
+	struct gate *g = arg;
+	struct pager *p = the_pager(h);
+
+	g->err = p ? 0 : -ENOENT;
+	if (p)
+		pager_set_writer_gate(p, writer_gate, g);
+}
+
+/* Give the pager the writer gate over both mappers. */
+static bool gate_setup(struct harness *h, struct gate *g)
+{
+	char a1[LINE_MAX_LEN], a2[LINE_MAX_LEN];
+	int p1 = 0, p2 = 0;
+
+	vmm_cmd(h, a1, "pid");
+	vmm_cmd(h, a2, "peer pid");
+	if (sscanf(a1, "ok %d", &p1) != 1 || sscanf(a2, "ok %d", &p2) != 1 ||
+	    p1 <= 0 || p2 <= 0 || p1 == p2)
+		return false;
+	*g = (struct gate){ .pid = { p1, p2 } };
+	on_loop(h, set_gate_cb, g);
+	return !g->err;
 }
 
 static void storm(struct harness *h, bool on)
@@ -104,6 +194,7 @@ static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking 
 	uint64_t npages = (mib << 20) / PAGE, ndata = data_pages(npages);
 	char ans[LINE_MAX_LEN];
 	struct own_write ow = { .pg = 8, .n = 2, .round = 77 };	/* data pages */
+	struct gate gate = { 0 };
 	int err;
 
 	if (want == PAGER_DIRTY_WP_SYNC)
@@ -114,6 +205,7 @@ static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking 
 	}
 	read_line(h.from_vmm, ans, sizeof(ans));
 	tap(!strcmp(ans, "ready"), "mock VMM with 2 mappers (%s)", ans);
+	tap(gate_setup(&h, &gate), "writer gate over both mappers' processes");
 	vmm_cmd(&h, ans, "storm init 1");
 	vmm_cmd(&h, ans, "peer storm init 1");
 	st = stats(&h, NULL);
@@ -199,6 +291,12 @@ static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking 
 		snprintf(what, sizeof(what), "round %d: and after one more cycle", round);
 		storm_check(&h, what);
 	}
+	if (want == PAGER_DIRTY_WP_ASYNC)
+		tap(gate.stops > 0, "the mappers were stopped for punches %u time(s)",
+		    gate.stops);
+	else	/* write faults hold a write back: no need to stop anyone */
+		tap(gate.stops == 0, "write faults: the mappers were never stopped (%u)",
+		    gate.stops);
 	/* a readahead still being installed is in flight for a moment */
 	st = stats_settled(&h);
 	tap(!st.pages[PAGE_IN_FLIGHT] && st.dirty_fallbacks == 0, "no page in flight, no "

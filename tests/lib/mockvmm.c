@@ -588,6 +588,8 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				snprintf(pl, sizeof(pl), "peer gone");
 			v->peer_unmapped = !strcmp(pl, "ok");
 			send_line(out, "%s", pl);
+		} else if (!strcmp(line, "pid")) {
+			send_line(out, "ok %d", (int)getpid());
 		} else if (!strcmp(line, "unmap")) {
 			int r = munmap(v->mem, v->npages * PAGE);
 

@@ -11,7 +11,8 @@
  * thread) through the real preload path.  userfaultfd, memfd and io_uring
  * are real; nothing is mocked but the VMM.  The harness talks to it in
  * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, read, touch, zero,
- * lat, touchset, touchall, discard, peerunmap, remap, quit) and runs pager
+ * lat, touchset, touchall, discard, peerunmap, remap, pid, storm, quit;
+ * "peer CMD" to the second mapper) and runs pager
  * calls on the loop thread (on_loop()).
  *
  *   verify ROUND THREADS [ZLO ZHI [FLAGS]]  every page's contents (VERIFY_*)
@@ -24,6 +25,7 @@
  *   peerunmap   the second mapper munmaps its guest RAM (memory unplug)
  *   remap [squat]  move the guest RAM mapping elsewhere (mremap); squat:
  *            then map anonymous memory where it was
+ *   pid      "ok PID" of the mapper's process
  *
  * Environment: PAGER_STORE_DIR (store directory; default a temp dir),
  * PAGER_DEBUG (debug log), BUILD (where libvmnap-preload.so is),

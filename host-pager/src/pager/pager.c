@@ -1027,6 +1027,12 @@ int pager_offload_start(struct pager *p,
 	return 0;
 }
 
+void pager_set_writer_gate(struct pager *p, int (*gate)(bool stop, void *arg), void *arg)
+{
+	p->writer_gate = gate;
+	p->writer_gate_arg = arg;
+}
+
 int pager_offload_cancel(struct pager *p)
 {
 	if (!p->offloading)

@@ -412,6 +412,20 @@ int pager_offload_start(struct pager *p,
 			void (*done)(struct pager *p, int err, void *arg),
 			void *arg);
 /*
+ * An offload runs with the VM paused, so no mapper writes during it; the
+ * pager's own checks cover a mapper that still does, except in one case:
+ * with asynchronous write-protect (pager.dirty_tracking wp_async) a write
+ * never faults, and one that lands between a batch's last dirty scan and
+ * its punch would be punched.  Where mappers may write during an offload,
+ * the owner gives a gate: @gate(true, @arg), on the offload thread before
+ * that scan, returns once no mapper writes (0) or fails (-errno: the batch
+ * stays RESIDENT and the offload stops with that error); @gate(false, @arg)
+ * after the punch lets them go on.  Only wp_async offloads call it.  NULL:
+ * none (vmnapd's case: the VMM is stopped).  Loop thread, not during an
+ * offload.
+ */
+void pager_set_writer_gate(struct pager *p, int (*gate)(bool stop, void *arg), void *arg);
+/*
  * The VM wants to run: stop a running offload at the next batch boundary.
  * Pages already punched stay OFFLOADED (served by faults), every other
  * page stays RESIDENT, none is lost; the done callback follows with

@@ -196,6 +196,8 @@ struct pager {
 	uint64_t offload_t0;
 	void (*offload_done)(struct pager *p, int err, void *arg);
 	void *offload_arg;
+	int (*writer_gate)(bool stop, void *arg);	/* pager_set_writer_gate */
+	void *writer_gate_arg;
 
 	/* residency worker (pager_resident.c; queue and failures under lock) */
 	pthread_t resident_thread;

@@ -13,7 +13,10 @@
  * write_queue_depth batches in flight.  When every write of a
  * batch completed, the batch's pages are punched from the memfd (also
  * through io_uring: the punch runs in a kernel worker while this thread
- * reads the next batch) and then become OFFLOADED (or ZERO).  The first
+ * reads the next batch) and then become OFFLOADED (or ZERO); with
+ * asynchronous dirty tracking and a writer gate (pager_set_writer_gate)
+ * the mappers are stopped from the batch's last dirty scan to the end of
+ * its punch, which then runs on this thread.  The first
  * error (ENOSPC, EIO) stops the offload: batches not yet completed are not
  * punched, their pages stay RESIDENT.
  *
@@ -173,17 +176,30 @@ static void batch_finish(struct offload *o, struct batch *b)
  */
 static void batch_punch(struct offload *o, struct batch *b)
 {
+	struct pager *p = o->p;
 	unsigned int nreq = 0;
+	bool gated = false;
 
 	if (b->err || b->cancelled) {
 		batch_finish(o, b);
 		return;
 	}
+	if (o->track && !o->sync && p->writer_gate) {
+		/* wp_async: a write after the scan below would not fault, so
+		 * the mappers stop from the scan to the end of the punch */
+		int err = p->writer_gate(true, p->writer_gate_arg);
+
+		if (err) {
+			b->err = err;
+			batch_finish(o, b);
+			return;
+		}
+		gated = true;
+	}
 	if (o->track) {
 		/* A page written since the offload's first scan (a mapper
 		 * still writing, the VM paused or not) is not punched: it
 		 * stays resident, its store copy older than the memfd's. */
-		struct pager *p = o->p;
 		uint64_t found = 0;
 
 		memset(b->written, 0, b->n);
@@ -203,7 +219,7 @@ static void batch_punch(struct offload *o, struct batch *b)
 		pthread_mutex_unlock(&p->lock);
 	}
 	for (uint64_t i = 0; i < b->n;) {
-		struct io_uring_sqe *sqe;
+		struct io_uring_sqe *sqe = NULL;
 		struct write_req *w;
 		uint64_t run = 0;
 
@@ -216,7 +232,8 @@ static void batch_punch(struct offload *o, struct batch *b)
 			run++;
 		w = &b->req[nreq++];
 		*w = (struct write_req){ .b = b, .op = REQ_PUNCH };
-		sqe = get_sqe(o);
+		if (!gated)	/* gated: done before the gate opens again */
+			sqe = get_sqe(o);
 		if (!sqe) {
 			/* no SQE: punch synchronously */
 			if (fallocate(b->r->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -233,6 +250,8 @@ static void batch_punch(struct offload *o, struct batch *b)
 		}
 		i += run;
 	}
+	if (gated)
+		p->writer_gate(false, p->writer_gate_arg);
 	if (!b->pending)
 		batch_finish(o, b);
 	else
