@@ -4,8 +4,8 @@
  * guest RAM patterns with holes and zero pages, two mappers; evict, verify
  * every byte from several threads in both mappers; a second cycle with
  * prefetch racing faults; make_resident (and its asynchronous form: a
- * worker reads the range, the loop is told), drop_free; detach when the VMM
- * exits; the shim with vmnapd unreachable, managed and unmanaged.  TAP.
+ * worker reads the range, the loop is told), drop_free; streams of faults
+ * on ZERO pages filled ahead; detach when the VMM exits; the shim with vmnapd unreachable, managed and unmanaged.  TAP.
  *
  *   pager_mockvmm [MiB]	(default 32)
  */
@@ -54,6 +54,30 @@ static void memfd_check_cb(struct harness *h, void *arg)
 		page_pattern(i, mc->round, want);
 		mc->ok = mc->ok && !memcmp(got, page_kind(i) == PK_DATA ? want : zero, PAGE);
 	}
+}
+
+/*
+ * Touch @n ZERO pages with @cmd: they read zero, take far fewer faults
+ * than pages (each filled the next run ahead, doubling), and no page
+ * outside them is filled: @out pages of the VM are not ZERO then.
+ */
+static void zero_stream(struct harness *h, struct pager_stats *st0, const char *cmd,
+			const char *what, uint64_t n, uint64_t out)
+{
+	struct pager_stats st;
+	char ans[LINE_MAX_LEN];
+	uint64_t faults, ahead;
+
+	vmm_cmd(h, ans, "%s", cmd);
+	st = stats(h, NULL);
+	faults = st.faults - st0->faults;
+	ahead = st.zero_ahead_pages - st0->zero_ahead_pages;
+	tap(!strcmp(ans, "ok 0") && faults + ahead == n && faults <= 16 &&
+	    st.pages[PAGE_ZERO] == st.pages_total - out,
+	    "%s: read zero (%s), %llu faults, %llu pages filled ahead, %llu still ZERO",
+	    what, ans, (unsigned long long)faults, (unsigned long long)ahead,
+	    (unsigned long long)st.pages[PAGE_ZERO]);
+	*st0 = st;
 }
 
 static int mode_basic(const char *self, uint64_t mib)
@@ -151,6 +175,25 @@ static int mode_basic(const char *self, uint64_t mib)
 	}
 	vmm_cmd(&h, ans, "verify 3 3 256 384");
 	tap(!strcmp(ans, "ok"), "cycle 3: verified, dropped range reads zero (%s)", ans);
+
+	/* cycle 4: streams of faults on ZERO pages (memory the guest takes
+	 * from its free lists) are filled ahead, within their 2 MiB block */
+	vmm_cmd(&h, ans, "zero");
+	err = offload(&h);
+	st0 = stats(&h, NULL);
+	tap(!err && st0.pages[PAGE_ZERO] == npages, "offload 4: every page ZERO (%llu)",
+	    (unsigned long long)st0.pages[PAGE_ZERO]);
+	zero_stream(&h, &st0, "touchdown 0 512", "512 pages from the top (a huge page "
+		    "cleared)", 512, 512);
+	zero_stream(&h, &st0, "touch 512 1024", "512 pages upwards (a split block)", 512,
+		    1024);
+	st = st0;
+	vmm_cmd(&h, ans, "touch 1024 1100 2");
+	st0 = stats(&h, NULL);
+	tap(!strcmp(ans, "ok 0") && st0.faults - st.faults == 38 &&
+	    st0.zero_ahead_pages == st.zero_ahead_pages && st0.pages[PAGE_ZERO] == npages - 1062,
+	    "every other page: a fault each, none filled ahead (%s; %llu faults)", ans,
+	    (unsigned long long)(st0.faults - st.faults));
 
 	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
 	for (int i = 0; i < 100 && have; i++) {

@@ -543,6 +543,14 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			for (uint64_t i = zlo; i < zhi; i += stride)
 				acc += *(const volatile uint64_t *)(const void *)(v->mem + i * PAGE);
 			send_line(out, "ok %llu", (unsigned long long)acc);
+		} else if (sscanf(line, "touchdown %llu %llu", &zlo, &zhi) == 2 &&
+			   zlo < zhi && zhi <= v->npages) {
+			/* read a word of every page in [LO, HI), from the top */
+			uint64_t acc = 0;
+
+			for (uint64_t i = zhi; i-- > zlo;)
+				acc += *(const volatile uint64_t *)(const void *)(v->mem + i * PAGE);
+			send_line(out, "ok %llu", (unsigned long long)acc);
 		} else if (!strcmp(line, "zero")) {
 			memset(v->mem, 0, v->npages * PAGE);
 			send_line(out, "ok");

@@ -11,7 +11,8 @@
  * thread) through the real preload path.  userfaultfd, memfd and io_uring
  * are real; nothing is mocked but the VMM.  The harness talks to it in
  * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, read, touch, zero,
- * lat, touchset, touchall, discard, peerunmap, remap, pid, storm, quit;
+ * lat, touchset, touchall, touchdown, discard, peerunmap, remap, pid, storm,
+ * quit;
  * "peer CMD" to the second mapper) and runs pager
  * calls on the loop thread (on_loop()).
  *
@@ -22,6 +23,7 @@
  *            does: MADV_REMOVE, MADV_DONTNEED, or QEMU's balloon discard
  *            (punch the memfd, then MADV_DONTNEED)
  *   touch LO HI [STRIDE]  read a word of every STRIDE-th page in [LO, HI)
+ *   touchdown LO HI  read a word of every page in [LO, HI), from the top
  *   peerunmap   the second mapper munmaps its guest RAM (memory unplug)
  *   remap [squat]  move the guest RAM mapping elsewhere (mremap); squat:
  *            then map anonymous memory where it was

@@ -1128,6 +1128,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->faults = p->faults;
 	st->fault_pages = p->fault_pages;
 	st->zero_faults = p->zero_faults;
+	st->zero_ahead_pages = p->zero_ahead;
 	st->eexist = p->eexist;
 	st->prefetch_pages = p->prefetch_pages;
 	st->fault_around_pages = p->fa_window;

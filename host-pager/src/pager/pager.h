@@ -203,6 +203,7 @@ struct pager_stats {
 	uint64_t faults;		/* userfaultfd MISSING events served */
 	uint64_t fault_pages;		/* pages brought in by faults (+around) */
 	uint64_t zero_faults;		/* served with UFFDIO_ZEROPAGE */
+	uint64_t zero_ahead_pages;	/* ZERO pages filled with a fault's */
 	uint64_t eexist;		/* EEXIST answered with UFFDIO_WAKE */
 	uint64_t prefetch_pages;	/* pages brought in by prefetch */
 	/* adaptive fault-around: the window now (1 .. fault_around_max);

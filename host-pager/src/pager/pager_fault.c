@@ -204,6 +204,81 @@ static int install_neighbours(const struct pager_region *r, uint64_t start,
 	return 0;
 }
 
+/*
+ * A fault on a ZERO page is the guest writing memory it has just taken
+ * from its free lists.  A huge page is cleared whole, from its last
+ * subpage down to the one it was faulted for, and a free block split into
+ * small pages is handed out in ascending order; one page per fault would
+ * make such a stream cost one userfaultfd round trip per page.  So a fault
+ * just below or just above the mapper's last zero-filled run fills twice
+ * that run (up to PAGER_MAX_FAULT_AROUND) of the ZERO pages next to it in
+ * that direction, with one UFFDIO_ZEROPAGE, never outside the 2 MiB
+ * block of the memfd holding @pg (the guest's huge page in QEMU's
+ * layout; a stream that goes on into the next block starts there again
+ * at one page).  A page filled and never used is a zero page again at the
+ * next offload.  Lock held on entry and on return; 0 if @pg was served,
+ * else 1: serve it alone.
+ */
+#define ZERO_BLOCK_PAGES	512	/* 2 MiB */
+
+static int serve_zero_run(struct pager_mapper *m, struct pager *p,
+			  const struct pager_region *r, unsigned int ri, uint64_t pg)
+{
+	uint64_t last = m->zhi - m->zlo, want, lo = pg, hi = pg + 1, blk, blk_lo, blk_hi;
+	struct uffdio_zeropage z;
+	uint64_t done;
+	bool up, down;
+
+	/* a stream that leaves its block starts again at one page */
+	blk = pg_memfd_off(r, pg) / PAGER_PAGE_SIZE % ZERO_BLOCK_PAGES;
+	up = last && pg == m->zhi && blk != 0;
+	down = last && pg + 1 == m->zlo && blk != ZERO_BLOCK_PAGES - 1;
+	if (!up && !down) {
+		m->zlo = pg;	/* served alone: a run of one */
+		m->zhi = pg + 1;
+		return 1;
+	}
+	want = last * 2 > PAGER_MAX_FAULT_AROUND ? PAGER_MAX_FAULT_AROUND : last * 2;
+	blk_lo = pg - blk > r->first_page ? pg - blk : r->first_page;
+	blk_hi = pg - blk + ZERO_BLOCK_PAGES;
+	if (blk_hi > r->first_page + r->npages)
+		blk_hi = r->first_page + r->npages;
+	while (up && hi < blk_hi && hi - lo < want && pg_state(p, hi) == PAGE_ZERO)
+		hi++;
+	while (down && lo > blk_lo && hi - lo < want && pg_state(p, lo - 1) == PAGE_ZERO)
+		lo--;
+	m->zlo = lo;
+	m->zhi = hi;
+	if (hi - lo == 1)
+		return 1;
+	for (uint64_t i = lo; i < hi; i++)
+		pg_set(p, i, PAGE_IN_FLIGHT);
+	pthread_mutex_unlock(&p->lock);
+	z = (struct uffdio_zeropage){ .range = {
+		.start = m->host_addr[ri] + (lo - r->first_page) * PAGER_PAGE_SIZE,
+		.len = (hi - lo) * PAGER_PAGE_SIZE } };
+	/* wakes what it filled; partly done (-EAGAIN, a page present):
+	 * .zeropage says how much */
+	if (ioctl(m->uffd, UFFDIO_ZEROPAGE, &z) == 0)
+		done = hi - lo;
+	else
+		done = z.zeropage > 0 ? (uint64_t)z.zeropage / PAGER_PAGE_SIZE : 0;
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t i = lo; i < hi; i++) {
+		pg_set(p, i, i < lo + done ? PAGE_RESIDENT : PAGE_ZERO);
+		if (i < lo + done)
+			p->state[i] |= PG_WS_CUR;
+	}
+	pthread_cond_broadcast(&p->state_cv);
+	if (pg >= lo + done) {
+		p->zero_ahead += done;
+		return 1;	/* the faulting page was not filled */
+	}
+	p->zero_faults++;
+	p->zero_ahead += done - 1;
+	return 0;
+}
+
 /* Serve an OFFLOADED page: claim, read, copy.  Called with the lock held;
  * returns with it held. */
 static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
@@ -448,6 +523,9 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		err = serve_offloaded(fc, m, r, ri, pg, addr);
 		break;
 	case PAGE_ZERO:
+		if (!serve_zero_run(m, p, r, ri, pg))
+			break;	/* else the page alone: */
+		/* fall through */
 	case PAGE_RESIDENT:
 	case PAGE_CLEAN:	/* another mapper's fault brought it: EEXIST */
 		/* a hole of the memfd: zero is its content (EEXIST: present);

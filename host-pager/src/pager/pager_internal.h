@@ -107,6 +107,8 @@ struct pager_mapper {
 	uint64_t seq_start;	/* first page of the last fault's run */
 	uint64_t seq_next;	/* page after it (and its readahead) */
 	uint32_t seq_window;	/* its window; doubles while sequential */
+	/* zero fills (fault thread only): the last run [zlo, zhi) */
+	uint64_t zlo, zhi;
 	/* dirty tracking */
 	int pagemap_fd;		/* /proc/PID/pagemap, or -1 */
 	bool wp;		/* its ranges registered with MODE_WP too */
@@ -232,7 +234,7 @@ struct pager {
 	uint32_t mappers_killed;
 
 	/* statistics (under lock) */
-	uint64_t faults, fault_pages, zero_faults, eexist, prefetch_pages;
+	uint64_t faults, fault_pages, zero_faults, zero_ahead, eexist, prefetch_pages;
 	uint64_t offloads, offload_errors, offload_cancels;
 	uint64_t fault_errors, restore_errors, fault_retries;
 	uint32_t faults_stuck;

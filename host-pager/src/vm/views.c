@@ -52,6 +52,8 @@ json_t *pager_stats_json(struct pager *p)
 			"installed", (json_int_t)st.fault_around_installed,
 			"hits", (json_int_t)st.fault_around_hits,
 			"misses", (json_int_t)st.fault_around_misses));
+		json_object_set_new(o, "zero_ahead_pages",
+				    json_integer((json_int_t)st.zero_ahead_pages));
 		json_object_set_new(o, "fault_retries", json_integer((json_int_t)st.fault_retries));
 		json_object_set_new(o, "faults_stuck", json_integer((json_int_t)st.faults_stuck));
 		json_object_set_new(o, "offload_cancels",
