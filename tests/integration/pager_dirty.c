@@ -65,6 +65,7 @@ static bool storm_check(struct harness *h, const char *what)
 struct gate {
 	pid_t pid[2];
 	unsigned int stops;	/* times the pager closed it */
+	bool refuse;		/* cannot stop the mappers: -EBUSY */
 	int err;		/* setting it on the loop thread */
 };
 
@@ -102,6 +103,8 @@ static int writer_gate(bool stop, void *arg)
 	struct gate *g = arg;
 	int err = 0;
 
+	if (stop && g->refuse)
+		return -EBUSY;
 	for (int i = 0; i < 2 && !err; i++)
 		if (kill(g->pid[i], stop ? SIGSTOP : SIGCONT))
 			err = -errno;
@@ -297,6 +300,22 @@ static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking 
 	else	/* write faults hold a write back: no need to stop anyone */
 		tap(gate.stops == 0, "write faults: the mappers were never stopped (%u)",
 		    gate.stops);
+	if (want == PAGER_DIRTY_WP_ASYNC) {
+		/* a gate that cannot stop the mappers: nothing is punched */
+		storm(&h, true);
+		gate.refuse = true;
+		err = offload(&h);
+		gate.refuse = false;
+		storm(&h, false);
+		st = stats(&h, NULL);
+		tap(err == -EBUSY && !st.pages[PAGE_OFFLOADED], "the gate refused: the offload "
+		    "stops with its error (%s), no page punched (%llu out)", strerror(-err),
+		    (unsigned long long)st.pages[PAGE_OFFLOADED]);
+		storm_check(&h, "writers during the refused offload");
+		err = offload(&h);
+		tap(!err, "offload with the gate working again: %s", strerror(-err));
+		storm_check(&h, "and after one more cycle");
+	}
 	/* a readahead still being installed is in flight for a moment */
 	st = stats_settled(&h);
 	tap(!st.pages[PAGE_IN_FLIGHT] && st.dirty_fallbacks == 0, "no page in flight, no "
