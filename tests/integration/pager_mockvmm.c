@@ -5,7 +5,8 @@
  * every byte from several threads in both mappers; a second cycle with
  * prefetch racing faults; make_resident (and its asynchronous form: a
  * worker reads the range, the loop is told), drop_free; streams of faults
- * on ZERO pages filled ahead; detach when the VMM exits; the shim with vmnapd unreachable, managed and unmanaged.  TAP.
+ * on ZERO pages filled ahead; detach when the VMM exits; the shim with
+ * vmnapd unreachable, managed and unmanaged.  TAP.
  *
  *   pager_mockvmm [MiB]	(default 32)
  */
