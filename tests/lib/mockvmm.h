@@ -12,9 +12,8 @@
  * are real; nothing is mocked but the VMM.  The harness talks to it in
  * lines (vmm_cmd(): fill, verify, peek, peekwait, punch, read, touch, zero,
  * lat, touchset, touchall, touchdown, discard, peerunmap, remap, pid, storm,
- * quit;
- * "peer CMD" to the second mapper) and runs pager
- * calls on the loop thread (on_loop()).
+ * quit; "peer CMD" to the second mapper) and runs pager calls on the loop
+ * thread (on_loop()).
  *
  *   verify ROUND THREADS [ZLO ZHI [FLAGS]]  every page's contents (VERIFY_*)
  *   read PAGE   the first word of PAGE ("value 0x..."), answered once
