@@ -12,6 +12,7 @@ PACKAGES=(
 	# toolchain and kernel module build
 	build-essential clang libclang-rt-dev llvm lld pkg-config bc bison flex kmod
 	linux-headers-amd64 libelf-dev
+	dwarves		# pahole: 6.12 guest headers give modules BTF at link
 	# KUnit on UML, built from Debian's kernel source
 	linux-source-6.1 python3
 	# userspace libraries (maintained libraries, not hand-written code)

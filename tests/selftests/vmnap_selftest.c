@@ -249,6 +249,23 @@ static void buffered_fill(void *arg)
 	_exit(0);
 }
 
+/* Write @val to the sysctl file @path; the old value, or -1. */
+static long sysctl_set(const char *path, long val)
+{
+	FILE *f = fopen(path, "r+");
+	long old = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &old) != 1)
+		old = -1;
+	rewind(f);
+	fprintf(f, "%ld\n", val);
+	if (fclose(f))
+		old = -1;
+	return old;
+}
+
 static void touch_memory(void *arg)
 {
 	size_t len = (size_t)(uintptr_t)arg << 20, i;
@@ -554,6 +571,7 @@ static void test_busy(void)
 	uint64_t id;
 	bool ok, io = false, all_busy = true;
 	unsigned int i, busy;
+	long bg_ratio, ratio;
 	int fd;
 
 	pids[0] = spawn(cpu_hog, NULL);
@@ -571,7 +589,13 @@ static void test_busy(void)
 		tap_skip("block I/O in flight: BUSY(IO)", "no " DISK);
 		return;
 	}
-	ok = !pipe(fill_pipe);
+	/* The flusher must not write the fill back before the handoff looks:
+	 * background writeback starts at 10% of free memory by default (about
+	 * 20 MiB here) and clears 48 MiB in well under a second of a fast
+	 * host disk.  Dirty pages then wait for their 30 s expiry. */
+	bg_ratio = sysctl_set("/proc/sys/vm/dirty_background_ratio", 80);
+	ratio = sysctl_set("/proc/sys/vm/dirty_ratio", 90);
+	ok = !pipe(fill_pipe) && bg_ratio >= 0 && ratio >= 0;
 	pids[0] = spawn(buffered_fill, (void *)(uintptr_t)48);
 	{
 		struct pollfd pf = { .fd = fill_pipe[0], .events = POLLIN };
@@ -591,6 +615,10 @@ static void test_busy(void)
 		fsync(fd);
 		close(fd);
 	}
+	if (ratio >= 0)
+		sysctl_set("/proc/sys/vm/dirty_ratio", ratio);
+	if (bg_ratio >= 0)
+		sysctl_set("/proc/sys/vm/dirty_background_ratio", bg_ratio);
 
 	for (i = 0; i < 4; i++)
 		pids[i] = spawn(direct_writer, (void *)(uintptr_t)i);
