@@ -18,9 +18,8 @@
 # calling vmnapd's wait API itself (direct); the summary adds the gateway's
 # own overhead, calibrated side by side in the same run.
 #
-# REPLAY_COHORTS=...,offload-ws,offload-rec,offload-eager adds the optional
-# cohorts (the cost policy with working-set, recurring or eager restore; not
-# run by default).
+# REPLAY_COHORTS=...,offload-ws,offload-eager adds the optional cohorts (the
+# cost policy with working-set or eager restore; not run by default).
 #
 # About 150 min on 2 cores (18 cohort runs of ~4 min, twice).  Bigger:
 #   make bench-replay REPLAY_VMS=4 REPLAY_REPEATS=5

@@ -15,9 +15,6 @@ and measures what each wait costs in memory, cohort by cohort:
             (vmnapd's default restore, asked for explicitly)
   offload-ws  optional: the cost policy, working-set restore (the last
             cycle's working set streams back after a data resume)
-  offload-rec  optional: the cost policy, recurring restore (the pages
-            touched in at least 2 of the last 3 cycles stream back after a
-            data resume)
   offload-eager  optional: the cost policy, eager restore (every offloaded
             page streams back after a data resume)
   swap      kernel swap, the peer a user would pick: at each wait start the

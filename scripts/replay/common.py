@@ -17,11 +17,10 @@ TRAJECTORY_VERSION = 1
 # Every cohort, in table order; the optional ones run only when named in
 # --cohorts (REPLAY_COHORTS), the rest by default.
 COHORTS = ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "offload-ws",
-           "offload-rec", "offload-eager", "swap")
-OPTIONAL_COHORTS = ("offload-ws", "offload-rec", "offload-eager")
+           "offload-eager", "swap")
+OPTIONAL_COHORTS = ("offload-ws", "offload-eager")
 DEFAULT_COHORTS = tuple(c for c in COHORTS if c not in OPTIONAL_COHORTS)
-VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy", "offload-ws", "offload-rec",
-                 "offload-eager")
+VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy", "offload-ws", "offload-eager")
 # What each vmnap cohort asks of the coordinator beyond its defaults
 # (PUT /vms/NAME "policy"): offload-seed is the fixed offload rule.
 COHORT_POLICY = {
@@ -31,16 +30,13 @@ COHORT_POLICY = {
                      "offload_policy": "seed"},
     "offload-lazy": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-ws": {"kinds": {"model": {"pause": True, "offload": True}}},
-    "offload-rec": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-eager": {"kinds": {"model": {"pause": True, "offload": True}}},
 }
 # The VM's restore policy (PUT /vms/NAME "restore") where one is asked for:
 # offload-lazy names vmnapd's default (faults only) explicitly, offload-ws
-# brings the last cycle's working set back after a data resume, offload-rec
-# the pages touched in most of the last cycles, offload-eager every
-# offloaded page.  offload takes vmnapd's default.
-COHORT_RESTORE = {"offload-lazy": "lazy", "offload-ws": "working-set", "offload-rec": "recurring",
-                  "offload-eager": "eager"}
+# brings the last cycle's working set back after a data resume,
+# offload-eager every offloaded page.  offload takes vmnapd's default.
+COHORT_RESTORE = {"offload-lazy": "lazy", "offload-ws": "working-set", "offload-eager": "eager"}
 # The phases of a resume in vmnapd's "resume" events (ns fields), in order.
 RESUME_PHASES = ("pre_resume", "vmm", "resumed", "ack", "total")
 

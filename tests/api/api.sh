@@ -281,8 +281,6 @@ check "bad vmm_pid -> 400" test "$(status_of PATCH /vms/vm3 -d '{"vmm_pid": -4}'
 check "restore: the default is lazy" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = lazy
 check "PATCH restore working-set -> 200" test "$(status_of PATCH /vms/vm3 -d '{"restore": "working-set"}')" = 200
 check "GET shows restore working-set" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = working-set
-check "PATCH restore recurring -> 200" test "$(status_of PATCH /vms/vm3 -d '{"restore": "recurring"}')" = 200
-check "GET shows restore recurring" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = recurring
 check "PATCH restore eager -> 200" test "$(status_of PATCH /vms/vm3 -d '{"restore": "eager"}')" = 200
 check "GET shows restore eager" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = eager
 check "bad restore -> 400" test "$(status_of PATCH /vms/vm3 -d '{"restore": "sometimes"}')" = 400

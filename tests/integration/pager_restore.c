@@ -12,10 +12,6 @@
  *          prefetched back but not touched leave it (it shrinks to 0); a
  *          resume overridden to lazy (a guest timer's, pager_resume_restore)
  *          prefetches nothing and adds what it touched to the working set
- *   recurring  the pages touched in at least 2 of the last 3 cycles come
- *          back after a data resume, the last cycles' one-off pages do
- *          not; a guest timer's cycle adds to the cycle before it instead
- *          of counting as one; pages no longer touched leave the set
  *   hot    pages written after their restore come back writable (write-
  *          hot): the second cycle's writes take no fault, the next offload
  *          writes those pages, and the writes are kept
@@ -31,8 +27,7 @@
  * taken for sequential and each touched page is one fault (or, once
  * restored in the background, one mapping).  TAP.
  *
- *   pager_restore eager|lazy|ws|recurring|hot|faround|faround-sync [MiB]
- *   (default 16)
+ *   pager_restore eager|lazy|ws|hot|faround|faround-sync [MiB]	(default 16)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,107 +299,6 @@ static int mode_ws(const char *self, uint64_t mib)
 }
 
 /* The write loop's faults (one word written per page). */
-/* mode_recurring's cycle: the mock VMM, its size, the last offload's stats */
-struct rec {
-	struct harness h;
-	uint64_t npages;
-	struct pager_stats st0;
-};
-
-/* Offload, then check the recurring set and the pages counted touched and
- * recurring-touched since the last offload. */
-static void rec_offload(struct rec *r, int n, uint64_t recurring, uint64_t touched,
-			uint64_t hits)
-{
-	int err = offload(&r->h);
-	struct pager_stats st = stats(&r->h, NULL);
-
-	tap(!err && st.pages[PAGE_OFFLOADED] == r->npages && st.recurring_pages == recurring &&
-	    st.touched_pages - r->st0.touched_pages == touched &&
-	    st.recurring_hit_pages - r->st0.recurring_hit_pages == hits,
-	    "offload %d: recurring set %llu pages (want %llu), %llu touched (want %llu), "
-	    "%llu of them recurring (want %llu)", n, (unsigned long long)st.recurring_pages,
-	    (unsigned long long)recurring,
-	    (unsigned long long)(st.touched_pages - r->st0.touched_pages),
-	    (unsigned long long)touched,
-	    (unsigned long long)(st.recurring_hit_pages - r->st0.recurring_hit_pages),
-	    (unsigned long long)hits);
-	r->st0 = st;
-}
-
-/* A data resume: @want pages (the recurring set) come back, nothing else. */
-static void rec_resume(struct rec *r, uint64_t want, const char *what)
-{
-	struct pager_stats st;
-
-	resume(&r->h, PAGER_RESTORE_POLICY);
-	if (want) {
-		st = wait_restored(&r->h, r->npages - want);
-	} else {
-		nap_ms(LAZY_WATCH_MS);
-		st = stats(&r->h, NULL);
-	}
-	tap(st.pages[PAGE_OFFLOADED] == r->npages - want &&
-	    st.prefetch_pages - r->st0.prefetch_pages == want &&
-	    st.last_restore == PAGER_RESTORE_RECURRING,
-	    "data resume: %s (%llu pages prefetched, want %llu; %llu offloaded)", what,
-	    (unsigned long long)(st.prefetch_pages - r->st0.prefetch_pages),
-	    (unsigned long long)want, (unsigned long long)st.pages[PAGE_OFFLOADED]);
-}
-
-/*
- * A steady part (the first quarter: a pages) touched every cycle, and a
- * one-off slice per cycle (b pages each, as an agent's step touching new
- * data), every 4th page with fault-around 1.
- */
-static int mode_recurring(const char *self, uint64_t mib)
-{
-	struct rec r = { .npages = (mib << 20) / PAGE };
-	uint64_t q = r.npages / 4, e = r.npages / 8, a = q / STRIDE, b = e / STRIDE;
-	struct harness *h = &r.h;
-	struct pager_stats st;
-
-	if (start(h, self, mib, PAGER_RESTORE_RECURRING))
-		return 1;
-	r.st0 = stats(h, NULL);
-	rec_offload(&r, 1, 0, 0, 0);
-	rec_resume(&r, 0, "no history yet, nothing comes back");
-	tap(touch(h, 0, q) && touch(h, q, q + e), "cycle 1: steady part and slice 1 touched");
-	rec_offload(&r, 2, 0, a + b, 0);
-	rec_resume(&r, 0, "one cycle of history, nothing recurs yet");
-	tap(touch(h, 0, q) && touch(h, q + e, q + 2 * e), "cycle 2: steady part and slice 2");
-	rec_offload(&r, 3, a, a + b, 0);
-
-	rec_resume(&r, a, "the steady part came back, slices 1 and 2 did not");
-	tap(touch(h, 0, q), "cycle 3: steady part touched");
-	st = stats(h, NULL);
-	tap(st.faults == r.st0.faults, "... with no fault (%llu)",
-	    (unsigned long long)(st.faults - r.st0.faults));
-	tap(touch(h, q + 2 * e, q + 3 * e), "cycle 3: slice 3 touched");
-	st = stats(h, NULL);
-	tap(st.faults - r.st0.faults == b, "... by %llu faults (want %llu)",
-	    (unsigned long long)(st.faults - r.st0.faults), (unsigned long long)b);
-	rec_offload(&r, 4, a, a + b, a);
-
-	/* a guest timer's resume: lazy, its touches go to the cycle before */
-	resume(h, PAGER_RESTORE_LAZY);
-	tap(touch(h, q + 2 * e, q + 3 * e), "timer resume: slice 3 touched again");
-	st = stats(h, NULL);
-	tap(st.prefetch_pages == r.st0.prefetch_pages && st.last_restore == PAGER_RESTORE_LAZY,
-	    "... nothing prefetched (%llu)",
-	    (unsigned long long)(st.prefetch_pages - r.st0.prefetch_pages));
-	rec_offload(&r, 5, a, b, 0);
-
-	rec_resume(&r, a, "the steady part again, not slice 3");
-	rec_offload(&r, 6, a, 0, 0);
-	rec_resume(&r, a, "the steady part, untouched in one of the last 3 cycles");
-	rec_offload(&r, 7, 0, 0, 0);
-	rec_resume(&r, 0, "untouched in two of the last 3 cycles: out of the set");
-	verify_all(h, "after seven cycles");
-	tap(vmm_quit(h) == 0, "mock VMM exited cleanly");
-	return harness_finish(h);
-}
-
 static long writeloop(struct harness *h)
 {
 	char ans[LINE_MAX_LEN];
@@ -608,7 +502,6 @@ static const struct {
 	{ "eager", mode_eager },
 	{ "lazy", mode_lazy },
 	{ "ws", mode_ws },
-	{ "recurring", mode_recurring },
 	{ "hot", mode_hot },
 	{ "faround", mode_faround },
 	{ "faround-sync", mode_faround_sync },
@@ -621,7 +514,6 @@ int main(int argc, char **argv)
 	for (size_t i = 0; argc > 1 && i < sizeof(modes) / sizeof(modes[0]); i++)
 		if (!strcmp(argv[1], modes[i].name))
 			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
-	fprintf(stderr, "usage: pager_restore eager|lazy|ws|recurring|hot|faround|faround-sync "
-		"[MiB]\n");
+	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot|faround|faround-sync [MiB]\n");
 	return 2;
 }

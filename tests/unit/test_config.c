@@ -78,8 +78,6 @@ static void test_overrides(void **st)
 	assert_int_equal(s.fault_around_pages, 4);
 	assert_int_equal(load_text("{\"restore\": \"eager\"}", &s, err), 0);
 	assert_int_equal(s.restore, PAGER_RESTORE_EAGER);
-	assert_int_equal(load_text("{\"restore\": \"recurring\"}", &s, err), 0);
-	assert_int_equal(s.restore, PAGER_RESTORE_RECURRING);
 	config_free(&s);
 }
 

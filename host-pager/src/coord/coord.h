@@ -50,8 +50,8 @@
  * pages come back.  A resume for the guest's own timer is
  * COORD_RESTORE_LAZY (faults only): the guest runs its timer and goes
  * idle, and is paused and offloaded again; every other resume is
- * COORD_RESTORE_POLICY, the VM's own restore policy (eager, working-set,
- * recurring or lazy), which is the pager's, set outside the coordinator.  Every resume
+ * COORD_RESTORE_POLICY, the VM's own restore policy (eager, working-set or
+ * lazy), which is the pager's, set outside the coordinator.  Every resume
  * of a VM offloaded in its cycle, whatever its reason and restore, first
  * has ops->pre_resume bring back the pages its wake path faults on.
  *

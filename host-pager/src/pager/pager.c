@@ -239,8 +239,7 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	p->state = calloc(p->npages, 1);	/* all RESIDENT */
 	p->hot = calloc(p->npages, 1);
 	p->fa = calloc(p->npages, 1);
-	p->hist = calloc(p->npages, 1);
-	if (!p->state || !p->hot || !p->fa || !p->hist) {
+	if (!p->state || !p->hot || !p->fa) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -320,7 +319,6 @@ fail:
 	free(p->state);
 	free(p->hot);
 	free(p->fa);
-	free(p->hist);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -489,7 +487,6 @@ static void teardown(struct pager *p, bool live, bool remove)
 	free(p->state);
 	free(p->hot);
 	free(p->fa);
-	free(p->hist);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -1049,7 +1046,6 @@ static const char *const restore_names[PAGER_RESTORES] = {
 	[PAGER_RESTORE_WORKING_SET] = "working-set",
 	[PAGER_RESTORE_EAGER] = "eager",
 	[PAGER_RESTORE_LAZY] = "lazy",
-	[PAGER_RESTORE_RECURRING] = "recurring",
 };
 
 const char *pager_restore_name(enum pager_restore r)
@@ -1143,9 +1139,6 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->restore = p->restore;
 	st->last_restore = p->last_restore;
 	st->working_set_pages = p->ws_pages;
-	st->recurring_pages = p->recur_pages;
-	st->touched_pages = p->touched_total;
-	st->recurring_hit_pages = p->recur_hits;
 	st->eager_pages = p->eager_pages;
 	st->zero_copy_offloads = p->zero_copy_offloads;
 	st->dirty_hot_pages = p->dirty_hot;

@@ -97,11 +97,6 @@ struct pager_region_desc {
  *   lazy         faults only, besides the resume-critical set read back
  *                before the VMM continues (pager_resume_prepare), as in
  *                every mode
- *   recurring    the pages touched in at least PAGER_RECUR_MIN of the last
- *                PAGER_RECUR_CYCLES cycles that are still offloaded stream
- *                back in the background: what every step needs again (the
- *                commands' programs, libraries and the files they read),
- *                not the last step's one-off data
  *
  * "Touched" in a cycle (resume to next offload) is: the page a userfaultfd
  * fault asked for (not its fault-around neighbours), a page dirty tracking
@@ -118,18 +113,11 @@ enum pager_restore {
 	PAGER_RESTORE_WORKING_SET = 0,
 	PAGER_RESTORE_EAGER,
 	PAGER_RESTORE_LAZY,
-	PAGER_RESTORE_RECURRING,
 	PAGER_RESTORES,
 	PAGER_RESTORE_POLICY = PAGER_RESTORES,	/* pager_resume_restore: the VM's */
 };
 const char *pager_restore_name(enum pager_restore r);
-/* The recurring set (PAGER_RESTORE_RECURRING): touched in at least
- * PAGER_RECUR_MIN of the last PAGER_RECUR_CYCLES cycles.  A cycle whose
- * resume overrode the policy (a guest timer's) adds to the last one, as it
- * adds to the working set. */
-#define PAGER_RECUR_CYCLES	3
-#define PAGER_RECUR_MIN		2
-/* "working-set", "eager", "lazy", "recurring" -> *@out; -EINVAL. */
+/* "working-set", "eager", "lazy" -> *@out; -EINVAL. */
 int pager_restore_parse(const char *s, enum pager_restore *out);
 
 enum pager_page_state {
@@ -284,10 +272,6 @@ struct pager_stats {
 	enum pager_restore restore;	/* the VM's policy */
 	enum pager_restore last_restore;	/* how the last resume restored */
 	uint64_t working_set_pages;	/* touched in the last cycle */
-	uint64_t recurring_pages;	/* the recurring set now */
-	uint64_t touched_pages;		/* sum over cycles of pages touched */
-	uint64_t recurring_hit_pages;	/* ... of them in the recurring set at
-					 * the cycle's start */
 	uint64_t eager_pages;		/* pages brought in by eager restore */
 	uint64_t zero_copy_offloads;	/* offloads that wrote from a mapping */
 };

@@ -485,7 +485,6 @@ int pager_discard_run(struct pager *p, uint64_t pg, uint64_t n,
 			pg_set(p, k, PAGE_ZERO);
 			p->state[k] &= (uint8_t)~(PG_WS_CUR | PG_WS_PREV | PG_BG);
 			p->fa[k] = 0;
-			p->hist[k] = 0;
 		}
 		*counter += run;
 		pthread_cond_broadcast(&p->state_cv);

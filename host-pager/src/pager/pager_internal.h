@@ -153,9 +153,6 @@ struct pager {
 	 * end (pager_ws_cycle_end) counts which a mapper mapped and adapts
 	 * fa_window between 1 and cfg.fault_around_pages */
 	uint8_t *fa;			/* npages: 1 = installed, not counted */
-	/* npages: bit i set = touched in the cycle i before the last one
-	 * ended (PAGER_RECUR_CYCLES bits; pager_ws_cycle_end) */
-	uint8_t *hist;
 	uint32_t fa_window;
 	uint64_t fa_w1_faults, fa_w1_near;	/* this cycle, at window 1 */
 	uint64_t fa_installed, fa_hits, fa_misses;	/* totals */
@@ -181,8 +178,8 @@ struct pager {
 	bool prefetch_thread_started;
 	pthread_cond_t prefetch_cv;
 	bool prefetch_requested;
-	enum pager_restore prefetch_mode;	/* of the request: eager,
-						 * working-set or recurring */
+	enum pager_restore prefetch_mode;	/* of the request: eager or
+						 * working-set */
 	bool prefetch_running;
 	bool prefetch_exit;
 	/* readahead for a sequential fault stream (fault thread -> prefetcher) */
@@ -223,7 +220,6 @@ struct pager {
 	enum pager_restore last_restore;
 	bool cycle_override;		/* this cycle's resume overrode the policy */
 	uint64_t ws_pages, eager_pages, zero_copy_offloads;
-	uint64_t recur_pages, touched_total, recur_hits;
 
 	/* errors for the loop thread (pager_report_error) */
 	int error_fd;			/* eventfd watched by the loop */
@@ -286,13 +282,6 @@ static inline void pg_set(struct pager *p, uint64_t pg, enum pager_page_state s)
 	p->count[pg_state(p, pg)]--;
 	p->state[pg] = (uint8_t)((p->state[pg] & ~PG_STATE_MASK) | s);
 	p->count[s]++;
-}
-
-/* In the recurring set (PAGER_RESTORE_RECURRING).  Lock held. */
-static inline bool pg_recurring(const struct pager *p, uint64_t pg)
-{
-	return __builtin_popcount(p->hist[pg] & ((1u << PAGER_RECUR_CYCLES) - 1)) >=
-	       PAGER_RECUR_MIN;
 }
 
 static inline uint64_t pg_store_off(uint64_t pg)

@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * pager_prefetch.c - the background restore after resume (enum
- * pager_restore) and the working set and history it uses.  Working-set
- * mode: the pages touched in the previous cycle (PG_WS_PREV) that are still
- * offloaded stream back in the background, in guest-RAM order, read from
- * the store and written into the memfd; recurring mode: those touched in
- * most of the last cycles (p->hist, pg_recurring) do; eager mode: every
- * offloaded page does.
+ * pager_restore) and the working set it uses.  Working-set mode: the pages
+ * touched in the previous cycle (PG_WS_PREV) that are still offloaded
+ * stream back in the background, in guest-RAM order, read from the store
+ * and written into the memfd; eager mode: every offloaded page does.
  *
  * Faults first (as CRIU's lazy pages): while the fault thread serves a
  * batch the prefetcher waits; the transfer size starts at
@@ -188,32 +186,14 @@ void pager_readahead_locked(struct pager *p, struct pager_mapper *m, uint64_t pg
 	pthread_cond_broadcast(&p->prefetch_cv);
 }
 
-/* An offloaded page the background restore @mode brings back.  Lock
- * held. */
-static bool restore_wants(const struct pager *p, uint64_t pg, enum pager_restore mode)
-{
-	if (pg_state(p, pg) != PAGE_OFFLOADED)
-		return false;
-	switch (mode) {
-	case PAGER_RESTORE_EAGER:
-		return true;
-	case PAGER_RESTORE_WORKING_SET:
-		return p->state[pg] & PG_WS_PREV;
-	case PAGER_RESTORE_RECURRING:
-		return pg_recurring(p, pg);
-	default:
-		return false;
-	}
-}
-
 /* Claim the next run to read: readahead first, then the offloaded pages
- * the restore @mode wants from *@ws_pg (0 when they are done or not asked
- * for). */
-static uint64_t next_run(struct pager *p, bool ws, enum pager_restore mode, uint64_t *ws_pg,
+ * with @flags (PG_WS_PREV: the working set; 0: every one) from *@ws_pg (0
+ * when they are done or not asked for). */
+static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_pg,
 			 uint64_t chunk, uint64_t *pg_out, bool *ws_done,
 			 struct pager_mapper **ra_m)
 {
-	uint64_t n = 0, pg, len = 0;
+	uint64_t n = 0, pg;
 
 	pthread_mutex_lock(&p->lock);
 	if (p->ra_len) {
@@ -238,13 +218,10 @@ static uint64_t next_run(struct pager *p, bool ws, enum pager_restore mode, uint
 	}
 	if (ws && !*ws_done && !atomic_load(&p->faults_active)) {
 		pg = *ws_pg;
-		while (pg < p->npages && !restore_wants(p, pg, mode))
+		while (pg < p->npages &&
+		       !(pg_state(p, pg) == PAGE_OFFLOADED && (p->state[pg] & flags) == flags))
 			pg++;
-		while (pg + len < p->npages && len < chunk && restore_wants(p, pg + len, mode))
-			len++;
-		/* wanted pages are offloaded: the claim takes them all, up to
-		 * the end of their region */
-		n = len ? pager_claim_run_locked(p, pg, len, 0) : 0;
+		n = pg < p->npages ? pager_claim_run_locked(p, pg, chunk, flags) : 0;
 		if (!n)
 			*ws_done = true;
 		*ws_pg = pg + n;
@@ -255,14 +232,15 @@ static uint64_t next_run(struct pager *p, bool ws, enum pager_restore mode, uint
 }
 
 /*
- * Readahead and the background restore @mode: claim runs (the pages it
- * wants in guest-RAM order), read them from the store with up to
+ * Readahead and the previous cycle's working set: claim runs (the working
+ * set in guest-RAM order), read them from the store with up to
  * PREFETCH_QUEUE_DEPTH reads in flight, write each into the memfd as it
  * completes.  No new working-set read while a fault batch is served.
  */
 static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 {
 	bool eager = mode == PAGER_RESTORE_EAGER;
+	uint8_t flags = eager ? 0 : PG_WS_PREV;
 	struct pager *p = f->p;
 	uint64_t min_pages = p->cfg.prefetch_min_bytes / PAGER_PAGE_SIZE;
 	uint64_t max_pages = p->cfg.prefetch_max_bytes / PAGER_PAGE_SIZE;
@@ -302,7 +280,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !s; i++)
 			if (!f->slot[i].busy)
 				s = &f->slot[i];
-		n = next_run(p, ws, mode, &ws_pg, chunk, &pg, &ws_done, &ra_m);
+		n = next_run(p, ws, flags, &ws_pg, chunk, &pg, &ws_done, &ra_m);
 		if (!n)
 			continue;
 		if (!ra_pending)
@@ -324,8 +302,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 	}
 	if (ws_pages)
 		log_info(p->subject, "prefetch: %llu %s page(s) in %llu ms",
-			 (unsigned long long)ws_pages, eager ? "offloaded (eager)" :
-			 mode == PAGER_RESTORE_RECURRING ? "recurring" : "working-set",
+			 (unsigned long long)ws_pages, eager ? "offloaded (eager)" : "working-set",
 			 (unsigned long long)((now_ns() - t0) / 1000000));
 }
 
@@ -574,27 +551,20 @@ static void fa_adapt_locked(struct pager *p, uint64_t hits, uint64_t misses)
 
 void pager_ws_cycle_end(struct pager *p)
 {
-	uint64_t ws = 0, hits = 0, misses = 0, touched = 0, recur_hits = 0, recur = 0;
+	uint64_t ws = 0, hits = 0, misses = 0;
 	uint32_t fa0, fa1;
 	bool keep, known;
 
 	known = note_present(p, &hits);
 	pthread_mutex_lock(&p->lock);
 	/* a cycle whose resume overrode the policy (a guest timer's) adds
-	 * what it touched; a normal one replaces the working set and starts
-	 * a new cycle in the history */
+	 * what it touched; a normal one replaces the working set */
 	keep = p->cycle_override;
 	p->cycle_override = false;
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
 		uint8_t s = p->state[pg];
-		bool cur = s & PG_WS_CUR;
-		bool in = cur || (keep && (s & PG_WS_PREV));
+		bool in = (s & PG_WS_CUR) || (keep && (s & PG_WS_PREV));
 
-		touched += cur;
-		recur_hits += cur && pg_recurring(p, pg);
-		p->hist[pg] = keep ? (uint8_t)(p->hist[pg] | cur) :
-				     (uint8_t)((p->hist[pg] << 1) | cur);
-		recur += pg_recurring(p, pg);
 		p->state[pg] = (uint8_t)((s & ~(PG_WS_CUR | PG_WS_PREV | PG_BG)) |
 					 (in ? PG_WS_PREV : 0));
 		ws += in;
@@ -602,9 +572,6 @@ void pager_ws_cycle_end(struct pager *p)
 		p->fa[pg] = 0;
 	}
 	p->ws_pages = ws;
-	p->recur_pages = recur;
-	p->touched_total += touched;
-	p->recur_hits += recur_hits;
 	p->fa_misses += misses;
 	fa0 = p->fa_window;
 	if (known)
@@ -612,11 +579,9 @@ void pager_ws_cycle_end(struct pager *p)
 	p->fa_w1_faults = p->fa_w1_near = 0;
 	fa1 = p->fa_window;
 	pthread_mutex_unlock(&p->lock);
-	log_debug(p->subject, "working set: %llu page(s) touched in the last cycle%s, "
-		  "%llu of them recurring, %llu recurring now; "
+	log_debug(p->subject, "working set: %llu page(s) touched in the last cycle%s; "
 		  "fault-around %llu of %llu page(s) used, window %u -> %u%s",
 		  (unsigned long long)ws, keep ? " (added: an overridden resume)" : "",
-		  (unsigned long long)recur_hits, (unsigned long long)recur,
 		  (unsigned long long)hits, (unsigned long long)(hits + misses), fa0,
 		  fa1, known ? "" : " (a mapper's pagemap unreadable: kept)");
 }

@@ -96,14 +96,11 @@ json_t *pager_stats_json(struct pager *p)
 			"own_write_pages", (json_int_t)st.dirty_own_pages,
 			"kept_pages", (json_int_t)st.dirty_kept_pages,
 			"store_written_bytes", (json_int_t)st.store_written_bytes));
-		json_object_set_new(o, "restore", json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I}",
+		json_object_set_new(o, "restore", json_pack("{s:s,s:s,s:I,s:I}",
 			"policy", pager_restore_name(st.restore),
 			"last", pager_restore_name(st.last_restore),
 			"working_set_pages", (json_int_t)st.working_set_pages,
-			"eager_pages", (json_int_t)st.eager_pages,
-			"recurring_pages", (json_int_t)st.recurring_pages,
-			"touched_pages", (json_int_t)st.touched_pages,
-			"recurring_hit_pages", (json_int_t)st.recurring_hit_pages));
+			"eager_pages", (json_int_t)st.eager_pages));
 		json_object_set_new(o, "zero_copy_offloads",
 				    json_integer((json_int_t)st.zero_copy_offloads));
 		json_object_set_new(o, "store_bad_slots",
