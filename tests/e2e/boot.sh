@@ -46,6 +46,13 @@ check() {	# check DESCRIPTION COMMAND...: one TAP line from a command's status
 	if "$@"; then ok "$desc"; else not_ok "$desc"; fi
 }
 
+# near_host VALUE TO_KHZ PER: VALUE * TO_KHZ is $host_khz (the host's TSC
+# rate) within 1/PER, both positive
+near_host() {
+	awk -v v="${1:-0}" -v k="$2" -v h="$host_khz" -v per="$3" \
+		'BEGIN { d = v * k - h; if (d < 0) d = -d; exit !(v > 0 && h > 0 && d * per <= h) }'
+}
+
 mkdir -p "$WORK"
 # Build (or reuse) the guest kernel and initramfs before the first boot so
 # that a build error is reported as such.
@@ -126,10 +133,10 @@ else
 	# in the last kHz or so
 	cmd_khz=$(grep -Eo 'tsc_early_khz=[0-9]+' <<<"$out" | head -n1 | cut -d= -f2)
 	check "TCG: the kernel command line carries tsc_early_khz=${cmd_khz:-none}, the host's $host_khz within 0.1% (status $rc)" \
-		awk -v c="${cmd_khz:-0}" -v h="$host_khz" 'BEGIN { d = c - h; if (d < 0) d = -d; exit !(c > 0 && d * 1000 <= h) }'
+		near_host "$cmd_khz" 1 1000
 	guest_mhz=$(sed -n 's/^cpu MHz[[:space:]]*: *//p' <<<"$out")
 	check "TCG: the guest's TSC rate ($guest_mhz MHz) is the host's ($host_khz kHz) within 1%" \
-		awk -v g="${guest_mhz:-0}" -v h="$host_khz" 'BEGIN { d = g * 1000 - h; if (d < 0) d = -d; exit !(h > 0 && d * 100 <= h) }'
+		near_host "$guest_mhz" 1000 100
 fi
 
 # A line in the kernel log format, as the kernel prints a real warning.
