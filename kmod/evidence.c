@@ -6,8 +6,12 @@
  *            no pending reschedule (0), or a task (1, not counting our own
  *            worker) plus 1 when single_task_running() says more wait.
  *  cpu idle  get_cpu_idle_time_us() (NOHZ idle accounting, or kcpustat
- *            when NOHZ is inactive) before and after the window; minimum
- *            over online CPUs, per mille of the window.
+ *            when NOHZ is inactive) before the window and at its end, both
+ *            read in the window timer's callback, so the sampler's own
+ *            wake-up after the window (the completion, the tick restarted,
+ *            the switch back: hundreds of microseconds under emulation) is
+ *            not counted as the guest's work; minimum over online CPUs,
+ *            per mille of the window.
  *  block I/O block_rq_issue minus block_rq_complete (full completions) and
  *            block_rq_requeue, summed over per-CPU counters: in flight at
  *            the end of the window; requests issued during the window are
@@ -126,6 +130,7 @@ static struct vmnap_cpu_timers *vmnap_timers;	/* [nr_cpu_ids] */
  * (handoff.c), which every caller of vmnap_evidence_collect() holds.
  */
 static u64 *vmnap_idle0;
+static u64 *vmnap_idle1;	/* ... and at its end (the window timer's callback) */
 static DEFINE_PER_CPU(long, vmnap_io_inflight);
 static DEFINE_PER_CPU(unsigned long, vmnap_io_issued);
 static const void *vmnap_tick_fn;		/* resolved lazily */
@@ -336,6 +341,7 @@ struct vmnap_classify_ctx {
 };
 
 static enum hrtimer_restart vmnap_window_fn(struct hrtimer *t);
+static u64 vmnap_cpu_idle_us(unsigned int cpu);
 
 static u32 vmnap_classify(const struct vmnap_timer_entry *e, void *arg)
 {
@@ -519,11 +525,19 @@ struct vmnap_window {
 	struct hrtimer timer;
 	struct completion done;
 	u64 ns;
+	ktime_t end;	/* when the callback read vmnap_idle1 */
 };
 
+/* The window's end: every online CPU's idle time now, then wake the sampler. */
 static enum hrtimer_restart vmnap_window_fn(struct hrtimer *t)
 {
-	complete(&container_of(t, struct vmnap_window, timer)->done);
+	struct vmnap_window *w = container_of(t, struct vmnap_window, timer);
+	unsigned int cpu;
+
+	for_each_online_cpu(cpu)
+		vmnap_idle1[cpu] = vmnap_cpu_idle_us(cpu);
+	w->end = ktime_get();
+	complete(&w->done);
 	return HRTIMER_NORESTART;
 }
 
@@ -569,16 +583,21 @@ static void vmnap_find_tick_fn(unsigned int cpu)
  * wheel event when it idles.  The caller keeps this task on its CPU
  * (migrate_disable()).
  */
-static void vmnap_window_wait(unsigned int self, unsigned int window_us)
+/*
+ * Wait out the window.  The end time, vmnap_idle1 holding every online
+ * CPU's idle time then; 0 when the window was slept without our timer
+ * (the caller reads both itself).
+ */
+static ktime_t vmnap_window_wait(unsigned int self, unsigned int window_us)
 {
 	struct vmnap_window w = { .ns = (u64)window_us * NSEC_PER_USEC };
 	unsigned int other = cpumask_any_but(cpu_online_mask, self);
 
 	if (!window_us)
-		return;
+		return 0;
 	if (!vmnap_timers_attached) {
 		usleep_range(window_us, window_us + window_us / 8);
-		return;
+		return 0;
 	}
 	vmnap_find_tick_fn(self);
 	vmnap_hrtimer_setup_on_stack(&w.timer, vmnap_window_fn, CLOCK_MONOTONIC,
@@ -596,6 +615,7 @@ static void vmnap_window_wait(unsigned int self, unsigned int window_us)
 	wait_for_completion(&w.done);
 	hrtimer_cancel(&w.timer);	/* the callback has returned */
 	destroy_hrtimer_on_stack(&w.timer);
+	return w.end;
 }
 
 /* ---- runnable tasks and CPU idle -------------------------------------- */
@@ -662,7 +682,7 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	struct vmnap_runnable_probe rp = { .self = current };
 	unsigned long issued0;
 	u64 *idle0 = vmnap_idle0;
-	ktime_t t0, t1;
+	ktime_t t0, t1, tend;
 	u64 wall_us, idle, permille, min_permille = 1000;
 	unsigned int cpu;
 
@@ -673,12 +693,17 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	issued0 = vmnap_io_issued_sum();
 	for_each_online_cpu(cpu)
 		idle0[cpu] = vmnap_cpu_idle_us(cpu);
-	vmnap_window_wait(raw_smp_processor_id(), window_us);
+	tend = vmnap_window_wait(raw_smp_processor_id(), window_us);
 	t1 = ktime_get();
-	wall_us = max_t(u64, ktime_us_delta(t1, t0), 1);
-	s->window_ns = ktime_to_ns(ktime_sub(t1, t0));
+	if (!tend) {	/* no window timer: the end is now */
+		tend = t1;
+		for_each_online_cpu(cpu)
+			vmnap_idle1[cpu] = vmnap_cpu_idle_us(cpu);
+	}
+	wall_us = max_t(u64, ktime_us_delta(tend, t0), 1);
+	s->window_ns = ktime_to_ns(ktime_sub(tend, t0));
 	for_each_online_cpu(cpu) {
-		idle = vmnap_cpu_idle_us(cpu) - idle0[cpu];
+		idle = vmnap_idle1[cpu] - idle0[cpu];
 		permille = min_t(u64, div64_u64(idle * 1000, wall_us), 1000);
 		min_permille = min(min_permille, permille);
 	}
@@ -767,9 +792,11 @@ int vmnap_evidence_init(void)
 
 	vmnap_timers = kcalloc(nr_cpu_ids, sizeof(*vmnap_timers), GFP_KERNEL);
 	vmnap_idle0 = kcalloc(nr_cpu_ids, sizeof(*vmnap_idle0), GFP_KERNEL);
-	if (!vmnap_timers || !vmnap_idle0) {
+	vmnap_idle1 = kcalloc(nr_cpu_ids, sizeof(*vmnap_idle1), GFP_KERNEL);
+	if (!vmnap_timers || !vmnap_idle0 || !vmnap_idle1) {
 		kfree(vmnap_timers);
 		kfree(vmnap_idle0);
+		kfree(vmnap_idle1);
 		return -ENOMEM;
 	}
 	for_each_possible_cpu(cpu) {
@@ -821,6 +848,8 @@ void vmnap_evidence_exit(void)
 	vmnap_tp_unregister_all();
 	kfree(vmnap_timers);
 	kfree(vmnap_idle0);
+	kfree(vmnap_idle1);
 	vmnap_timers = NULL;
 	vmnap_idle0 = NULL;
+	vmnap_idle1 = NULL;
 }
