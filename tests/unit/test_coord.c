@@ -1352,6 +1352,84 @@ static void test_cost_policy_dirty_bytes(void **s)
 	assert_int_equal(d.cost_ns, 5 * MS);
 }
 
+/*
+ * A cost-profile VM with 10 s waits and @to_write bytes to offload, whose
+ * guest timer is due 40 ms after the handoff request: inside the 50 ms
+ * resume margin, so only the timer slack lets it pause.
+ */
+static struct coord *slack_cycle(uint64_t slack_ns, uint64_t to_write)
+{
+	struct coord_config cfg;
+	struct coord *c;
+
+	coord_config_default(&cfg);
+	cfg.timer_slack_ns = slack_ns;
+	c = mk_with(false, &ops_cost, &cfg);
+	learn_waits(c, 5, 10000);
+	fw.to_write = to_write;
+	coord_set_managed(c, true);
+	assert_int_equal(coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0), 0);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	ack_ready(c, 40 * MS);
+	return c;
+}
+
+static void test_timer_slack(void **s)
+{
+	struct coord_stats st;
+	struct coord *c;
+
+	(void)s;
+	/* no slack: the timer comes before the pause could, so BUSY(TIMER) */
+	c = slack_cycle(0, 1 * MIB);
+	assert_int_equal(fw.pauses, 0);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.busy_by_reason[4], 1);
+	coord_free(c);
+
+	/* 100 ms of slack: paused, and 1 MiB fits in 40 + 100 - 50 ms */
+	c = slack_cycle(100 * MS, 1 * MIB);
+	assert_int_equal(fw.pauses, 1);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	assert_true(fw.last_decision.offload);
+	assert_int_equal(fw.last_decision.budget_ns, 90 * MS);
+	/* the timer's own resume time passes: the offload runs on ... */
+	advance(c, 60 * MS);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	assert_int_equal(fw.cancels, 0);
+	/* ... and once it is done the VM resumes for the timer at once */
+	coord_offload_done(c, 0);
+	advance(c, 0);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_TIMER);
+	assert_true(fw.last_offloaded);
+	coord_free(c);
+
+	/* an offload still running when the slack is spent is cancelled */
+	c = slack_cycle(100 * MS, 1 * MIB);
+	coord_pause_done(c, 0);
+	advance(c, 89 * MS);
+	assert_int_equal(fw.cancels, 0);
+	advance(c, 1 * MS);
+	assert_int_equal(fw.cancels, 1);
+	coord_free(c);
+
+	/* too much to write even with the slack: no offload, resumed on time */
+	c = slack_cycle(100 * MS, 512 * MIB);
+	coord_pause_done(c, 0);
+	assert_false(fw.last_decision.offload);
+	assert_true(fw.last_decision.final);
+	assert_string_equal(fw.last_decision.reason, "budget");
+	advance(c, 0);
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	assert_int_equal(fw.offloads, 0);
+	coord_free(c);
+}
+
 static void test_cost_policy_store_speed(void **s)
 {
 	struct coord_decision d;
@@ -1621,6 +1699,7 @@ int main(void)
 		cmocka_unit_test(test_cost_policy_store_speed),
 		cmocka_unit_test(test_cost_policy_expected_wait),
 		cmocka_unit_test(test_cost_policy_recheck),
+		cmocka_unit_test(test_timer_slack),
 		cmocka_unit_test(test_seed_profile),
 		cmocka_unit_test(test_timer_resume_lazy),
 		cmocka_unit_test(test_resume_breakdown),

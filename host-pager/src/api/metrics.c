@@ -67,9 +67,6 @@ static void histogram(FILE *f, const char *name, const char *vm, const uint64_t 
 
 static void coord_metrics(FILE *f, struct vmnapd *d)
 {
-	static const char *const busy_names[COORD_BUSY_BITS] = {
-		"runnable", "cpu", "io", "writeback", "timer", "quiesce", "disabled", "state",
-	};
 	struct coord_stats st;
 
 	help(f, "vmnap_vm_state", "gauge", "1 for the coordinator state the VM is in");
@@ -129,7 +126,7 @@ static void coord_metrics(FILE *f, struct vmnapd *d)
 		coord_get_stats(vm->coord, &st);
 		for (int b = 0; b < COORD_BUSY_BITS; b++)
 			fprintf(f, "vmnap_handoff_busy_total{vm=\"%s\",reason=\"%s\"} %llu\n", vm->name,
-				busy_names[b], (unsigned long long)st.busy_by_reason[b]);
+				coord_busy_reason_name(b), (unsigned long long)st.busy_by_reason[b]);
 	}
 	help(f, "vmnap_resumes_total", "counter", "resumes, by reason");
 	FOREACH_VM(d, vm) {

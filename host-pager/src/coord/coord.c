@@ -184,6 +184,16 @@ const char *coord_resume_reason_name(enum coord_resume_reason r)
 	return (unsigned int)r < COORD_NR_RESUME_REASONS ? reason_names[r] : "unknown";
 }
 
+/* Names of the VMNAP_BUSY_* bits, by bit number. */
+static const char *const busy_names[COORD_BUSY_BITS] = {
+	"runnable", "cpu", "io", "writeback", "timer", "quiesce", "disabled", "state",
+};
+
+const char *coord_busy_reason_name(unsigned int bit)
+{
+	return bit < COORD_BUSY_BITS ? busy_names[bit] : "unknown";
+}
+
 unsigned int coord_hist_bucket(uint64_t ns)
 {
 	uint64_t us = ns / NS_PER_US;
@@ -204,6 +214,7 @@ void coord_config_default(struct coord_config *cfg)
 		.offload_min_budget_ns = 1 * NS_PER_SEC,
 		.offload_cooldown_ns = 5 * NS_PER_SEC,
 		.timer_margin_ns = 50 * NS_PER_MS,
+		.timer_slack_ns = 100 * NS_PER_MS,
 		.ack_timeout_ns = 200 * NS_PER_MS,
 		.busy_backoff_ns = 20 * NS_PER_MS,
 		.busy_backoff_max_ns = 1 * NS_PER_SEC,
@@ -475,7 +486,7 @@ static uint64_t next_backoff(struct coord *c)
 	return b;
 }
 
-static bool offload_possible(struct coord *c)
+static bool offload_possible(const struct coord *c)
 {
 	return c->ops->offload && (!c->ops->can_offload || c->ops->can_offload(c->arg));
 }
@@ -630,14 +641,37 @@ static uint64_t seed_offload_time(struct coord *c, const char **why)
 	return t;
 }
 
-/* The resume deadline for the guest's own timer. */
-static uint64_t timer_resume_time(const struct coord *c)
+bool coord_cost_may_offload(const struct coord *c)
 {
+	return c->cfg.profile == COORD_PROFILE_COST && c->ops->offload_bytes && !c->manual &&
+	       offload_possible(c) && coord_nr_waits(c) && waits_allow(c, true);
+}
+
+/*
+ * How late the guest's timer may run in this cycle so that an offload
+ * fits: timer_slack_ns when the cycle may offload under the cost profile
+ * (the seed rule, which also decides without the pager's estimate, keeps
+ * its fixed budget), else 0.
+ */
+static uint64_t timer_slack(const struct coord *c)
+{
+	if (!coord_cost_may_offload(c) || !(c->handoff_flags & COORD_HANDOFF_OFFLOAD))
+		return 0;
+	return c->cfg.timer_slack_ns;
+}
+
+/*
+ * The resume deadline for the guest's own timer; @late: allowing the
+ * cycle's timer slack (an offload under way, or the budget it must fit in).
+ */
+static uint64_t timer_resume_time(const struct coord *c, bool late)
+{
+	uint64_t t;
+
 	if (c->budget_deadline_ns == COORD_NO_DEADLINE)
 		return COORD_NO_DEADLINE;
-	if (c->budget_deadline_ns <= c->cfg.timer_margin_ns)
-		return 0;
-	return c->budget_deadline_ns - c->cfg.timer_margin_ns;
+	t = late ? add_sat(c->budget_deadline_ns, timer_slack(c)) : c->budget_deadline_ns;
+	return t > c->cfg.timer_margin_ns ? t - c->cfg.timer_margin_ns : 0;
 }
 
 static uint64_t max_pause_time(const struct coord *c)
@@ -668,7 +702,7 @@ static uint64_t next_deadline(const struct coord *c)
 	case COORD_OFFLOADED:
 		if (c->state == COORD_OFFLOADING && c->resume_pending)
 			break;
-		t = min_u64(t, timer_resume_time(c));
+		t = min_u64(t, timer_resume_time(c, c->state == COORD_OFFLOADING));
 		t = min_u64(t, max_pause_time(c));
 		break;
 	case COORD_RESUMING:
@@ -754,7 +788,7 @@ static void decided(struct coord *c, const struct coord_decision *d)
 static uint64_t cost_decide(struct coord *c, uint64_t now, struct coord_decision *d)
 {
 	struct coord_offload_bytes b = { 0 };
-	uint64_t timer = timer_resume_time(c), best = COORD_NO_DEADLINE;
+	uint64_t timer = timer_resume_time(c, true), best = COORD_NO_DEADLINE;
 	double cost;
 
 	d->budget_ns = timer == COORD_NO_DEADLINE ? COORD_NO_DEADLINE :
@@ -1052,7 +1086,7 @@ void coord_tick(struct coord *c)
 	case COORD_OFFLOADED:
 		if (now >= max_pause_time(c))
 			start_resume(c, COORD_RESUME_FAILSAFE, "max_pause");
-		else if (now >= timer_resume_time(c))
+		else if (now >= timer_resume_time(c, false))
 			start_resume(c, COORD_RESUME_TIMER, "guest_timer");
 		else if (c->state == COORD_PAUSED && now >= c->offload_at_ns &&
 			 (!c->offload_recheck || offload_decide(c)))
@@ -1061,7 +1095,7 @@ void coord_tick(struct coord *c)
 	case COORD_OFFLOADING:
 		if (now >= max_pause_time(c))
 			start_resume(c, COORD_RESUME_FAILSAFE, "max_pause");
-		else if (now >= timer_resume_time(c))
+		else if (now >= timer_resume_time(c, true))
 			start_resume(c, COORD_RESUME_TIMER, "guest_timer");
 		break;
 	case COORD_RESUMING:
@@ -1322,9 +1356,9 @@ void coord_handoff_ack(struct coord *c, uint64_t req_id, bool ready,
 	 * guest gets its remaining budget after the resume, below).
 	 */
 	if (ready && ev && ev->next_timer_ns != COORD_BUDGET_UNKNOWN &&
-	    add_sat(c->handoff_sent_ns, ev->next_timer_ns) <=
+	    add_sat(add_sat(c->handoff_sent_ns, ev->next_timer_ns), timer_slack(c)) <=
 	    add_sat(now, c->cfg.timer_margin_ns)) {
-		/* the guest's timer is due before we could even pause */
+		/* the guest's timer is due before we could even pause (or offload) */
 		ready = false;
 		c->last_ev.busy_reasons |= 1U << 4;	/* VMNAP_BUSY_TIMER */
 	}
@@ -1411,7 +1445,7 @@ uint64_t coord_expected_wait_ns(const struct coord *c)
 	if (c->state != COORD_PAUSED && c->state != COORD_OFFLOADED)
 		return 0;
 	now = c->ops->now(c->arg);
-	t = min_u64(timer_resume_time(c), max_pause_time(c));
+	t = min_u64(timer_resume_time(c, false), max_pause_time(c));
 	return t > now ? t - now : 0;
 }
 

@@ -38,6 +38,14 @@
  *         waits, the shortest expectation counts (any ready wait resumes).
  *         A "not yet" (cost against expectation) is asked again when the
  *         wait's age doubles; a "no" for the budget is final for the cycle.
+ *         Timer slack: a cycle that may offload lets the guest's timer run
+ *         up to timer_slack_ns late so the offload fits: the guest is
+ *         paused even when its timer is due before the pause could take
+ *         effect, the budget the offload must fit in ends timer_slack_ns
+ *         after the timer, and an offload under way is not cancelled for
+ *         the timer until then.  Paused or offloaded, the VM still resumes
+ *         for the timer on time (at once, when the offload used the
+ *         slack), so a timer runs late only while an offload finishes.
  *         No cooldown and no fixed delay: re-offloading a VM whose guest
  *         timer dirtied little costs little.  Without ops->offload_bytes
  *         the cost profile decides as the seed rule does.
@@ -149,6 +157,7 @@ struct coord_config {
 	uint64_t offload_min_budget_ns;	/* guest timer budget needed (1 s) */
 	uint64_t offload_cooldown_ns;	/* since this VM's last offload (5 s) */
 	uint64_t timer_margin_ns;	/* resume this much before the guest timer (50 ms) */
+	uint64_t timer_slack_ns;	/* cost: a guest timer may run this late (100 ms) */
 	uint64_t ack_timeout_ns;	/* HANDOFF_ACK deadline (200 ms) */
 	uint64_t busy_backoff_ns;	/* first retry after BUSY (20 ms) */
 	uint64_t busy_backoff_max_ns;	/* backoff doubles up to this (1 s) */
@@ -322,6 +331,15 @@ const char *coord_wait_kind_name(enum coord_wait_kind k);
 /* -1 when unknown. */
 int coord_wait_kind_parse(const char *s);
 const char *coord_resume_reason_name(enum coord_resume_reason r);
+/*
+ * The cost profile may offload this VM in its current waits: a pager
+ * estimate (ops->offload_bytes) and offload are there, every outstanding
+ * wait's kind may offload, no manual pause.  (Whether a cycle does is the
+ * policy's decision when the VM is paused.)
+ */
+bool coord_cost_may_offload(const struct coord *c);
+/* The name of VMNAP_BUSY_* bit number @bit ("unknown" past COORD_BUSY_BITS). */
+const char *coord_busy_reason_name(unsigned int bit);
 const char *coord_profile_name(enum coord_profile p);
 int coord_profile_parse(const char *s);			/* -1: unknown */
 const char *coord_restore_name(enum coord_restore r);

@@ -22,6 +22,7 @@ static const struct {
 	{ "offload_min_budget_ms", offsetof(struct coord_config, offload_min_budget_ns) },
 	{ "offload_cooldown_ms", offsetof(struct coord_config, offload_cooldown_ns) },
 	{ "timer_margin_ms", offsetof(struct coord_config, timer_margin_ns) },
+	{ "timer_slack_ms", offsetof(struct coord_config, timer_slack_ns) },
 	{ "ack_timeout_ms", offsetof(struct coord_config, ack_timeout_ns) },
 	{ "busy_backoff_ms", offsetof(struct coord_config, busy_backoff_ns) },
 	{ "busy_backoff_max_ms", offsetof(struct coord_config, busy_backoff_max_ns) },

@@ -12,7 +12,7 @@
  *              "connection_timeout_s": 10 },
  *     "coordinator": { "handoff_delay_ms": 20, "offload_after_ms": 50,
  *       "offload_min_budget_ms": 1000, "offload_cooldown_ms": 5000,
- *       "timer_margin_ms": 50, "ack_timeout_ms": 200,
+ *       "timer_margin_ms": 50, "timer_slack_ms": 100, "ack_timeout_ms": 200,
  *       "busy_backoff_ms": 20, "busy_backoff_max_ms": 1000,
  *       "max_pause_ms": 60000,
  *       "kinds": { "model":   { "pause": true, "offload": true },

@@ -364,6 +364,21 @@ static bool ctl_can_offload(void *arg)
 	return st.evictable;
 }
 
+/* Why a guest was busy: the reason bits by name and the figures behind them. */
+static json_t *evidence_json(const struct coord_evidence *ev)
+{
+	json_t *reasons = json_array();
+
+	for (unsigned int b = 0; b < COORD_BUSY_BITS; b++)
+		if (ev->busy_reasons & (1U << b))
+			json_array_append_new(reasons, json_string(coord_busy_reason_name(b)));
+	return json_pack("{s:o,s:i,s:i,s:i,s:o}", "busy", reasons,
+			 "cpu_idle_permille", (int)ev->cpu_idle_permille,
+			 "nr_runnable", (int)ev->nr_runnable, "io_inflight", (int)ev->io_inflight,
+			 "next_timer_ns", ev->next_timer_ns == COORD_BUDGET_UNKNOWN ? json_null() :
+			 json_integer((json_int_t)ev->next_timer_ns));
+}
+
 static void ctl_transition(void *arg, enum coord_state from, enum coord_state to,
 			   const char *why)
 {
@@ -381,6 +396,8 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 		pager_get_stats(vm->pager, &st);
 		json_object_set_new(f, "resident_bytes", json_integer((json_int_t)st.resident_bytes));
 	}
+	if (vm->coord && !strcmp(why, "busy"))
+		json_object_set_new(f, "evidence", evidence_json(coord_last_evidence(vm->coord)));
 	events_emit(vm->d, vm->name, "transition", f);
 }
 
@@ -848,12 +865,10 @@ void vm_control_detach(struct vm *vm)
 static json_t *stats_json(const struct coord_stats *st)
 {
 	json_t *busy = json_object(), *res = json_object(), *kinds = json_object();
-	static const char *const busy_names[COORD_BUSY_BITS] = {
-		"runnable", "cpu", "io", "writeback", "timer", "quiesce", "disabled", "state",
-	};
 
 	for (int b = 0; b < COORD_BUSY_BITS; b++)
-		json_object_set_new(busy, busy_names[b], json_integer((json_int_t)st->busy_by_reason[b]));
+		json_object_set_new(busy, coord_busy_reason_name(b),
+				    json_integer((json_int_t)st->busy_by_reason[b]));
 	for (int r = 1; r < COORD_NR_RESUME_REASONS; r++)
 		json_object_set_new(res, coord_resume_reason_name((enum coord_resume_reason)r),
 				    json_integer((json_int_t)st->resumes_by_reason[r]));
