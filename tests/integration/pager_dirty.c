@@ -12,7 +12,10 @@
  * losing none.  With WP_ASYNC a write never faults, so the pager stops
  * the mappers (SIGSTOP, as vmnapd's VMM is stopped during an offload)
  * from each batch's last scan to its punch, through the writer gate
- * (pager_set_writer_gate); the writers race everything else.  TAP.
+ * (pager_set_writer_gate); the writers race everything else.  Pre-copy
+ * (wp_async only): the writers' pages stored while they run, so the next
+ * offload writes only what they wrote since, nothing when they stopped;
+ * an offload started meanwhile stops it.  TAP.
  *
  *   pager_dirty track|sync|none [MiB]	(default 16)
  */
@@ -190,6 +193,99 @@ static void own_write_cb(struct harness *h, void *arg)
 	}
 }
 
+struct precopy_race {
+	int precopy_err, offload_err;	/* the starts' */
+	int stopped_err;		/* the pre-copy's done callback */
+	bool stopped;
+};
+
+static void precopy_stopped(struct pager *p, int err, void *arg)
+{
+	struct precopy_race *r = arg;
+
+	(void)p;
+	r->stopped_err = err;
+	r->stopped = true;
+}
+
+/* On the loop: a pre-copy, and at once an offload (which stops it). */
+static void precopy_then_offload_cb(struct harness *h, void *arg)
+{
+	struct precopy_race *r = arg;
+	struct offload_call oc;
+
+	r->precopy_err = pager_precopy_start(the_pager(h), precopy_stopped, r);
+	offload_cb(h, &oc);
+	r->offload_err = oc.err;
+}
+
+/* wp_async: pre-copy while the mappers write, and an offload cutting one
+ * short; every page as last written throughout. */
+static void precopy_checks(struct harness *h, uint64_t ndata)
+{
+	struct pager_stats st, st1;
+	struct precopy_race race = { 0 };
+	int err;
+
+	storm(h, true);
+	nap_ms(100);
+	storm(h, false);
+	st1 = stats(h, NULL);
+	err = precopy(h);
+	st = stats(h, NULL);
+	tap(!err && st.precopies == st1.precopies + 1 &&
+	    st.precopy_written_bytes > st1.precopy_written_bytes &&
+	    st.store_written_bytes - st1.store_written_bytes ==
+	    st.precopy_written_bytes - st1.precopy_written_bytes &&
+	    st.pages[PAGE_OFFLOADED] == st1.pages[PAGE_OFFLOADED],
+	    "pre-copy after writes: %llu bytes stored, nothing punched (%s)",
+	    (unsigned long long)(st.precopy_written_bytes - st1.precopy_written_bytes),
+	    strerror(-err));
+	tap(st.pages[PAGE_CLEAN] == ndata, "every data page is CLEAN after it (%llu of %llu)",
+	    (unsigned long long)st.pages[PAGE_CLEAN], (unsigned long long)ndata);
+	err = offload(h);
+	st = stats(h, NULL);
+	tap(!err && st.last_offload_written == 0 && st.pages[PAGE_OFFLOADED] == ndata,
+	    "the offload after it writes nothing (%llu bytes), punches every data page",
+	    (unsigned long long)st.last_offload_written);
+	storm_check(h, "after the pre-copy and the offload");
+
+	/* writers during the pre-copy: what they write there stays dirty */
+	storm(h, true);
+	nap_ms(50);
+	err = precopy(h);
+	storm(h, false);
+	st = stats(h, NULL);
+	tap(!err, "pre-copy while 8 writers run: %s (%llu page(s) written meanwhile kept "
+	    "dirty in all)", strerror(-err), (unsigned long long)st.dirty_kept_pages);
+	st1 = st;
+	err = offload(h);
+	st = stats(h, NULL);
+	tap(!err && st.last_offload_written > 0, "the offload after it writes what the "
+	    "writers wrote since (%llu bytes)", (unsigned long long)st.last_offload_written);
+	storm_check(h, "writers during the pre-copy, then an offload");
+	err = offload(h);
+	tap(!err, "one more cycle: %s", strerror(-err));
+	storm_check(h, "and after one more cycle");
+
+	/* an offload started while a pre-copy runs stops it first */
+	storm(h, true);
+	on_loop(h, precopy_then_offload_cb, &race);
+	if (!race.offload_err)
+		while (sem_wait(&h->offload_done) && errno == EINTR)
+			;
+	storm(h, false);
+	tap(!race.precopy_err && race.stopped &&
+	    (race.stopped_err == -ECANCELED || !race.stopped_err) &&
+	    !race.offload_err && !h->offload_err,
+	    "an offload started during a pre-copy stops it (its callback: %s) and runs (%s)",
+	    strerror(-race.stopped_err), strerror(-h->offload_err));
+	storm_check(h, "writers during the stopped pre-copy and the offload");
+	err = offload(h);
+	tap(!err, "one more cycle: %s", strerror(-err));
+	storm_check(h, "and after one more cycle");
+}
+
 static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking want)
 {
 	struct harness h = { 0 };
@@ -214,6 +310,9 @@ static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking 
 	st = stats(&h, NULL);
 	tap(st.dirty_tracking == PAGER_DIRTY_UNKNOWN, "dirty tracking %s before the first "
 	    "offload", pager_dirty_tracking_name(st.dirty_tracking));
+	err = precopy(&h);
+	tap(err == -EOPNOTSUPP, "no pre-copy before an offload registered the mappers (%s)",
+	    strerror(-err));
 
 	err = offload(&h);
 	st = stats(&h, NULL);
@@ -315,6 +414,11 @@ static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking 
 		err = offload(&h);
 		tap(!err, "offload with the gate working again: %s", strerror(-err));
 		storm_check(&h, "and after one more cycle");
+		precopy_checks(&h, ndata);
+	} else {
+		err = precopy(&h);
+		tap(err == -EOPNOTSUPP, "%s: no pre-copy (%s)",
+		    pager_dirty_tracking_name(want), strerror(-err));
 	}
 	/* a readahead still being installed is in flight for a moment */
 	st = stats_settled(&h);

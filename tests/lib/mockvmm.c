@@ -1009,6 +1009,26 @@ void offload_cb(struct harness *h, void *arg)
 	oc->err = p ? pager_offload_start(p, offload_done, h) : -ENOENT;
 }
 
+static void precopy_cb(struct harness *h, void *arg)
+{
+	struct offload_call *oc = arg;
+	struct pager *p = the_pager(h);
+
+	oc->err = p ? pager_precopy_start(p, offload_done, h) : -ENOENT;
+}
+
+int precopy(struct harness *h)
+{
+	struct offload_call oc;
+
+	on_loop(h, precopy_cb, &oc);
+	if (oc.err)
+		return oc.err;
+	while (sem_wait(&h->offload_done) && errno == EINTR)
+		;
+	return h->offload_err;
+}
+
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h)
 {

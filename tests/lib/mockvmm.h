@@ -217,6 +217,9 @@ bool wait_pager_gone(struct harness *h, int max_polls);
 int count_fds(pid_t pid);
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h);
+/* Pre-copy (pager_precopy_start) and wait; the start's or the done
+ * callback's error. */
+int precopy(struct harness *h);
 /*
  * pager_make_resident_async(gpa, len) on the loop thread: its answer; on
  * -EAGAIN, waits (at most RESIDENT_WAIT_S) for the pager's resident

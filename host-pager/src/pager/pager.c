@@ -75,6 +75,15 @@ static int config_check(const struct pager_config *c)
 	return 0;
 }
 
+/* Wait for the last offload thread (it may still be discarding slots). */
+static void offload_thread_join(struct pager *p)
+{
+	if (p->offload_thread_live) {
+		pthread_join(p->offload_thread, NULL);
+		p->offload_thread_live = false;
+	}
+}
+
 /* Loop callback: the offload thread finished. */
 static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
 {
@@ -88,12 +97,43 @@ static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
 		return;
 	/* the thread still tidies the store: joined by the next offload */
 	pthread_mutex_lock(&p->lock);
+	if (!p->offloading) {	/* a pre-copy an offload start finished */
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
 	p->offloading = false;
+	p->precopy = false;
 	err = p->offload_err;
 	pthread_mutex_unlock(&p->lock);
 	pager_maybe_unregister(p);
 	if (p->offload_done)
 		p->offload_done(p, err, p->offload_arg);
+}
+
+/*
+ * An offload is about to start: stop a running pre-copy and wait for it
+ * (its batches in flight complete first), then tell its owner.
+ */
+static void precopy_supersede(struct pager *p)
+{
+	void (*done)(struct pager *p, int err, void *arg);
+	uint64_t v;
+	int err;
+
+	if (!p->offloading || !p->precopy)
+		return;
+	atomic_store(&p->offload_abort, true);
+	offload_thread_join(p);
+	if (read(p->offload_done_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_warn(p->subject, "pre-copy: completion eventfd: %s", strerror(errno));
+	pthread_mutex_lock(&p->lock);
+	p->offloading = false;
+	p->precopy = false;
+	err = p->offload_err;
+	done = p->offload_done;
+	pthread_mutex_unlock(&p->lock);
+	if (done)	/* -ECANCELED, or how it ended before the stop */
+		done(p, err, p->offload_arg);
 }
 
 static const char *const gpa_source_names[PAGER_GPA_SOURCES] = {
@@ -351,15 +391,6 @@ const char *pager_store_id(struct pager *p)
 	return p->store.id;
 }
 
-/* Wait for the last offload thread (it may still be discarding slots). */
-static void offload_thread_join(struct pager *p)
-{
-	if (p->offload_thread_live) {
-		pthread_join(p->offload_thread, NULL);
-		p->offload_thread_live = false;
-	}
-}
-
 /* Bring every offloaded page back (detach while mappers still live). */
 static void restore_all(struct pager *p)
 {
@@ -441,6 +472,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 		atomic_store(&p->offload_abort, true);
 	offload_thread_join(p);
 	p->offloading = false;
+	p->precopy = false;
 	/* The fault thread keeps serving while pages come back. */
 	pthread_mutex_lock(&p->lock);
 	restore = live && p->count[PAGE_OFFLOADED];
@@ -985,6 +1017,7 @@ int pager_offload_start(struct pager *p,
 			 p->not_evictable_reason);
 		return -EPERM;
 	}
+	precopy_supersede(p);
 	if (p->offloading)
 		return -EBUSY;
 	offload_thread_join(p);
@@ -1021,6 +1054,47 @@ int pager_offload_start(struct pager *p,
 	if (err) {
 		pthread_mutex_lock(&p->lock);
 		p->offloading = false;
+		pthread_mutex_unlock(&p->lock);
+		return -err;
+	}
+	return 0;
+}
+
+int pager_precopy_start(struct pager *p,
+			void (*done)(struct pager *p, int err, void *arg),
+			void *arg)
+{
+	int err = 0;
+
+	if (!p->evictable)
+		return -EPERM;
+	if (p->offloading)
+		return -EBUSY;
+	offload_thread_join(p);
+	/* reg_lock: no mapper comes or goes until p->offloading is set */
+	pthread_mutex_lock(&p->reg_lock);
+	pthread_mutex_lock(&p->lock);
+	if (!p->nr_mappers || !p->registered || p->track != PAGER_DIRTY_WP_ASYNC)
+		err = -EOPNOTSUPP;
+	if (!err) {
+		p->offloading = true;
+		p->precopy = true;
+		p->offload_err = 0;
+		p->offload_done = done;
+		p->offload_arg = arg;
+		p->offload_t0 = now_ns();
+		atomic_store(&p->offload_abort, false);
+	}
+	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->reg_lock);
+	if (err)
+		return err;
+	err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
+	p->offload_thread_live = !err;
+	if (err) {
+		pthread_mutex_lock(&p->lock);
+		p->offloading = false;
+		p->precopy = false;
 		pthread_mutex_unlock(&p->lock);
 		return -err;
 	}
@@ -1141,6 +1215,9 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->working_set_pages = p->ws_pages;
 	st->eager_pages = p->eager_pages;
 	st->zero_copy_offloads = p->zero_copy_offloads;
+	st->precopies = p->precopies;
+	st->precopy_written_bytes = p->precopy_written;
+	st->precopy_cleaned_pages = p->precopy_cleaned;
 	st->dirty_hot_pages = p->dirty_hot;
 	st->offloads = p->offloads;
 	st->offload_errors = p->offload_errors;

@@ -274,6 +274,9 @@ struct pager_stats {
 	uint64_t working_set_pages;	/* touched in the last cycle */
 	uint64_t eager_pages;		/* pages brought in by eager restore */
 	uint64_t zero_copy_offloads;	/* offloads that wrote from a mapping */
+	uint64_t precopies;		/* pre-copies run (pager_precopy_start) */
+	uint64_t precopy_written_bytes;	/* ... bytes they wrote (in store_written_bytes) */
+	uint64_t precopy_cleaned_pages;	/* ... pages they left CLEAN */
 };
 
 struct pager;
@@ -410,6 +413,25 @@ void pager_set_resident_cb(struct pager *p, void (*cb)(struct pager *p, void *ar
  * -EBUSY if an offload is running, -EPERM if not evictable.
  */
 int pager_offload_start(struct pager *p,
+			void (*done)(struct pager *p, int err, void *arg),
+			void *arg);
+/*
+ * Pre-copy: write the resident pages that have no valid store copy (dirty
+ * and never-stored) to the store while the VM runs, punching nothing, so
+ * that the next offload has little left to write.  A page written out and
+ * not written again meanwhile (the dirty scan after its batch) becomes
+ * CLEAN; one written meanwhile stays RESIDENT; zero pages stay as they
+ * are.  Data is copied with pread, not mapped.  Only with asynchronous
+ * dirty tracking (wp_async: a write never waits for us) and mappers
+ * registered by an earlier offload: -EOPNOTSUPP otherwise; -EBUSY while
+ * an offload or pre-copy runs; -EPERM if not evictable.  Asynchronous:
+ * @done on the loop thread with 0 or -errno (a store error is counted
+ * and logged as an offload's is; no page is affected).  An offload
+ * started meanwhile stops it at its next batch boundary, waits for it and
+ * calls @done (-ECANCELED, or how it ended first) before going on.  Loop
+ * thread.
+ */
+int pager_precopy_start(struct pager *p,
 			void (*done)(struct pager *p, int err, void *arg),
 			void *arg);
 /*

@@ -191,7 +191,8 @@ struct pager {
 	/* offload */
 	pthread_t offload_thread;
 	bool offload_thread_live;	/* not joined yet (loop thread only) */
-	bool offloading;
+	bool offloading;		/* an offload or a pre-copy runs */
+	bool precopy;			/* ... a pre-copy (pager_precopy_start) */
 	atomic_bool offload_abort;
 	int offload_done_fd;		/* eventfd watched by the loop */
 	int offload_err;
@@ -220,6 +221,7 @@ struct pager {
 	enum pager_restore last_restore;
 	bool cycle_override;		/* this cycle's resume overrode the policy */
 	uint64_t ws_pages, eager_pages, zero_copy_offloads;
+	uint64_t precopies, precopy_written, precopy_cleaned;
 
 	/* errors for the loop thread (pager_report_error) */
 	int error_fd;			/* eventfd watched by the loop */

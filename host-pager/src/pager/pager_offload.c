@@ -26,6 +26,16 @@
  * store copies are dropped), batches already punched stay OFFLOADED and
  * are served by faults; the done callback gets -ECANCELED.
  *
+ * Pre-copy (pager_precopy_start) is the same walk on a running VM with
+ * asynchronous dirty tracking, minus every punch: each batch is copied
+ * with pread (a hole read through a mapping would allocate), written and
+ * committed, then scanned; its written pages that the scan did not find
+ * written again become CLEAN (their slots valid), the rest stay RESIDENT.
+ * No writer gate: a write after the scan leaves its page unprotected, so
+ * the next scan (the next offload's first) makes it RESIDENT again.  The
+ * working-set cycle does not end, holes are not marked ZERO (the guest may
+ * be filling them) and no stale slot is discarded.
+ *
  * Crash safety: each written page's crc32c is taken when the batch is read;
  * between "writes completed" and "punch" the batch's slot map entries
  * (written pages stored with their checksum, zero pages not stored) are
@@ -93,7 +103,9 @@ struct offload {
 	uint64_t batch_pages;
 	uint64_t written;
 	uint64_t clean, kept;	/* pages punched with no I/O; kept (written) */
+	uint64_t cleaned;	/* pre-copy: pages it wrote and left CLEAN */
 	bool zero_copy;		/* a batch was written from a mapping */
+	bool precopy;		/* the VM runs: write and keep, punch nothing */
 	bool track;		/* dirty tracking on at the start */
 	bool sync;		/* ... by write faults (wp_sync) */
 	int err;
@@ -142,6 +154,9 @@ static void batch_finish(struct offload *o, struct batch *b)
 		if (b->err || b->cancelled)	/* not punched */
 			pg_set(p, b->pg + i, b->kind[i] == BP_CLEAN ?
 			       pager_clean_state_locked(p, b->pg + i) : PAGE_RESIDENT);
+		else if (o->precopy)	/* stored, still resident */
+			pg_set(p, b->pg + i, b->kind[i] == BP_CLEAN || b->kind[i] == BP_WRITE ?
+			       pager_clean_state_locked(p, b->pg + i) : PAGE_RESIDENT);
 		else if (b->kind[i] == BP_KEEP)
 			pg_set(p, b->pg + i, PAGE_RESIDENT);
 		else
@@ -149,7 +164,10 @@ static void batch_finish(struct offload *o, struct batch *b)
 			       PAGE_OFFLOADED);
 		if (!b->err && !b->cancelled && b->kind[i] == BP_WRITE)
 			o->written += PAGER_PAGE_SIZE;
-		if (!b->err && !b->cancelled && b->kind[i] == BP_CLEAN)
+		if (!b->err && !b->cancelled && o->precopy && b->kind[i] == BP_WRITE &&
+		    pg_state(p, b->pg + i) == PAGE_CLEAN)
+			o->cleaned++;
+		if (!b->err && !b->cancelled && !o->precopy && b->kind[i] == BP_CLEAN)
 			o->clean++;
 		if (!b->err && !b->cancelled && b->kind[i] == BP_KEEP)
 			o->kept++;
@@ -184,7 +202,7 @@ static void batch_punch(struct offload *o, struct batch *b)
 		batch_finish(o, b);
 		return;
 	}
-	if (o->track && !o->sync && p->writer_gate) {
+	if (o->track && !o->sync && p->writer_gate && !o->precopy) {
 		/* wp_async: a write after the scan below would not fault, so
 		 * the mappers stop from the scan to the end of the punch */
 		int err = p->writer_gate(true, p->writer_gate_arg);
@@ -217,6 +235,10 @@ static void batch_punch(struct offload *o, struct batch *b)
 		}
 		p->dirty_scanned += found;
 		pthread_mutex_unlock(&p->lock);
+	}
+	if (o->precopy) {	/* nothing is punched */
+		batch_finish(o, b);
+		return;
 	}
 	for (uint64_t i = 0; i < b->n;) {
 		struct io_uring_sqe *sqe = NULL;
@@ -424,7 +446,7 @@ static void batch_unclaim(struct pager *p, struct batch *b, uint64_t from)
  */
 static ssize_t batch_read(struct offload *o, struct batch *b, uint64_t off, uint64_t len)
 {
-	char *map = o->map[b->r - o->p->regions];
+	char *map = o->precopy ? NULL : o->map[b->r - o->p->regions];
 	ssize_t got;
 
 	b->src = map ? map + (off - b->r->memfd_off) : NULL;
@@ -588,7 +610,8 @@ static int offload_region(struct offload *o, struct pager_region *r)
 		if (data < 0 || (uint64_t)data > end)
 			data = (off_t)end;
 		data &= ~(off_t)(PAGER_PAGE_SIZE - 1);
-		mark_holes(p, r, off, (uint64_t)data);
+		if (!o->precopy)
+			mark_holes(p, r, off, (uint64_t)data);
 		if ((uint64_t)data >= end)
 			break;
 		hole = lseek(r->memfd, data, SEEK_HOLE);
@@ -665,7 +688,8 @@ static int offload_init(struct offload *o, struct pager *p)
 	o->p = p;
 	o->batch_pages = p->cfg.write_batch_bytes / PAGER_PAGE_SIZE;
 	o->nb = p->cfg.write_queue_depth;
-	offload_map(o);
+	if (!o->precopy)
+		offload_map(o);
 	err = io_uring_queue_init(OFFLOAD_RING_ENTRIES, &o->ring, 0);
 	if (err)
 		return err;
@@ -790,6 +814,37 @@ static int offload_scan(struct offload *o)
 	return 0;
 }
 
+/* A pre-copy ended: count, say what it did, signal the loop. */
+static void precopy_end(struct pager *p, const struct offload *o, int err, uint64_t ns)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&p->lock);
+	p->offload_err = err;
+	p->precopies++;
+	p->precopy_written += o->written;
+	p->precopy_cleaned += o->cleaned;
+	p->store_written += o->written;
+	p->dirty_kept += o->kept;
+	if (err && err != -ECANCELED)
+		p->offload_errors++;
+	pthread_mutex_unlock(&p->lock);
+	if (err && err != -ECANCELED) {
+		log_err(p->subject, "pre-copy stopped after %llu MiB: %s (no page affected)",
+			(unsigned long long)(o->written >> 20), strerror(-err));
+		pager_report_error(p, err, "offload");
+	} else {
+		log_info(p->subject, "pre-copy%s: %llu MiB written in %llu ms while running, "
+			 "%llu page(s) now clean, %llu written meanwhile",
+			 err ? " stopped for an offload" : "",
+			 (unsigned long long)(o->written >> 20),
+			 (unsigned long long)(ns / 1000000), (unsigned long long)o->cleaned,
+			 (unsigned long long)o->kept);
+	}
+	if (write(p->offload_done_fd, &one, sizeof(one)) < 0)
+		log_err(p->subject, "pre-copy: cannot signal completion: %s", strerror(errno));
+}
+
 void *pager_offload_main(void *arg)
 {
 	struct pager *p = arg;
@@ -798,10 +853,13 @@ void *pager_offload_main(void *arg)
 	int err;
 
 	o.ring.ring_fd = -1;
+	pthread_mutex_lock(&p->lock);
+	o.precopy = p->precopy;
+	pthread_mutex_unlock(&p->lock);
 	err = offload_init(&o, p);
 	if (!err)
 		err = offload_scan(&o);
-	if (!err)
+	if (!err && !o.precopy)
 		pager_ws_cycle_end(p);	/* after the scan: it saw the writes */
 	for (unsigned int i = 0; i < p->nr_regions && !err && !o.err && !o.cancelled; i++)
 		if (p->regions[i].memfd >= 0)
@@ -814,6 +872,10 @@ void *pager_offload_main(void *arg)
 		err = -ECANCELED;
 	offload_fini(&o);
 	ns = now_ns() - p->offload_t0;
+	if (o.precopy) {
+		precopy_end(p, &o, err, ns);
+		return NULL;
+	}
 	pthread_mutex_lock(&p->lock);
 	p->offload_err = err;
 	p->last_offload_ns = ns;

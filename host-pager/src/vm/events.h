@@ -13,7 +13,8 @@
  * "wait_start" (wait, kind), "wait_ready" (wait), "delivered" (wait,
  * latency_ns), "vm_register", "vm_delete", "external", "link" (state),
  * "pressure" (from, to, reading; no vm), "pressure_offload" (level,
- * resident_bytes, expected_wait_ns, reading).
+ * resident_bytes, expected_wait_ns, reading), "precopy" (written_bytes,
+ * cleaned_pages, result).
  * Each line is written with one write(2) on an O_APPEND fd.
  */
 #ifndef VMNAP_EVENTS_H

@@ -87,7 +87,7 @@ json_t *pager_stats_json(struct pager *p)
 		if (st.dirty_tracking_reason)
 			json_object_set_new(o, "dirty_tracking_reason",
 					    json_string(st.dirty_tracking_reason));
-		json_object_set_new(o, "dirty", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+		json_object_set_new(o, "dirty", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 			"wp_faults", (json_int_t)st.dirty_wp_faults,
 			"hot_pages", (json_int_t)st.dirty_hot_pages,
 			"fallbacks", (json_int_t)st.dirty_fallbacks,
@@ -95,7 +95,10 @@ json_t *pager_stats_json(struct pager *p)
 			"scanned_written_pages", (json_int_t)st.dirty_scanned_pages,
 			"own_write_pages", (json_int_t)st.dirty_own_pages,
 			"kept_pages", (json_int_t)st.dirty_kept_pages,
-			"store_written_bytes", (json_int_t)st.store_written_bytes));
+			"store_written_bytes", (json_int_t)st.store_written_bytes,
+			"precopies", (json_int_t)st.precopies,
+			"precopy_written_bytes", (json_int_t)st.precopy_written_bytes,
+			"precopy_cleaned_pages", (json_int_t)st.precopy_cleaned_pages));
 		json_object_set_new(o, "restore", json_pack("{s:s,s:s,s:I,s:I}",
 			"policy", pager_restore_name(st.restore),
 			"last", pager_restore_name(st.last_restore),

@@ -25,6 +25,8 @@
 
 #define MEMXTIME_SAMPLE_NS	1000000000ull	/* resident bytes sampled every 1 s */
 #define VMM_MEM_SAMPLE_NS	1000000000ull	/* VMM PSS, cgroup memory: every 1 s */
+/* Pre-copy while a waiting VM runs only when it has this much to write. */
+#define PRECOPY_MIN_BYTES	(1ull << 20)
 #define NS_PER_SEC_F		1e9
 #define GIB_F			1073741824.0
 /*
@@ -43,6 +45,8 @@ struct vm_control {
 	pid_t vmm_pid;			/* given at registration, or 0 */
 	struct vmm_mem_sampler *vmm_mem;	/* once a VMM pid is known */
 	bool offload_running;
+	bool precopy_running;
+	uint64_t precopy_written0, precopy_cleaned0;	/* pager counters at its start */
 	uint64_t resume_faults0, resume_fault_pages0;	/* pager counters at its request */
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
@@ -379,6 +383,51 @@ static json_t *evidence_json(const struct coord_evidence *ev)
 			 json_integer((json_int_t)ev->next_timer_ns));
 }
 
+static int ctl_offload_bytes(void *arg, struct coord_offload_bytes *b);
+
+static void precopy_done(struct pager *p, int err, void *arg)
+{
+	struct vm *vm = arg;
+	struct pager_stats st;
+
+	if (!vm->control)
+		return;
+	vm->control->precopy_running = false;
+	pager_get_stats(p, &st);
+	events_emit(vm->d, vm->name, "precopy", json_pack("{s:I,s:I,s:s}",
+		"written_bytes", (json_int_t)(st.precopy_written_bytes - vm->control->precopy_written0),
+		"cleaned_pages", (json_int_t)(st.precopy_cleaned_pages - vm->control->precopy_cleaned0),
+		"result", err == -ECANCELED ? "stopped_for_offload" : err ? strerror(-err) : "done"));
+}
+
+/*
+ * A waiting VM runs again (the guest was busy, or ran a timer) before the
+ * wait could offload it: have the pager write what the last command
+ * dirtied now, while it runs, so the offload the wait gets has little
+ * left to write and fits in a short timer budget.  Not at the wait's
+ * start: most short waits end before a handoff, and their writes would
+ * be wasted.
+ */
+static void precopy_maybe(struct vm *vm)
+{
+	struct coord_offload_bytes b = { 0 };
+	struct pager_stats st;
+	int err;
+
+	if (!vm->pager || !vm->control || vm->control->precopy_running ||
+	    vm->control->offload_running || !vm->coord || !coord_cost_may_offload(vm->coord) ||
+	    ctl_offload_bytes(vm, &b) || b.to_write < PRECOPY_MIN_BYTES)
+		return;
+	pager_get_stats(vm->pager, &st);
+	vm->control->precopy_written0 = st.precopy_written_bytes;
+	vm->control->precopy_cleaned0 = st.precopy_cleaned_pages;
+	err = pager_precopy_start(vm->pager, precopy_done, vm);
+	if (!err)
+		vm->control->precopy_running = true;
+	else if (err != -EOPNOTSUPP && err != -EBUSY)
+		log_warn(vm->subject, "pre-copy not started: %s", strerror(-err));
+}
+
 static void ctl_transition(void *arg, enum coord_state from, enum coord_state to,
 			   const char *why)
 {
@@ -399,6 +448,8 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 	if (vm->coord && !strcmp(why, "busy"))
 		json_object_set_new(f, "evidence", evidence_json(coord_last_evidence(vm->coord)));
 	events_emit(vm->d, vm->name, "transition", f);
+	if (to == COORD_WAITING && from != COORD_RUNNING)
+		precopy_maybe(vm);
 }
 
 static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
