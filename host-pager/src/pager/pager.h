@@ -449,7 +449,8 @@ int pager_precopy_start(struct pager *p,
  */
 void pager_set_writer_gate(struct pager *p, int (*gate)(bool stop, void *arg), void *arg);
 /*
- * The VM wants to run: stop a running offload at the next batch boundary.
+ * The VM wants to run: stop a running offload at the next batch boundary
+ * (a pre-copy too: its done callback gets -ECANCELED).
  * Pages already punched stay OFFLOADED (served by faults), every other
  * page stays RESIDENT, none is lost; the done callback follows with
  * -ECANCELED (or 0 / -errno if the offload ended first).  Loop thread.

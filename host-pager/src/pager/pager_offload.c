@@ -836,7 +836,7 @@ static void precopy_end(struct pager *p, const struct offload *o, int err, uint6
 	} else {
 		log_info(p->subject, "pre-copy%s: %llu MiB written in %llu ms while running, "
 			 "%llu page(s) now clean, %llu written meanwhile",
-			 err ? " stopped for an offload" : "",
+			 err ? " stopped" : "",
 			 (unsigned long long)(o->written >> 20),
 			 (unsigned long long)(ns / 1000000), (unsigned long long)o->cleaned,
 			 (unsigned long long)o->kept);

@@ -397,7 +397,7 @@ static void precopy_done(struct pager *p, int err, void *arg)
 	events_emit(vm->d, vm->name, "precopy", json_pack("{s:I,s:I,s:s}",
 		"written_bytes", (json_int_t)(st.precopy_written_bytes - vm->control->precopy_written0),
 		"cleaned_pages", (json_int_t)(st.precopy_cleaned_pages - vm->control->precopy_cleaned0),
-		"result", err == -ECANCELED ? "stopped_for_offload" : err ? strerror(-err) : "done"));
+		"result", err == -ECANCELED ? "stopped" : err ? strerror(-err) : "done"));
 }
 
 /*
@@ -450,6 +450,9 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 	events_emit(vm->d, vm->name, "transition", f);
 	if (to == COORD_WAITING && from != COORD_RUNNING)
 		precopy_maybe(vm);
+	else if (to == COORD_RUNNING && vm->control && vm->control->precopy_running)
+		pager_offload_cancel(vm->pager);	/* the wait is over: the command
+							 * needs the disk and the CPU */
 }
 
 static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
