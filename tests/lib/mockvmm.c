@@ -1017,11 +1017,12 @@ static void precopy_cb(struct harness *h, void *arg)
 	oc->err = p ? pager_precopy_start(p, offload_done, h) : -ENOENT;
 }
 
-int precopy(struct harness *h)
+/* Start an offload or a pre-copy with @start on the loop, and wait for it. */
+static int offload_wait(struct harness *h, void (*start)(struct harness *h, void *arg))
 {
 	struct offload_call oc;
 
-	on_loop(h, precopy_cb, &oc);
+	on_loop(h, start, &oc);
 	if (oc.err)
 		return oc.err;
 	while (sem_wait(&h->offload_done) && errno == EINTR)
@@ -1029,17 +1030,15 @@ int precopy(struct harness *h)
 	return h->offload_err;
 }
 
+int precopy(struct harness *h)
+{
+	return offload_wait(h, precopy_cb);
+}
+
 /* Offload and wait; returns the done callback's error. */
 int offload(struct harness *h)
 {
-	struct offload_call oc;
-
-	on_loop(h, offload_cb, &oc);
-	if (oc.err)
-		return oc.err;
-	while (sem_wait(&h->offload_done) && errno == EINTR)
-		;
-	return h->offload_err;
+	return offload_wait(h, offload_cb);
 }
 
 static void resident_done(struct pager *p, void *arg)

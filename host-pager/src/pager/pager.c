@@ -1006,6 +1006,34 @@ int pager_set_gpa_map(struct pager *p, const struct pager_mem_table_region *mt,
 	return 0;
 }
 
+/* The offload thread's next job (@precopy: a pre-copy).  Lock held. */
+static void offload_job_set_locked(struct pager *p, bool precopy,
+				   void (*done)(struct pager *p, int err, void *arg), void *arg)
+{
+	p->offloading = true;
+	p->precopy = precopy;
+	p->offload_err = 0;
+	p->offload_done = done;
+	p->offload_arg = arg;
+	p->offload_t0 = now_ns();
+	atomic_store(&p->offload_abort, false);
+}
+
+/* Run the job offload_job_set_locked() set; undone if the thread cannot start. */
+static int offload_thread_start(struct pager *p)
+{
+	int err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
+
+	p->offload_thread_live = !err;
+	if (err) {
+		pthread_mutex_lock(&p->lock);
+		p->offloading = false;
+		p->precopy = false;
+		pthread_mutex_unlock(&p->lock);
+	}
+	return -err;
+}
+
 int pager_offload_start(struct pager *p,
 			void (*done)(struct pager *p, int err, void *arg),
 			void *arg)
@@ -1041,23 +1069,10 @@ int pager_offload_start(struct pager *p,
 	pthread_mutex_lock(&p->lock);
 	p->registered = true;
 	p->crit_recording = false;	/* this cycle's delivery never came */
-	p->offloading = true;
-	p->offload_err = 0;
-	p->offload_done = done;
-	p->offload_arg = arg;
-	p->offload_t0 = now_ns();
-	atomic_store(&p->offload_abort, false);
+	offload_job_set_locked(p, false, done, arg);
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->reg_lock);
-	err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
-	p->offload_thread_live = !err;
-	if (err) {
-		pthread_mutex_lock(&p->lock);
-		p->offloading = false;
-		pthread_mutex_unlock(&p->lock);
-		return -err;
-	}
-	return 0;
+	return offload_thread_start(p);
 }
 
 int pager_precopy_start(struct pager *p,
@@ -1076,29 +1091,11 @@ int pager_precopy_start(struct pager *p,
 	pthread_mutex_lock(&p->lock);
 	if (!p->nr_mappers || !p->registered || p->track != PAGER_DIRTY_WP_ASYNC)
 		err = -EOPNOTSUPP;
-	if (!err) {
-		p->offloading = true;
-		p->precopy = true;
-		p->offload_err = 0;
-		p->offload_done = done;
-		p->offload_arg = arg;
-		p->offload_t0 = now_ns();
-		atomic_store(&p->offload_abort, false);
-	}
+	if (!err)
+		offload_job_set_locked(p, true, done, arg);
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->reg_lock);
-	if (err)
-		return err;
-	err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
-	p->offload_thread_live = !err;
-	if (err) {
-		pthread_mutex_lock(&p->lock);
-		p->offloading = false;
-		p->precopy = false;
-		pthread_mutex_unlock(&p->lock);
-		return -err;
-	}
-	return 0;
+	return err ? err : offload_thread_start(p);
 }
 
 void pager_set_writer_gate(struct pager *p, int (*gate)(bool stop, void *arg), void *arg)
