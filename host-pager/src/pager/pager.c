@@ -84,18 +84,11 @@ static void offload_thread_join(struct pager *p)
 	}
 }
 
-/* Loop callback: the offload thread finished. */
-static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
+/* The offload thread's job (an offload or a pre-copy) ended: tell its owner. */
+static void offload_job_finish(struct pager *p)
 {
-	struct pager *p = arg;
-	uint64_t v;
 	int err;
 
-	(void)l;
-	(void)events;
-	if (read(fd, &v, sizeof(v)) != sizeof(v))
-		return;
-	/* the thread still tidies the store: joined by the next offload */
 	pthread_mutex_lock(&p->lock);
 	if (!p->offloading) {	/* a pre-copy an offload start finished */
 		pthread_mutex_unlock(&p->lock);
@@ -110,15 +103,28 @@ static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
 		p->offload_done(p, err, p->offload_arg);
 }
 
+/* Loop callback: the offload thread finished. */
+static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
+{
+	struct pager *p = arg;
+	uint64_t v;
+
+	(void)l;
+	(void)events;
+	if (read(fd, &v, sizeof(v)) != sizeof(v))
+		return;
+	/* the thread still tidies the store: joined by the next offload */
+	offload_job_finish(p);
+}
+
 /*
  * An offload is about to start: stop a running pre-copy and wait for it
- * (its batches in flight complete first), then tell its owner.
+ * (its batches in flight complete first), then tell its owner (-ECANCELED,
+ * or how it ended before the stop).
  */
 static void precopy_supersede(struct pager *p)
 {
-	void (*done)(struct pager *p, int err, void *arg);
 	uint64_t v;
-	int err;
 
 	if (!p->offloading || !p->precopy)
 		return;
@@ -126,14 +132,7 @@ static void precopy_supersede(struct pager *p)
 	offload_thread_join(p);
 	if (read(p->offload_done_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_warn(p->subject, "pre-copy: completion eventfd: %s", strerror(errno));
-	pthread_mutex_lock(&p->lock);
-	p->offloading = false;
-	p->precopy = false;
-	err = p->offload_err;
-	done = p->offload_done;
-	pthread_mutex_unlock(&p->lock);
-	if (done)	/* -ECANCELED, or how it ended before the stop */
-		done(p, err, p->offload_arg);
+	offload_job_finish(p);
 }
 
 static const char *const gpa_source_names[PAGER_GPA_SOURCES] = {

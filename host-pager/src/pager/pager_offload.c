@@ -814,11 +814,9 @@ static int offload_scan(struct offload *o)
 	return 0;
 }
 
-/* A pre-copy ended: count, say what it did, signal the loop. */
-static void precopy_end(struct pager *p, const struct offload *o, int err, uint64_t ns)
+/* A pre-copy ended: count, say what it did. */
+static void precopy_account(struct pager *p, const struct offload *o, int err, uint64_t ns)
 {
-	uint64_t one = 1;
-
 	pthread_mutex_lock(&p->lock);
 	p->offload_err = err;
 	p->precopies++;
@@ -841,15 +839,54 @@ static void precopy_end(struct pager *p, const struct offload *o, int err, uint6
 			 (unsigned long long)(ns / 1000000), (unsigned long long)o->cleaned,
 			 (unsigned long long)o->kept);
 	}
-	if (write(p->offload_done_fd, &one, sizeof(one)) < 0)
-		log_err(p->subject, "pre-copy: cannot signal completion: %s", strerror(errno));
+}
+
+/* An offload ended: count, learn, say what it did. */
+static void offload_account(struct pager *p, const struct offload *o, int err, uint64_t ns)
+{
+	uint64_t out, zero;
+
+	pthread_mutex_lock(&p->lock);
+	p->offload_err = err;
+	p->last_offload_ns = ns;
+	p->last_offload_written = o->written;
+	p->store_written += o->written;
+	p->clean_punched += o->clean;
+	p->zero_copy_offloads += o->zero_copy;
+	p->dirty_kept += o->kept;
+	if (err == -ECANCELED)
+		p->offload_cancels++;
+	else if (err)
+		p->offload_errors++;
+	else
+		p->offloads++;
+	out = p->count[PAGE_OFFLOADED];
+	zero = p->count[PAGE_ZERO];
+	pthread_mutex_unlock(&p->lock);
+	if (err == -ECANCELED) {
+		log_info(p->subject, "offload cancelled after %llu MiB in %llu ms: %llu page(s) "
+			 "out (served by faults), the rest stays resident",
+			 (unsigned long long)(o->written >> 20),
+			 (unsigned long long)(ns / 1000000), (unsigned long long)out);
+	} else if (err) {
+		log_err(p->subject, "offload aborted after %llu MiB: %s (unwritten pages stay resident)",
+			(unsigned long long)(o->written >> 20), strerror(-err));
+		pager_report_error(p, err, "offload");
+	} else {
+		log_info(p->subject, "offload: %llu MiB written in %llu ms, %llu page(s) out "
+			 "(%llu clean: no I/O), %llu zero, %llu written meanwhile: kept",
+			 (unsigned long long)(o->written >> 20),
+			 (unsigned long long)(ns / 1000000),
+			 (unsigned long long)out, (unsigned long long)o->clean,
+			 (unsigned long long)zero, (unsigned long long)o->kept);
+	}
 }
 
 void *pager_offload_main(void *arg)
 {
 	struct pager *p = arg;
 	struct offload o = { 0 };
-	uint64_t one = 1, ns, out, zero;
+	uint64_t one = 1, ns;
 	int err;
 
 	o.ring.ring_fd = -1;
@@ -872,47 +909,14 @@ void *pager_offload_main(void *arg)
 		err = -ECANCELED;
 	offload_fini(&o);
 	ns = now_ns() - p->offload_t0;
-	if (o.precopy) {
-		precopy_end(p, &o, err, ns);
-		return NULL;
-	}
-	pthread_mutex_lock(&p->lock);
-	p->offload_err = err;
-	p->last_offload_ns = ns;
-	p->last_offload_written = o.written;
-	p->store_written += o.written;
-	p->clean_punched += o.clean;
-	p->zero_copy_offloads += o.zero_copy;
-	p->dirty_kept += o.kept;
-	if (err == -ECANCELED)
-		p->offload_cancels++;
-	else if (err)
-		p->offload_errors++;
+	if (o.precopy)
+		precopy_account(p, &o, err, ns);
 	else
-		p->offloads++;
-	out = p->count[PAGE_OFFLOADED];
-	zero = p->count[PAGE_ZERO];
-	pthread_mutex_unlock(&p->lock);
-	if (err == -ECANCELED) {
-		log_info(p->subject, "offload cancelled after %llu MiB in %llu ms: %llu page(s) "
-			 "out (served by faults), the rest stays resident",
-			 (unsigned long long)(o.written >> 20),
-			 (unsigned long long)(ns / 1000000), (unsigned long long)out);
-	} else if (err) {
-		log_err(p->subject, "offload aborted after %llu MiB: %s (unwritten pages stay resident)",
-			(unsigned long long)(o.written >> 20), strerror(-err));
-		pager_report_error(p, err, "offload");
-	} else {
-		log_info(p->subject, "offload: %llu MiB written in %llu ms, %llu page(s) out "
-			 "(%llu clean: no I/O), %llu zero, %llu written meanwhile: kept",
-			 (unsigned long long)(o.written >> 20),
-			 (unsigned long long)(ns / 1000000),
-			 (unsigned long long)out, (unsigned long long)o.clean,
-			 (unsigned long long)zero, (unsigned long long)o.kept);
-	}
+		offload_account(p, &o, err, ns);
 	if (write(p->offload_done_fd, &one, sizeof(one)) < 0)
-		log_err(p->subject, "offload: cannot signal completion: %s",
-			strerror(errno));
-	discard_stale_slots(p);	/* after done: the VM need not wait for it */
+		log_err(p->subject, "%s: cannot signal completion: %s",
+			o.precopy ? "pre-copy" : "offload", strerror(errno));
+	if (!o.precopy)	/* a pre-copy's stale slots wait for the next offload */
+		discard_stale_slots(p);	/* after done: the VM need not wait for it */
 	return NULL;
 }
