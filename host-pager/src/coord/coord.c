@@ -644,7 +644,7 @@ static uint64_t seed_offload_time(struct coord *c, const char **why)
 bool coord_cost_may_offload(const struct coord *c)
 {
 	return c->cfg.profile == COORD_PROFILE_COST && c->ops->offload_bytes && !c->manual &&
-	       offload_possible(c) && coord_nr_waits(c) && waits_allow(c, true);
+	       offload_possible(c) && waits_allow(c, true);
 }
 
 /*
