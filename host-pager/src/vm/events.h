@@ -8,8 +8,7 @@
  * clock as every other timestamp vmnapd reports), "type", and "vm" when
  * the event belongs to one VM.  Types: "transition" (from, to, why;
  * resident_bytes into a resting state; on why "busy", the guest's
- * "evidence": busy reason names, cpu_idle_permille, nr_runnable,
- * io_inflight, next_timer_ns or null),
+ * "evidence" as GET /vms/NAME shows it, plus "busy": the reason names),
  * "wait_start" (wait, kind), "wait_ready" (wait), "delivered" (wait,
  * latency_ns), "vm_register", "vm_delete", "external", "link" (state),
  * "pressure" (from, to, reading; no vm), "pressure_offload" (level,

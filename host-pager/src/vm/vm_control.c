@@ -368,19 +368,28 @@ static bool ctl_can_offload(void *arg)
 	return st.evictable;
 }
 
-/* Why a guest was busy: the reason bits by name and the figures behind them. */
+/* The guest's last busy/idle report, as GET /vms/NAME shows it. */
 static json_t *evidence_json(const struct coord_evidence *ev)
 {
-	json_t *reasons = json_array();
+	return json_pack("{s:o,s:i,s:i,s:i,s:i}",
+			 "next_timer_ns", ev->next_timer_ns == COORD_BUDGET_UNKNOWN ? json_null() :
+					  json_integer((json_int_t)ev->next_timer_ns),
+			 "busy_reasons", (int)ev->busy_reasons,
+			 "cpu_idle_permille", (int)ev->cpu_idle_permille,
+			 "nr_runnable", (int)ev->nr_runnable,
+			 "io_inflight", (int)ev->io_inflight);
+}
+
+/* ... with the reason bits by name ("busy"), for a "busy" transition event. */
+static json_t *busy_evidence_json(const struct coord_evidence *ev)
+{
+	json_t *o = evidence_json(ev), *reasons = json_array();
 
 	for (unsigned int b = 0; b < COORD_BUSY_BITS; b++)
 		if (ev->busy_reasons & (1U << b))
 			json_array_append_new(reasons, json_string(coord_busy_reason_name(b)));
-	return json_pack("{s:o,s:i,s:i,s:i,s:o}", "busy", reasons,
-			 "cpu_idle_permille", (int)ev->cpu_idle_permille,
-			 "nr_runnable", (int)ev->nr_runnable, "io_inflight", (int)ev->io_inflight,
-			 "next_timer_ns", ev->next_timer_ns == COORD_BUDGET_UNKNOWN ? json_null() :
-			 json_integer((json_int_t)ev->next_timer_ns));
+	json_object_set_new(o, "busy", reasons);
+	return o;
 }
 
 static int ctl_offload_bytes(void *arg, struct coord_offload_bytes *b);
@@ -446,7 +455,7 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 		json_object_set_new(f, "resident_bytes", json_integer((json_int_t)st.resident_bytes));
 	}
 	if (vm->coord && !strcmp(why, "busy"))
-		json_object_set_new(f, "evidence", evidence_json(coord_last_evidence(vm->coord)));
+		json_object_set_new(f, "evidence", busy_evidence_json(coord_last_evidence(vm->coord)));
 	events_emit(vm->d, vm->name, "transition", f);
 	if (to == COORD_WAITING && from != COORD_RUNNING)
 		precopy_maybe(vm);
@@ -1074,13 +1083,7 @@ json_t *vm_control_json(struct vm *vm)
 					      "not", (json_int_t)st.decisions_not));
 		json_object_set_new(json_object_get(o, "counters"), "resumes_lazy",
 				    json_integer((json_int_t)st.resumes_lazy));
-		json_object_set_new(o, "evidence", json_pack("{s:o,s:i,s:i,s:i,s:i}",
-			"next_timer_ns", ev->next_timer_ns == COORD_BUDGET_UNKNOWN ? json_null() :
-					 json_integer((json_int_t)ev->next_timer_ns),
-			"busy_reasons", (int)ev->busy_reasons,
-			"cpu_idle_permille", (int)ev->cpu_idle_permille,
-			"nr_runnable", (int)ev->nr_runnable,
-			"io_inflight", (int)ev->io_inflight));
+		json_object_set_new(o, "evidence", evidence_json(ev));
 	} else {
 		json_object_set_new(o, "state", json_string("UNCONTROLLED"));
 		json_object_set_new(o, "managed", json_false());
