@@ -341,7 +341,7 @@ struct vmnap_classify_ctx {
 };
 
 static enum hrtimer_restart vmnap_window_fn(struct hrtimer *t);
-static u64 vmnap_cpu_idle_us(unsigned int cpu);
+static void vmnap_idle_snapshot(u64 *idle);
 
 static u32 vmnap_classify(const struct vmnap_timer_entry *e, void *arg)
 {
@@ -532,10 +532,8 @@ struct vmnap_window {
 static enum hrtimer_restart vmnap_window_fn(struct hrtimer *t)
 {
 	struct vmnap_window *w = container_of(t, struct vmnap_window, timer);
-	unsigned int cpu;
 
-	for_each_online_cpu(cpu)
-		vmnap_idle1[cpu] = vmnap_cpu_idle_us(cpu);
+	vmnap_idle_snapshot(vmnap_idle1);
 	w->end = ktime_get();
 	complete(&w->done);
 	return HRTIMER_NORESTART;
@@ -649,6 +647,15 @@ static u64 vmnap_cpu_idle_us(unsigned int cpu)
 	return div_u64(kcpustat_cpu(cpu).cpustat[CPUTIME_IDLE], NSEC_PER_USEC);
 }
 
+/* Every online CPU's idle time now, into @idle[cpu]. */
+static void vmnap_idle_snapshot(u64 *idle)
+{
+	unsigned int cpu;
+
+	for_each_online_cpu(cpu)
+		idle[cpu] = vmnap_cpu_idle_us(cpu);
+}
+
 /* ---- block I/O --------------------------------------------------------- */
 
 static unsigned long vmnap_io_issued_sum(void)
@@ -682,7 +689,7 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	struct vmnap_runnable_probe rp = { .self = current };
 	unsigned long issued0;
 	u64 *idle0 = vmnap_idle0;
-	ktime_t t0, t1, tend;
+	ktime_t t0, tend;
 	u64 wall_us, idle, permille, min_permille = 1000;
 	unsigned int cpu;
 
@@ -691,14 +698,11 @@ void vmnap_evidence_collect(struct vmnap_sample *s, unsigned int window_us)
 	migrate_disable();
 	t0 = ktime_get();
 	issued0 = vmnap_io_issued_sum();
-	for_each_online_cpu(cpu)
-		idle0[cpu] = vmnap_cpu_idle_us(cpu);
+	vmnap_idle_snapshot(idle0);
 	tend = vmnap_window_wait(raw_smp_processor_id(), window_us);
-	t1 = ktime_get();
 	if (!tend) {	/* no window timer: the end is now */
-		tend = t1;
-		for_each_online_cpu(cpu)
-			vmnap_idle1[cpu] = vmnap_cpu_idle_us(cpu);
+		tend = ktime_get();
+		vmnap_idle_snapshot(vmnap_idle1);
 	}
 	wall_us = max_t(u64, ktime_us_delta(tend, t0), 1);
 	s->window_ns = ktime_to_ns(ktime_sub(tend, t0));
