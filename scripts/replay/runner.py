@@ -28,11 +28,15 @@ from .vmnapd import Vmnapd, vmnap_missing, vmnapd_bridges, vmnapd_event_figures
 def resume_figures(fig):
     """A run's figures from vmnapd's events (vmnapd_event_figures): pauses,
     offloads, offloaded bytes, vmnapd's delivery p50/p99, the offload
-    decisions by reason, and p50/p99 of every resume phase (ms) and of the
-    faults taken between the resume request and its end."""
+    decisions by reason, p50/p99 of every resume phase (ms) and of the
+    faults taken between the resume request and its end, and the faults
+    served while commands ran (count, service and store-read seconds)."""
     out = {"pauses": fig["pauses"], "offloads": fig["offloads"],
            "offloaded_bytes": fig["offloaded_bytes"], "offload_decisions": fig["decisions"],
-           "resumes": fig["resumes"], "resumes_lazy": fig["resumes_lazy"]}
+           "resumes": fig["resumes"], "resumes_lazy": fig["resumes_lazy"],
+           "command_faults": fig["command_faults"],
+           "command_fault_s": round(fig["command_fault_s"], 3),
+           "command_fault_read_s": round(fig["command_fault_read_s"], 3)}
     series = [("vmnapd_delivery", fig["delivered_ms"])]
     series += [(f"resume_{p}", fig["resume_ms"][p]) for p in RESUME_PHASES]
     for name, vals in series:

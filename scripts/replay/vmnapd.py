@@ -93,12 +93,17 @@ class VmnapApi:
 def vmnapd_event_figures(path):
     """Per-run figures from vmnapd's event log: pauses, offloads, bytes
     offloaded (resident at PAUSED minus at OFFLOADED), vmnapd's own
-    delivery latencies, offload decisions by reason, and every resume's
-    phases (ms) and faults, by phase."""
+    delivery latencies, offload decisions by reason, every resume's
+    phases (ms) and faults, by phase, and the faults served while the VM
+    ran a command (RUNNING: no wait outstanding) - count, service time and
+    its store-read part (s) - from the pager's cumulative counters that
+    transitions into a resting state carry."""
     out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": [],
            "decisions": {}, "resumes": 0, "resumes_lazy": 0,
-           "resume_ms": {p: [] for p in RESUME_PHASES}, "resume_faults": []}
+           "resume_ms": {p: [] for p in RESUME_PHASES}, "resume_faults": [],
+           "command_faults": 0, "command_fault_s": 0.0, "command_fault_read_s": 0.0}
     paused_resident = {}
+    last_counted = {}   # vm -> (state, faults, fault_ns, fault_read_ns)
     if not os.path.exists(path):
         return out
     with open(path) as f:
@@ -109,6 +114,14 @@ def vmnapd_event_figures(path):
                 continue
             vm = ev.get("vm")
             if ev.get("type") == "transition":
+                counters = tuple(ev.get(k) for k in ("faults", "fault_ns", "fault_read_ns"))
+                if all(isinstance(c, int) for c in counters):
+                    prev = last_counted.get(vm)
+                    if prev and prev[0] == "RUNNING":
+                        out["command_faults"] += counters[0] - prev[1]
+                        out["command_fault_s"] += (counters[1] - prev[2]) / 1e9
+                        out["command_fault_read_s"] += (counters[2] - prev[3]) / 1e9
+                    last_counted[vm] = (ev.get("to"),) + counters
                 if ev.get("to") == "PAUSED":
                     out["pauses"] += 1
                     paused_resident[vm] = ev.get("resident_bytes")

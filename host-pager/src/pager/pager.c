@@ -1238,6 +1238,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->not_evictable_reason = p->not_evictable_reason;
 	memcpy(st->fault_lat_us, p->fault_lat_us, sizeof(st->fault_lat_us));
 	st->fault_lat_ns_sum = p->fault_lat_ns_sum;
+	st->fault_read_ns_sum = p->fault_read_ns_sum;
 	st->critical_set_pages = p->crit_nr;
 	st->critical_restored_pages = p->crit_restored_pages;
 	st->critical_window_faults = p->crit_window_faults;

@@ -239,6 +239,7 @@ struct pager_stats {
 	 * holds one fault fewer */
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
 	uint64_t fault_lat_ns_sum;	/* true sum of the latencies above, ns */
+	uint64_t fault_read_ns_sum;	/* of that, in store reads (OFFLOADED) */
 	/* resume-critical set (pager_resume_prepare) */
 	uint64_t critical_set_pages;		/* pages in the set now */
 	uint64_t critical_restored_pages;	/* restored before a resume */

@@ -286,7 +286,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 			   uint64_t fault_addr)
 {
 	struct pager *p = fc->p;
-	uint64_t around = p->fa_window, start, n, host, eexist = 0;
+	uint64_t around = p->fa_window, start, n, host, eexist = 0, t_read;
 	bool wp = m->wp, seq = false, hot = true, spread;
 	int err;
 
@@ -356,7 +356,9 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	spread = !seq && n > 1 && r->memfd >= 0 && wp == m->wp;
 	pthread_mutex_unlock(&p->lock);
 	host = m->host_addr[ri] + (start - r->first_page) * PAGER_PAGE_SIZE;
+	t_read = now_ns();
 	err = store_read(&p->store, fc->buf, n * PAGER_PAGE_SIZE, pg_store_off(start));
+	t_read = now_ns() - t_read;
 	if (!err && spread && install_neighbours(r, start, n, pg, fc->buf))
 		spread = false;	/* mapped whole below (EEXIST for those put in) */
 	if (!err && spread)
@@ -368,6 +370,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 				fault_addr, &eexist, wp);
 	pthread_mutex_lock(&p->lock);
 	p->eexist += eexist;
+	p->fault_read_ns_sum += t_read;
 	if (err) {
 		pager_finish_run_locked(p, start, n, false);
 		return err;

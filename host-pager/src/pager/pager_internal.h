@@ -245,6 +245,7 @@ struct pager {
 	uint64_t vmm_removed_pages, vmm_unmaps, vmm_remaps;
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
 	uint64_t fault_lat_ns_sum;	/* sum of the latencies counted there */
+	uint64_t fault_read_ns_sum;	/* of that, in store reads */
 
 	/* resume-critical set (pager_critical.c; under lock): pages faulted
 	 * in while a resume was being delivered, a ring in fault order */

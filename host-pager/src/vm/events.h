@@ -7,7 +7,9 @@
  * reader sees a lost line as a jump), "t_ns" (CLOCK_MONOTONIC ns, the same
  * clock as every other timestamp vmnapd reports), "type", and "vm" when
  * the event belongs to one VM.  Types: "transition" (from, to, why;
- * resident_bytes into a resting state; on why "busy", the guest's
+ * into a resting state: resident_bytes, and the pager's faults served,
+ * their service time and the store-read part of it, fault_ns and
+ * fault_read_ns, all since the VM was registered; on why "busy", the guest's
  * "evidence" as GET /vms/NAME shows it, plus "busy": the reason names),
  * "wait_start" (wait, kind), "wait_ready" (wait), "delivered" (wait,
  * latency_ns), "vm_register", "vm_delete", "external", "link" (state),

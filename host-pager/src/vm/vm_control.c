@@ -453,6 +453,12 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 
 		pager_get_stats(vm->pager, &st);
 		json_object_set_new(f, "resident_bytes", json_integer((json_int_t)st.resident_bytes));
+		/* cumulative: the difference between two transitions is what
+		 * the state in between cost in faults */
+		json_object_set_new(f, "faults", json_integer((json_int_t)st.faults));
+		json_object_set_new(f, "fault_ns", json_integer((json_int_t)st.fault_lat_ns_sum));
+		json_object_set_new(f, "fault_read_ns",
+				    json_integer((json_int_t)st.fault_read_ns_sum));
 	}
 	if (vm->coord && !strcmp(why, "busy"))
 		json_object_set_new(f, "evidence", busy_evidence_json(coord_last_evidence(vm->coord)));
