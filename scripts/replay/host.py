@@ -265,6 +265,20 @@ class SwapFile:
             pass
 
 
+def process_cpu_s(pid):
+    """CPU time (user, system) in seconds a process's threads have used, or
+    None when it cannot be read (no pid, the process gone)."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick   # utime, stime
+
+
 def vmstat():
     out = {}
     for ln in open("/proc/vmstat"):

@@ -11,11 +11,12 @@ import json
 import os
 import sys
 import tempfile
+import time
 import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from replay import cli, common, events, runner, trajectory  # noqa: E402
+from replay import cli, common, events, host, runner, trajectory  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import tap  # noqa: E402
 
@@ -232,7 +233,7 @@ def _():
     cr = runner.CohortRun.__new__(runner.CohortRun)
     cr.cohort, cr.rep, cr.guests = "baseline", 0, [1, 2]
     cr.delivery_ms, cr.result = [1.0, 2.0, 3.0], {}
-    cr.bench = None
+    cr.bench, cr.via_gateway, cr.command_cpu_s = None, False, [1.25, 0.5]
     gib = common.GIB
     sampler = types.SimpleNamespace(
         rows=[(t / 10, vm, gib, 2 * gib, 3 * gib, 100.0) for t in range(0, 101) for vm in ("a", "b")],
@@ -244,6 +245,18 @@ def _():
     assert abs(r["vmm_pss_memxtime_gib_s"] - 40.0) < 1e-6
     assert r["completion_window_s"] == 10 and r["throughput_per_min"] == 12
     assert r["guest_ram_peak_mib"] == 2048 and r["delivery_p50_ms"] == 2.0
+    assert r["command_vmm_user_s"] == 1.25 and r["command_vmm_sys_s"] == 0.5
+
+
+@t("VMM CPU: a process's user and system seconds from /proc/PID/stat")
+def _():
+    t0 = host.process_cpu_s(os.getpid())
+    end = time.process_time() + 0.05
+    while time.process_time() < end:
+        pass
+    t1 = host.process_cpu_s(os.getpid())
+    assert t0 and t1 and t1[0] + t1[1] > t0[0] + t0[1], (t0, t1)
+    assert host.process_cpu_s(None) is None and host.process_cpu_s(2 ** 22 + 1) is None
 
 
 @t("accelerator: read from run-guest.sh's own lines, not from /dev/kvm")
