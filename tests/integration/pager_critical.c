@@ -82,8 +82,11 @@ static bool lat_sum_fits(const struct pager_stats *st)
 		hi += i == PAGER_LAT_BUCKETS - 1 && st->fault_lat_us[i] ? INFINITY :
 		      (double)st->fault_lat_us[i] * (double)(1ull << (i + 1)) * 1000;
 	}
+	/* every fault here is on an offloaded page: part of its time is the
+	 * store read */
 	return n == st->faults && n > 0 && st->fault_lat_ns_sum > 0 &&
-	       (double)st->fault_lat_ns_sum >= lo && (double)st->fault_lat_ns_sum < hi;
+	       (double)st->fault_lat_ns_sum >= lo && (double)st->fault_lat_ns_sum < hi &&
+	       st->fault_read_ns_sum > 0 && st->fault_read_ns_sum < st->fault_lat_ns_sum;
 }
 
 static void prepare_cb(struct harness *h, void *arg)
@@ -291,8 +294,9 @@ static int mode_critical(const char *self, uint64_t mib)
 	    "critical set: %llu page(s) (S and its fault-around)",
 	    (unsigned long long)st.critical_set_pages);
 	tap(lat_sum_fits(&st), "fault latency sum: %llu ns over %llu fault(s) (%llu in the "
-	    "histogram), inside the buckets' bounds", (unsigned long long)st.fault_lat_ns_sum,
-	    (unsigned long long)st.faults, (unsigned long long)lat_count(&st));
+	    "histogram), inside the buckets' bounds; %llu ns of it store reads",
+	    (unsigned long long)st.fault_lat_ns_sum, (unsigned long long)st.faults,
+	    (unsigned long long)lat_count(&st), (unsigned long long)st.fault_read_ns_sum);
 	on_loop(&h, delivered_cb, NULL);
 	vmm_cmd(&h, ans, "verify 1 2");
 	st1 = stats(&h, NULL);

@@ -208,6 +208,33 @@ def _():
     assert r["resume_vmm_p50_ms"] == 5.5 and r["resume_ack_p50_ms"] == 11.0, r
     assert abs(r["resume_total_p99_ms"] - 29.73) < 1e-6, r
     assert r["resume_faults_p50"] == 5.5 and r["vmnapd_delivery_p50_ms"] is None
+    assert r["command_faults"] == 0
+
+
+@t("command faults: the counters' growth while RUNNING, per VM, nothing else")
+def _():
+    from replay import vmnapd
+
+    def tr(vm, to, faults, ms, read_ms):
+        return {"type": "transition", "vm": vm, "to": to, "faults": faults,
+                "fault_ns": ms * 1000000, "fault_read_ns": read_ms * 1000000}
+    evs = [tr("a", "RUNNING", 10, 100, 50),         # command 1 of a
+           tr("b", "RUNNING", 0, 0, 0),             # b interleaved
+           tr("a", "WAITING", 30, 300, 150),        # +20 faults, 200 ms, 100 read
+           {"type": "transition", "vm": "a", "to": "HANDOFF"},    # no counters
+           tr("a", "PAUSED", 35, 320, 160),         # a wait: not counted
+           tr("b", "WAITING", 7, 70, 35),           # +7 for b
+           tr("a", "RUNNING", 40, 400, 200),
+           tr("a", "WAITING", 41, 410, 205)]        # +1
+    with tempfile.NamedTemporaryFile("w", delete=False) as f:
+        for ev in evs:
+            f.write(json.dumps(ev) + "\n")
+    try:
+        r = runner.resume_figures(vmnapd.vmnapd_event_figures(f.name))
+    finally:
+        os.unlink(f.name)
+    assert r["command_faults"] == 28, r
+    assert abs(r["command_fault_s"] - 0.28) < 1e-9 and abs(r["command_fault_read_s"] - 0.14) < 1e-9, r
 
 
 @t("percentiles interpolate")
