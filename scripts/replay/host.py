@@ -265,8 +265,9 @@ class SwapFile:
             pass
 
 
-def process_cpu_s(pid):
-    """CPU time (user, system) in seconds a process's threads have used, or
+def process_usage(pid):
+    """What a process's threads have used: CPU time (user, system) in
+    seconds and page faults (minor, major) as the kernel counts them, or
     None when it cannot be read (no pid, the process gone)."""
     if not pid:
         return None
@@ -276,7 +277,9 @@ def process_cpu_s(pid):
     except OSError:
         return None
     tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick   # utime, stime
+    # fields from 3 (state): minflt 10, majflt 12, utime 14, stime 15
+    return (int(fields[11]) / tick, int(fields[12]) / tick,
+            int(fields[7]), int(fields[9]))
 
 
 def vmstat():

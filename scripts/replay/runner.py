@@ -18,7 +18,7 @@ from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, DEFAULT_COHORTS, FINA
 from .events import EventLog, event_seq_gaps
 from .gateway import Gateway, ModelError, calibrate, model_request
 from .guest import Guest, launcher_env
-from .host import Cgroups, SwapFile, process_cpu_s, process_pageout, vmstat
+from .host import Cgroups, SwapFile, process_pageout, process_usage, vmstat
 from .sampler import Sampler
 from .summary import write_outputs
 from .trajectory import load_trajectory
@@ -56,7 +56,8 @@ class CohortRun:
         self.guests = []
         self.checks = []
         self.delivery_ms = []
-        self.command_cpu_s = [0.0, 0.0]    # the VMMs' user, system CPU in commands
+        # the VMMs' user, system CPU (s) and minor, major faults in commands
+        self.command_usage = [0.0, 0.0, 0, 0]
         self.result = {"cohort": cohort, "rep": rep, "vms": bench.args.vms}
         self.reclaims = []
         self.reclaim_errors = 0
@@ -173,12 +174,12 @@ class CohortRun:
                         break
                     time.sleep(left / NS)
                 t_ready = self.wait_end(g, st)
-                cpu0 = process_cpu_s(g.qemu_pid)
+                use0 = process_usage(g.qemu_pid)
                 res, t_ack = g.exec_shell(st["cmd"], on_ack=lambda: self.delivered(g, st))
-                cpu1 = process_cpu_s(g.qemu_pid)
-                cpu = [b - a for a, b in zip(cpu0, cpu1)] if cpu0 and cpu1 else None
-                if cpu:
-                    self.command_cpu_s = [t + d for t, d in zip(self.command_cpu_s, cpu)]
+                use1 = process_usage(g.qemu_pid)
+                use = [b - a for a, b in zip(use0, use1)] if use0 and use1 else None
+                if use:
+                    self.command_usage = [t + d for t, d in zip(self.command_usage, use)]
                 if t_ack is not None:
                     self.delivery_ms.append((t_ack - t_ready) / 1e6)
                 ok_rc = res["exit_code"] == st["exit_code"]
@@ -190,8 +191,10 @@ class CohortRun:
                         exit_code=res["exit_code"], digest_ok=ok_dig,
                         delivery_ms=None if t_ack is None else round((t_ack - t_ready) / 1e6, 3),
                         exec_ms=round(res.get("duration_ns", 0) / 1e6, 3),
-                        vmm_user_ms=None if cpu is None else round(cpu[0] * 1e3),
-                        vmm_sys_ms=None if cpu is None else round(cpu[1] * 1e3))
+                        vmm_user_ms=None if use is None else round(use[0] * 1e3),
+                        vmm_sys_ms=None if use is None else round(use[1] * 1e3),
+                        vmm_minflt=None if use is None else use[2],
+                        vmm_majflt=None if use is None else use[3])
             res, _ = g.exec_shell(FINAL_DIFF_CMD)
             self.check(f"{g.name}/final-git-diff",
                        res["stdout_sha256"] == self.bench.header["final_diff_sha256"],
@@ -343,8 +346,9 @@ class CohortRun:
             r[f"delivery_p{p}_ms"] = None if v is None else round(v, 3)
         r["delivery_samples"] = len(self.delivery_ms)
         if not self.via_gateway:    # data ready -> the command's result, every VM
-            r["command_vmm_user_s"] = round(self.command_cpu_s[0], 2)
-            r["command_vmm_sys_s"] = round(self.command_cpu_s[1], 2)
+            r["command_vmm_user_s"] = round(self.command_usage[0], 2)
+            r["command_vmm_sys_s"] = round(self.command_usage[1], 2)
+            r["command_vmm_minflt"], r["command_vmm_majflt"] = self.command_usage[2:]
         r["_delivery_ms"] = list(self.delivery_ms)  # for the plot, not the summary
         gaps = sampler.gaps_ms
         r["max_sample_gap_ms"] = round(max(gaps), 3) if gaps else None

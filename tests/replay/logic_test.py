@@ -8,6 +8,7 @@ cohort plan, percentiles, event-loss counting and the memory x time
 integral of a cohort run.
 """
 import json
+import mmap
 import os
 import sys
 import tempfile
@@ -260,7 +261,7 @@ def _():
     cr = runner.CohortRun.__new__(runner.CohortRun)
     cr.cohort, cr.rep, cr.guests = "baseline", 0, [1, 2]
     cr.delivery_ms, cr.result = [1.0, 2.0, 3.0], {}
-    cr.bench, cr.via_gateway, cr.command_cpu_s = None, False, [1.25, 0.5]
+    cr.bench, cr.via_gateway, cr.command_usage = None, False, [1.25, 0.5, 7, 3]
     gib = common.GIB
     sampler = types.SimpleNamespace(
         rows=[(t / 10, vm, gib, 2 * gib, 3 * gib, 100.0) for t in range(0, 101) for vm in ("a", "b")],
@@ -273,17 +274,22 @@ def _():
     assert r["completion_window_s"] == 10 and r["throughput_per_min"] == 12
     assert r["guest_ram_peak_mib"] == 2048 and r["delivery_p50_ms"] == 2.0
     assert r["command_vmm_user_s"] == 1.25 and r["command_vmm_sys_s"] == 0.5
+    assert r["command_vmm_minflt"] == 7 and r["command_vmm_majflt"] == 3
 
 
-@t("VMM CPU: a process's user and system seconds from /proc/PID/stat")
+@t("VMM usage: a process's CPU seconds and page faults from /proc/PID/stat")
 def _():
-    t0 = host.process_cpu_s(os.getpid())
+    t0 = host.process_usage(os.getpid())
     end = time.process_time() + 0.05
     while time.process_time() < end:
         pass
-    t1 = host.process_cpu_s(os.getpid())
+    buf = mmap.mmap(-1, 64 * mmap.PAGESIZE)
+    for off in range(0, len(buf), mmap.PAGESIZE):   # first touches: minor faults
+        buf[off] = 1
+    t1 = host.process_usage(os.getpid())
     assert t0 and t1 and t1[0] + t1[1] > t0[0] + t0[1], (t0, t1)
-    assert host.process_cpu_s(None) is None and host.process_cpu_s(2 ** 22 + 1) is None
+    assert t1[2] >= t0[2] + 64 and t1[3] >= t0[3], (t0, t1)
+    assert host.process_usage(None) is None and host.process_usage(2 ** 22 + 1) is None
 
 
 @t("accelerator: read from run-guest.sh's own lines, not from /dev/kvm")
