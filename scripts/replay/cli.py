@@ -179,6 +179,14 @@ def cmd_table(args):
             cells.append("-" if val is None else fmt.format(val))
         ratio = agg.get("ratio_to_baseline", {}).get("guest_ram_memxtime_gib_s")
         print(f"| {c} | " + " | ".join(cells) + f" | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+    paired = [(c, agg["ratio_to_baseline_by_rep"]) for c, agg in s["cohorts"].items()
+              if agg.get("ratio_to_baseline_by_rep")]
+    if paired:
+        print("\nEach repetition against the baseline run of the same repetition "
+              "(guest RAM memory×time; completion window):")
+        for c, by in paired:
+            print(f"- {c}: " + ", ".join(f"{m:.3f}x" for m in by["guest_ram_memxtime_gib_s"])
+                  + "; " + ", ".join(f"{w:.3f}x" for w in by["completion_window_s"]))
     return 0
 
 

@@ -34,6 +34,22 @@ def validate(bench, checks, skipped, runs, max_gap):
     }
 
 
+def paired_ratios(runs, cohort):
+    """Each repetition's ratio of @cohort to baseline, in repetition order:
+    a repetition's cohort runs follow one another (runner.plan), so its
+    ratio is less moved by the machine's drift between repetitions than a
+    ratio of medians (consecutive runs of one configuration on this host
+    have differed by a quarter in command time)."""
+    base = {r["rep"]: r for r in runs if r["cohort"] == "baseline" and "error" not in r}
+    out = {}
+    for k in ("guest_ram_memxtime_gib_s", "completion_window_s"):
+        out[k] = [round(r[k] / base[r["rep"]][k], 4)
+                  for r in sorted(runs, key=lambda r: r["rep"])
+                  if r["cohort"] == cohort and "error" not in r and r.get(k) is not None
+                  and r["rep"] in base and base[r["rep"]].get(k)]
+    return out
+
+
 def write_outputs(bench, runs, checks, samples, skipped):
     """samples.csv, summary.json (cohort medians, ratios to baseline) and
     validation.json (functional checks, sampling gaps, lost events) of a run."""
@@ -79,6 +95,7 @@ def write_outputs(bench, runs, checks, samples, skipped):
             ("guest_ram_memxtime_gib_s", "vmm_pss_memxtime_gib_s", "cgroup_memxtime_gib_s",
              "completion_window_s", "throughput_per_min")
             if agg.get(k) is not None and base.get(k)}
+        agg["ratio_to_baseline_by_rep"] = paired_ratios(runs, c)
     validation = validate(bench, checks, skipped, runs,
                           max((r.get("max_sample_gap_ms") or 0 for r in runs), default=0))
     validation["vmm_pss_max_age_ms"] = max((r.get("vmm_pss_max_age_ms") or 0 for r in runs),

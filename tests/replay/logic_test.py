@@ -17,7 +17,7 @@ import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from replay import cli, common, events, host, runner, trajectory  # noqa: E402
+from replay import cli, common, events, host, runner, summary, trajectory  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import tap  # noqa: E402
 
@@ -275,6 +275,24 @@ def _():
     assert r["guest_ram_peak_mib"] == 2048 and r["delivery_p50_ms"] == 2.0
     assert r["command_vmm_user_s"] == 1.25 and r["command_vmm_sys_s"] == 0.5
     assert r["command_vmm_minflt"] == 7 and r["command_vmm_majflt"] == 3
+
+
+@t("paired ratios: each repetition against the baseline run of the same repetition")
+def _():
+    runs = [{"cohort": "baseline", "rep": 0, "completion_window_s": 100.0,
+             "guest_ram_memxtime_gib_s": 10.0},
+            {"cohort": "offload", "rep": 1, "completion_window_s": 150.0,
+             "guest_ram_memxtime_gib_s": 0.6},
+            {"cohort": "offload", "rep": 0, "completion_window_s": 103.0,
+             "guest_ram_memxtime_gib_s": 0.2},
+            {"cohort": "baseline", "rep": 1, "completion_window_s": 120.0,
+             "guest_ram_memxtime_gib_s": 12.0},
+            {"cohort": "offload", "rep": 2, "completion_window_s": 90.0,   # no baseline
+             "guest_ram_memxtime_gib_s": 0.1},
+            {"cohort": "baseline", "rep": 2, "error": "boot failed"}]
+    by = summary.paired_ratios(runs, "offload")
+    assert by == {"completion_window_s": [1.03, 1.25],
+                  "guest_ram_memxtime_gib_s": [0.02, 0.05]}, by
 
 
 @t("VMM usage: a process's CPU seconds and page faults from /proc/PID/stat")
