@@ -273,10 +273,15 @@ def process_usage(pid):
         return None
     try:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            return parse_stat(f.read(), os.sysconf("SC_CLK_TCK"))
     except OSError:
         return None
-    tick = os.sysconf("SC_CLK_TCK")
+
+
+def parse_stat(text, tick):
+    """(utime s, stime s, minflt, majflt) from a /proc/PID/stat line; the
+    command name (field 2) may hold spaces and parentheses."""
+    fields = text.rsplit(")", 1)[1].split()
     # fields from 3 (state): minflt 10, majflt 12, utime 14, stime 15
     return (int(fields[11]) / tick, int(fields[12]) / tick,
             int(fields[7]), int(fields[9]))

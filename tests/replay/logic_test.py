@@ -10,6 +10,7 @@ integral of a cohort run.
 import json
 import mmap
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -304,9 +305,18 @@ def _():
     buf = mmap.mmap(-1, 64 * mmap.PAGESIZE)
     for off in range(0, len(buf), mmap.PAGESIZE):   # first touches: minor faults
         buf[off] = 1
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     t1 = host.process_usage(os.getpid())
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
     assert t0 and t1 and t1[0] + t1[1] > t0[0] + t0[1], (t0, t1)
-    assert t1[2] >= t0[2] + 64 and t1[3] >= t0[3], (t0, t1)
+    assert t1[2] >= t0[2] + 64, (t0, t1)
+    # the kernel's own counts for this process, read just before and after
+    assert r0.ru_minflt <= t1[2] <= r1.ru_minflt, (r0.ru_minflt, t1, r1.ru_minflt)
+    assert r0.ru_majflt <= t1[3] <= r1.ru_majflt, (r0.ru_majflt, t1, r1.ru_majflt)
+    # each field from its place: a name with spaces and ") (" in it, and
+    # fields 3-15 all different (utime 1400 and stime 1500 ticks at 100/s)
+    line = "4242 (a) (b c) " + " ".join(str(100 * n) for n in range(3, 53))
+    assert host.parse_stat(line, 100) == (14.0, 15.0, 1000, 1200), host.parse_stat(line, 100)
     assert host.process_usage(None) is None and host.process_usage(2 ** 22 + 1) is None
 
 
