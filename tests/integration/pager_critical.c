@@ -3,7 +3,8 @@
  * pager_critical.c - the resume-critical set (mock VMM, mockvmm.h): cycle 1
  * offload, resume, touch a set S, delivered; cycle 2 offload, the
  * pre-resume restore puts S in the memfd before the mapper touches it
- * (SEEK_DATA), touching S takes no fault, every byte verified; the set is
+ * (SEEK_DATA), mapped into the mapper: touching S takes no userfaultfd
+ * fault and no host page fault, every byte verified; the set is
  * bounded and recorded only until delivery; a window that overfills it
  * keeps its first faults.  TAP.
  *
@@ -262,6 +263,7 @@ static int mode_critical(const char *self, uint64_t mib)
 	struct prepare_call pc;
 	struct set_resident_call sc = { .round = 1 };
 	char ans[LINE_MAX_LEN];
+	long host_faults = -1;
 	bool full;
 	int err, left;
 
@@ -287,7 +289,7 @@ static int mode_critical(const char *self, uint64_t mib)
 	vmm_cmd(&h, ans, "touchset 1");
 	/* the last fault's latency is counted after its faulter was woken */
 	st = stats_settled(&h);
-	tap(!strcmp(ans, "ok") && st.faults > 0 && st.critical_window_faults == st.faults,
+	tap(!strncmp(ans, "ok", 2) && st.faults > 0 && st.critical_window_faults == st.faults,
 	    "cycle 1: S verified through %llu fault(s) in the critical window (%s)",
 	    (unsigned long long)st.faults, ans);
 	tap(st.critical_set_pages >= sc.n && st.critical_set_pages <= PAGER_CRITICAL_MAX_PAGES,
@@ -323,10 +325,19 @@ static int mode_critical(const char *self, uint64_t mib)
 	    sc.resident, sc.n);
 	vmm_cmd(&h, ans, "touchset 2");
 	st1 = stats(&h, NULL);
-	tap(!strcmp(ans, "ok") && st1.faults == st.faults &&
+	tap(!strncmp(ans, "ok", 2) && st1.faults == st.faults &&
 	    st1.critical_window_faults == st.critical_window_faults,
 	    "touching S took no fault (%llu before, %llu after), every byte right (%s)",
 	    (unsigned long long)st.faults, (unsigned long long)st1.faults, ans);
+	/* mapped into the mapper by the restore: reading S maps nothing
+	 * (put into the memfd only, each page's first read would) */
+	if (sscanf(ans, "ok %ld", &host_faults) != 1)
+		host_faults = -1;
+	tap(host_faults >= 0 && host_faults * 4 < (long)sc.n &&
+	    st.critical_mapped_pages == st.critical_restored_pages,
+	    "S mapped by the restore (%llu of %llu restored pages): reading it took %ld "
+	    "host page fault(s) for %u pages", (unsigned long long)st.critical_mapped_pages,
+	    (unsigned long long)st.critical_restored_pages, host_faults, sc.n);
 
 	/* still in cycle 2's window: a storm of faults fills the set to its bound */
 	full = storm_fills_set(&h, 2, &st);
@@ -361,7 +372,7 @@ static int mode_critical(const char *self, uint64_t mib)
 	st1 = stats(&h, NULL);
 	vmm_cmd(&h, ans, "touchset 5");
 	st = stats(&h, NULL);
-	tap(!err && pc.ret == 0 && !strcmp(ans, "ok") && st.faults > st1.faults,
+	tap(!err && pc.ret == 0 && !strncmp(ans, "ok", 2) && st.faults > st1.faults,
 	    "cycle 5: S faulted first in the window (%s)", ans);
 	full = storm_fills_set(&h, 5, &st);
 	tap(full, "cycle 5: then a storm filled the set (%llu pages)",

@@ -561,12 +561,18 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			send_line(out, "ok %llu %llu", (unsigned long long)p50,
 				  (unsigned long long)p99);
 		} else if (sscanf(line, "touchset %u", &round) == 1) {
-			int64_t bad = touch_set(v, round);
+			/* answers the host page faults reading S took too */
+			struct rusage ru0, ru1;
+			int64_t bad;
 
+			getrusage(RUSAGE_THREAD, &ru0);
+			bad = touch_set(v, round);
+			getrusage(RUSAGE_THREAD, &ru1);
 			if (bad >= 0)
 				send_line(out, "bad page %lld", (long long)bad);
 			else
-				send_line(out, "ok");
+				send_line(out, "ok %ld", (ru1.ru_minflt - ru0.ru_minflt) +
+					  (ru1.ru_majflt - ru0.ru_majflt));
 		} else if (sscanf(line, "writeloop %u", &round) == 1) {
 			/* a write-heavy loop: a word in every page, @round passes;
 			 * answers its time and the page faults it took */

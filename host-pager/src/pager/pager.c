@@ -1241,6 +1241,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_read_ns_sum = p->fault_read_ns_sum;
 	st->critical_set_pages = p->crit_nr;
 	st->critical_restored_pages = p->crit_restored_pages;
+	st->critical_mapped_pages = p->crit_mapped_pages;
 	st->critical_window_faults = p->crit_window_faults;
 	st->critical_budget_stops = p->crit_budget_stops;
 	st->critical_ring_resets = p->crit_ring_resets;

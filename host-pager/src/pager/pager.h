@@ -243,6 +243,9 @@ struct pager_stats {
 	/* resume-critical set (pager_resume_prepare) */
 	uint64_t critical_set_pages;		/* pages in the set now */
 	uint64_t critical_restored_pages;	/* restored before a resume */
+	uint64_t critical_mapped_pages;		/* ... of them mapped into the
+						 * VMM (UFFDIO_COPY), not only
+						 * put into the memfd */
 	uint64_t critical_window_faults;	/* faults between resume and
 						 * delivery (what the set avoids) */
 	uint64_t critical_budget_stops;		/* restores cut by the budget */
@@ -462,7 +465,8 @@ int pager_offload_cancel(struct pager *p);
  * A resume after an offload is about to continue the VMM (vCPUs still
  * stopped): make the resume-critical set resident - the pages faulted in
  * while earlier resumes were being delivered, in large runs from the
- * store - bounded by PAGER_CRITICAL_MAX_PAGES and PAGER_CRITICAL_BUDGET_NS;
+ * store, mapped into the VMM (UFFDIO_COPY) where a mapper maps them - bounded
+ * by PAGER_CRITICAL_MAX_PAGES and PAGER_CRITICAL_BUDGET_NS;
  * then record this resume's faults until pager_resume_delivered().  The
  * set keeps the restored pages and a window's faults replace the oldest
  * entries of earlier windows, so pages that no longer fault because they

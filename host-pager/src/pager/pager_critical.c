@@ -9,12 +9,15 @@
  * VMM - whatever the restore policy and the resume's reason: the guest's
  * wake path up to RESUME_ACK is the same for all - reads exactly those
  * back: runs of consecutive pages, a wave of store reads in flight at once
- * through io_uring, each written into the memfd by pager_install_run as
- * every restore does; bounded in pages and time (checked between waves).
+ * through io_uring, each mapped straight into the VMM with UFFDIO_COPY
+ * (else written into the memfd by pager_install_run, as every other
+ * restore does); bounded in pages and time (checked between waves).
  */
 #include <errno.h>
+#include <linux/userfaultfd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "log.h"
 #include "loop.h"
@@ -138,8 +141,81 @@ static unsigned int claim_wave(struct pager *p, const uint64_t *pgs, unsigned in
 }
 
 /*
- * Read a wave of claimed runs from the store at once, then write each
- * into the memfd (pager_install_run finishes every claim).  -errno of
+ * Map the claimed run [pg, pg+n), read into @buf, straight into the VMM's
+ * address space with UFFDIO_COPY: the first mapper that maps the whole run
+ * (registered; write-protected, as a fault maps a page, while writes are
+ * tracked - a tracked VM whose mapper is not registered for write-protect
+ * gets none).  Put into the memfd only, each page would cost the guest's
+ * first access a host page fault on its way to RESUME_ACK.  Bytes mapped
+ * (a prefix of the run; the rest goes through the memfd).  Neither lock
+ * held.
+ */
+static uint64_t map_run(struct pager *p, uint64_t pg, uint64_t n, const char *buf)
+{
+	struct pager_region *r = pg_region(p, pg);
+	unsigned int ri = (unsigned int)(r - p->regions);
+	uint64_t off = (pg - r->first_page) * PAGER_PAGE_SIZE, len = n * PAGER_PAGE_SIZE;
+	uint64_t done = 0, host = 0;
+	struct pager_mapper *m;
+	bool wp = false;
+	int uffd = -1;
+
+	pthread_mutex_lock(&p->reg_lock);	/* the mapper is not freed meanwhile */
+	pthread_mutex_lock(&p->lock);
+	for (m = p->mappers; m; m = m->next)
+		if (!m->dead && m->registered && m->host_addr[ri] &&
+		    off >= m->map_lo[ri] && off + len <= m->map_hi[ri] &&
+		    (m->wp || !pager_tracking_locked(p)))
+			break;
+	if (m) {
+		uffd = m->uffd;
+		host = m->host_addr[ri] + off;
+		wp = m->wp && pager_tracking_locked(p);
+	}
+	pthread_mutex_unlock(&p->lock);
+	for (int tries = 0; m && done < len && tries < 100;) {
+		struct uffdio_copy c = {
+			.dst = host + done, .src = (uint64_t)(uintptr_t)(buf + done),
+			.len = len - done, .mode = wp ? UFFDIO_COPY_MODE_WP : 0,
+		};
+
+		if (ioctl(uffd, UFFDIO_COPY, &c) == 0) {
+			done = len;
+			break;
+		}
+		if (c.copy > 0)
+			done += (uint64_t)c.copy;
+		if (errno != EAGAIN)
+			break;	/* EEXIST, a mapper gone: the memfd takes the rest */
+		tries++;
+	}
+	pthread_mutex_unlock(&p->reg_lock);
+	return done & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+}
+
+/* Restore the claimed run read into @buf (@err: the read's): mapped into
+ * the VMM where it can be, the rest written into the memfd. */
+static int install(struct pager *p, uint64_t pg, uint64_t n, const char *buf, int err)
+{
+	uint64_t mapped = err ? 0 : map_run(p, pg, n, buf) / PAGER_PAGE_SIZE;
+
+	if (mapped) {
+		/* mapped: not PG_BG - a read takes no fault, so only a
+		 * fault or a seen write counts it touched */
+		pthread_mutex_lock(&p->lock);
+		pager_finish_run_locked(p, pg, mapped, true);
+		p->crit_mapped_pages += mapped;
+		pthread_mutex_unlock(&p->lock);
+	}
+	if (mapped == n)
+		return 0;
+	return pager_install_run(p, pg + mapped, n - mapped, buf + mapped * PAGER_PAGE_SIZE,
+				 err);
+}
+
+/*
+ * Read a wave of claimed runs from the store at once, then install each
+ * (install() finishes every claim).  -errno of
  * the first failed run; every run is finished either way: a run whose
  * read did not complete through the ring is read with pread.
  *
@@ -213,7 +289,7 @@ static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run 
 		} else {
 			rerr = store_verify(&p->store, buf, runs[k].pg, runs[k].n);
 		}
-		rerr = pager_install_run(p, runs[k].pg, runs[k].n, buf, rerr);
+		rerr = install(p, runs[k].pg, runs[k].n, buf, rerr);
 		free(own);
 		if (!rerr)
 			*restored += runs[k].n;

@@ -256,6 +256,7 @@ struct pager {
 	struct io_uring crit_ring;	/* loop thread only */
 	bool crit_ring_up;
 	uint64_t crit_restored_pages, crit_window_faults;
+	uint64_t crit_mapped_pages;	/* of the restored: mapped in the VMM */
 	uint64_t crit_last_restore_ns, crit_budget_stops, crit_ring_resets;
 
 	/* recovery (pager_recover.c): created over a store a vmnapd that
