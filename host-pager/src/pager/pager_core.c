@@ -563,6 +563,27 @@ int pager_install_run(struct pager *p, uint64_t pg, uint64_t n, const void *buf,
 	return err;
 }
 
+uint64_t pager_uffd_map(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp)
+{
+	uint64_t done = 0;
+
+	for (int tries = 0; done < len && tries < UFFD_MAP_TRIES;) {
+		struct uffdio_copy c = {
+			.dst = dst + done, .src = (uint64_t)(uintptr_t)src + done,
+			.len = len - done, .mode = wp ? UFFDIO_COPY_MODE_WP : 0,
+		};
+
+		if (ioctl(uffd, UFFDIO_COPY, &c) == 0)
+			return len;
+		if (c.copy > 0)
+			done += (uint64_t)c.copy;
+		if (errno != EAGAIN)
+			break;	/* EEXIST, the mapper gone */
+		tries++;
+	}
+	return done & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+}
+
 int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf)
 {
 	int err = store_read(&p->store, buf, n * PAGER_PAGE_SIZE, pg_store_off(pg));

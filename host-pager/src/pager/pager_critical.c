@@ -14,10 +14,8 @@
  * restore does); bounded in pages and time (checked between waves).
  */
 #include <errno.h>
-#include <linux/userfaultfd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 
 #include "log.h"
 #include "loop.h"
@@ -173,24 +171,10 @@ static uint64_t map_run(struct pager *p, uint64_t pg, uint64_t n, const char *bu
 		wp = m->wp && pager_tracking_locked(p);
 	}
 	pthread_mutex_unlock(&p->lock);
-	for (int tries = 0; m && done < len && tries < 100;) {
-		struct uffdio_copy c = {
-			.dst = host + done, .src = (uint64_t)(uintptr_t)(buf + done),
-			.len = len - done, .mode = wp ? UFFDIO_COPY_MODE_WP : 0,
-		};
-
-		if (ioctl(uffd, UFFDIO_COPY, &c) == 0) {
-			done = len;
-			break;
-		}
-		if (c.copy > 0)
-			done += (uint64_t)c.copy;
-		if (errno != EAGAIN)
-			break;	/* EEXIST, a mapper gone: the memfd takes the rest */
-		tries++;
-	}
+	if (m)
+		done = pager_uffd_map(uffd, host, buf, len, wp);
 	pthread_mutex_unlock(&p->reg_lock);
-	return done & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+	return done;
 }
 
 /* Restore the claimed run read into @buf (@err: the read's): mapped into

@@ -348,6 +348,13 @@ int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf);
  * memfd and finish the claim. */
 int pager_install_run(struct pager *p, uint64_t pg, uint64_t n, const void *buf,
 		      int err);
+/* Map @len bytes from @src at @dst in a mapper's registered range with
+ * UFFDIO_COPY (write-protected if @wp), retrying EAGAIN (the mapping
+ * changing) a bounded number of times: the bytes mapped, whole pages from
+ * @dst (the rest is for the caller to put into the memfd).  No lock
+ * needed; the caller keeps the mapper alive (reg_lock). */
+#define UFFD_MAP_TRIES	100
+uint64_t pager_uffd_map(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp);
 /* Claim the run of OFFLOADED pages from @pg (with all @flags set, if any)
  * up to @max pages, not crossing a region; returns its length (0: none). */
 uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,

@@ -17,11 +17,9 @@
  * before the working set: a mapper is about to wait for it.
  */
 #include <errno.h>
-#include <linux/userfaultfd.h>
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,24 +93,10 @@ static uint64_t ra_copy_hot(struct pager *p, struct pager_mapper *m, uint64_t pg
 		host = ok ? m->host_addr[ri] + off : 0;
 	}
 	pthread_mutex_unlock(&p->lock);
-	for (int tries = 0; ok && done < len && tries < 100;) {
-		struct uffdio_copy c = {
-			.dst = host + done, .src = (uint64_t)(uintptr_t)(buf + done),
-			.len = len - done,
-		};
-
-		if (ioctl(m->uffd, UFFDIO_COPY, &c) == 0) {
-			done = len;
-			break;
-		}
-		if (c.copy > 0)
-			done += (uint64_t)c.copy;
-		if (errno != EAGAIN)
-			break;
-		tries++;
-	}
+	if (ok)
+		done = pager_uffd_map(m->uffd, host, buf, len, false);
 	pthread_mutex_unlock(&p->reg_lock);
-	return done & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
+	return done;
 }
 
 /* A read completed: put its pages into the memfd (or back to OFFLOADED). */
