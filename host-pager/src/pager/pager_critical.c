@@ -150,29 +150,23 @@ static unsigned int claim_wave(struct pager *p, const uint64_t *pgs, unsigned in
  */
 static uint64_t map_run(struct pager *p, uint64_t pg, uint64_t n, const char *buf)
 {
-	struct pager_region *r = pg_region(p, pg);
-	unsigned int ri = (unsigned int)(r - p->regions);
-	uint64_t off = (pg - r->first_page) * PAGER_PAGE_SIZE, len = n * PAGER_PAGE_SIZE;
 	uint64_t done = 0, host = 0;
 	struct pager_mapper *m;
 	bool wp = false;
-	int uffd = -1;
 
 	pthread_mutex_lock(&p->reg_lock);	/* the mapper is not freed meanwhile */
 	pthread_mutex_lock(&p->lock);
-	for (m = p->mappers; m; m = m->next)
-		if (!m->dead && m->registered && m->host_addr[ri] &&
-		    off >= m->map_lo[ri] && off + len <= m->map_hi[ri] &&
-		    (m->wp || !pager_tracking_locked(p)))
+	for (m = p->mappers; m; m = m->next) {
+		if (m->wp || !pager_tracking_locked(p))
+			host = pg_mapper_addr_locked(p, m, pg, n);
+		if (host)
 			break;
-	if (m) {
-		uffd = m->uffd;
-		host = m->host_addr[ri] + off;
-		wp = m->wp && pager_tracking_locked(p);
 	}
+	if (host)
+		wp = m->wp && pager_tracking_locked(p);
 	pthread_mutex_unlock(&p->lock);
-	if (m)
-		done = pager_uffd_map(uffd, host, buf, len, wp);
+	if (host)
+		done = pager_uffd_map(m->uffd, host, buf, n * PAGER_PAGE_SIZE, wp);
 	pthread_mutex_unlock(&p->reg_lock);
 	return done;
 }

@@ -72,9 +72,7 @@ struct pf {
 static uint64_t ra_copy_hot(struct pager *p, struct pager_mapper *m, uint64_t pg,
 			    uint64_t n, const char *buf)
 {
-	struct pager_region *r = pg_region(p, pg);
-	uint64_t done = 0, len = n * PAGER_PAGE_SIZE, host = 0;
-	unsigned int ri = (unsigned int)(r - p->regions);
+	uint64_t done = 0, host = 0;
 	bool ok;
 
 	pthread_mutex_lock(&p->reg_lock);	/* @m is not freed meanwhile */
@@ -84,17 +82,14 @@ static uint64_t ra_copy_hot(struct pager *p, struct pager_mapper *m, uint64_t pg
 		ok = p->hot[i] > 0;
 	if (ok) {
 		struct pager_mapper *x = p->mappers;
-		uint64_t off = (pg - r->first_page) * PAGER_PAGE_SIZE;
 
 		while (x && x != m)
 			x = x->next;
-		ok = x && !m->dead && m->registered && m->wp && m->host_addr[ri] &&
-		     off >= m->map_lo[ri] && off + len <= m->map_hi[ri];
-		host = ok ? m->host_addr[ri] + off : 0;
+		host = x && m->wp ? pg_mapper_addr_locked(p, m, pg, n) : 0;
 	}
 	pthread_mutex_unlock(&p->lock);
-	if (ok)
-		done = pager_uffd_map(m->uffd, host, buf, len, false);
+	if (host)
+		done = pager_uffd_map(m->uffd, host, buf, n * PAGER_PAGE_SIZE, false);
 	pthread_mutex_unlock(&p->reg_lock);
 	return done;
 }
