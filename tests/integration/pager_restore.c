@@ -15,6 +15,10 @@
  *   hot    pages written after their restore come back writable (write-
  *          hot): the second cycle's writes take no fault, the next offload
  *          writes those pages, and the writes are kept
+ *   seq    a sequential stream of faults (lazy): its read-ahead windows are
+ *          mapped into the mapper, so reading every page takes no host page
+ *          fault the pager did not serve; the windows count as used, and
+ *          stay CLEAN (the next offload writes nothing)
  *   faround adaptive fault-around (lazy, max window 16): touching single
  *          pages far apart halves the window each offload down to 1, and
  *          then only the touched pages come back; touching whole blocks
@@ -27,7 +31,7 @@
  * taken for sequential and each touched page is one fault (or, once
  * restored in the background, one mapping).  TAP.
  *
- *   pager_restore eager|lazy|ws|hot|faround|faround-sync [MiB]	(default 16)
+ *   pager_restore eager|lazy|ws|hot|seq|faround|faround-sync [MiB]	(default 16)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +302,59 @@ static int mode_ws(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+/* Read every page upwards (a sequential stream): its host page faults. */
+static long touchall(struct harness *h)
+{
+	char ans[LINE_MAX_LEN];
+	unsigned long long ns;
+	long flt = -1;
+
+	vmm_cmd(h, ans, "touchall");
+	return sscanf(ans, "ok %llu %ld", &ns, &flt) == 2 ? flt : -1;
+}
+
+static int mode_seq(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE;
+	struct pager_stats st, st0;
+	long flt;
+	int err;
+
+	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
+		return 1;
+	for (int cycle = 1; cycle <= 2; cycle++) {
+		err = offload(&h);
+		resume(&h, PAGER_RESTORE_POLICY);
+		st0 = stats(&h, NULL);
+		flt = touchall(&h);
+		/* the last window's counts come after its mapper moved on */
+		st = stats_settled(&h);
+		tap(!err && flt >= 0 && (uint64_t)flt <= st.faults - st0.faults + npages / 64 &&
+		    st.readahead_mapped_pages - st0.readahead_mapped_pages >= npages / 4,
+		    "cycle %d: a sequential read of %llu pages took %ld host page fault(s), "
+		    "%llu of them served by the pager; %llu pages came by readahead, mapped",
+		    cycle, (unsigned long long)npages, flt,
+		    (unsigned long long)(st.faults - st0.faults),
+		    (unsigned long long)(st.readahead_mapped_pages -
+					 st0.readahead_mapped_pages));
+		verify_all(&h, "read back by a sequential stream");
+		err = offload(&h);
+		st = stats(&h, NULL);
+		/* mapped write-protected: not written, so CLEAN; and used */
+		tap(!err && st.working_set_pages == npages &&
+		    (st.dirty_tracking == PAGER_DIRTY_NONE || st.last_offload_written == 0),
+		    "cycle %d: the next offload: working set %llu of %llu pages, %llu bytes "
+		    "written (dirty tracking %s)", cycle, (unsigned long long)st.working_set_pages,
+		    (unsigned long long)npages, (unsigned long long)st.last_offload_written,
+		    pager_dirty_tracking_name(st.dirty_tracking));
+		resume(&h, PAGER_RESTORE_POLICY);
+	}
+	verify_all(&h, "after two cycles");
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
 /* The write loop's faults (one word written per page). */
 static long writeloop(struct harness *h)
 {
@@ -503,6 +560,7 @@ static const struct {
 	{ "lazy", mode_lazy },
 	{ "ws", mode_ws },
 	{ "hot", mode_hot },
+	{ "seq", mode_seq },
 	{ "faround", mode_faround },
 	{ "faround-sync", mode_faround_sync },
 };
@@ -514,6 +572,6 @@ int main(int argc, char **argv)
 	for (size_t i = 0; argc > 1 && i < sizeof(modes) / sizeof(modes[0]); i++)
 		if (!strcmp(argv[1], modes[i].name))
 			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
-	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot|faround|faround-sync [MiB]\n");
+	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot|seq|faround|faround-sync [MiB]\n");
 	return 2;
 }

@@ -590,7 +590,15 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			send_line(out, "ok %llu %ld", (unsigned long long)t0,
 				  (ru1.ru_minflt - ru0.ru_minflt) + (ru1.ru_majflt - ru0.ru_majflt));
 		} else if (!strcmp(line, "touchall")) {
-			send_line(out, "ok %llu", (unsigned long long)touch_all(v));
+			/* and the host page faults the reads took */
+			struct rusage ru0, ru1;
+			uint64_t ns;
+
+			getrusage(RUSAGE_THREAD, &ru0);
+			ns = touch_all(v);
+			getrusage(RUSAGE_THREAD, &ru1);
+			send_line(out, "ok %llu %ld", (unsigned long long)ns,
+				  (ru1.ru_minflt - ru0.ru_minflt) + (ru1.ru_majflt - ru0.ru_majflt));
 		} else if (sscanf(line, "discard %llu %llu %15s", &zlo, &zhi, how) == 3 &&
 			   zlo < zhi && zhi <= v->npages) {
 			send_line(out, "%s", discard(v, zlo, zhi, how));

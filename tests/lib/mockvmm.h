@@ -29,6 +29,8 @@
  *   pid      "ok PID" of the mapper's process
  *   touchset ROUND  read the set S (crit_set()) and check it is ROUND's:
  *            "ok N", N the host page faults the reads took
+ *   touchall  read a word of every page, upwards: "ok NS N", the time and
+ *            the host page faults the reads took
  *
  * Environment: PAGER_STORE_DIR (store directory; default a temp dir),
  * PAGER_DEBUG (debug log), BUILD (where libvmnap-preload.so is),

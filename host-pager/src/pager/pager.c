@@ -1210,6 +1210,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->last_restore = p->last_restore;
 	st->working_set_pages = p->ws_pages;
 	st->eager_pages = p->eager_pages;
+	st->readahead_mapped_pages = p->ra_mapped_pages;
 	st->zero_copy_offloads = p->zero_copy_offloads;
 	st->precopies = p->precopies;
 	st->precopy_written_bytes = p->precopy_written;

@@ -277,6 +277,9 @@ struct pager_stats {
 	enum pager_restore last_restore;	/* how the last resume restored */
 	uint64_t working_set_pages;	/* touched in the last cycle */
 	uint64_t eager_pages;		/* pages brought in by eager restore */
+	uint64_t readahead_mapped_pages;	/* readahead of a sequential fault
+						 * stream mapped into its mapper
+						 * (in prefetch_pages) */
 	uint64_t zero_copy_offloads;	/* offloads that wrote from a mapping */
 	uint64_t precopies;		/* pre-copies run (pager_precopy_start) */
 	uint64_t precopy_written_bytes;	/* ... bytes they wrote (in store_written_bytes) */

@@ -221,6 +221,7 @@ struct pager {
 	enum pager_restore last_restore;
 	bool cycle_override;		/* this cycle's resume overrode the policy */
 	uint64_t ws_pages, eager_pages, zero_copy_offloads;
+	uint64_t ra_mapped_pages;	/* readahead mapped into its mapper */
 	uint64_t precopies, precopy_written, precopy_cleaned;
 
 	/* errors for the loop thread (pager_report_error) */

@@ -59,37 +59,42 @@ struct pf {
 };
 
 /*
- * Readahead of write-hot pages (PAGER_HOT_CYCLES) for mapper @m's
- * sequential stream: copied into @m's mapping writable (UFFDIO_COPY), so
- * that its writes take no fault at all - a page written into the memfd is
- * mapped by the access, read-only in a write-protect-registered mapping
- * until its first write faults.  The pages become RESIDENT (written again
- * by the next offload) and count as touched, as the stream's windows do.
- * Only while @m lives, its range is mapped whole and no offload runs;
- * else (or for what the copy did not place) the caller writes the memfd.
- * Bytes copied.  Neither lock held; the run is claimed.
+ * Readahead for mapper @m's sequential stream, read into @buf: mapped into
+ * @m with UFFDIO_COPY, as the stream's faults map their own windows, so
+ * that the mapper reads it with no host page fault (put into the memfd
+ * only, each page's first access would map it, one fault per page).
+ * Write-protected while writes are tracked (a mapper of a tracked VM that
+ * is not registered for write-protect gets nothing mapped), unless every
+ * page is write-hot (PAGER_HOT_CYCLES; *@hot): then writable, so that its
+ * writes take no fault at all - not while an offload runs (its scans must
+ * see every write).  Only while @m lives and maps the run whole; else (or
+ * for what the copy did not place) the caller writes the memfd.  Bytes
+ * mapped.  Neither lock held; the run is claimed.
  */
-static uint64_t ra_copy_hot(struct pager *p, struct pager_mapper *m, uint64_t pg,
-			    uint64_t n, const char *buf)
+static uint64_t ra_map(struct pager *p, struct pager_mapper *m, uint64_t pg,
+		       uint64_t n, const char *buf, bool *hot)
 {
+	struct pager_mapper *x = p->mappers;
 	uint64_t done = 0, host = 0;
-	bool ok;
+	bool track, wp = false;
 
+	*hot = false;
 	pthread_mutex_lock(&p->reg_lock);	/* @m is not freed meanwhile */
 	pthread_mutex_lock(&p->lock);
-	ok = pager_tracking_locked(p) && !p->offloading;
-	for (uint64_t i = pg; ok && i < pg + n; i++)
-		ok = p->hot[i] > 0;
-	if (ok) {
-		struct pager_mapper *x = p->mappers;
-
-		while (x && x != m)
-			x = x->next;
-		host = x && m->wp ? pg_mapper_addr_locked(p, m, pg, n) : 0;
+	track = pager_tracking_locked(p);
+	while (x && x != m)
+		x = x->next;
+	if (x && (m->wp || !track))
+		host = pg_mapper_addr_locked(p, m, pg, n);
+	if (host) {
+		*hot = track && !p->offloading;
+		for (uint64_t i = pg; *hot && i < pg + n; i++)
+			*hot = p->hot[i] > 0;
+		wp = track && !*hot;
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (host)
-		done = pager_uffd_map(m->uffd, host, buf, n * PAGER_PAGE_SIZE, false);
+		done = pager_uffd_map(m->uffd, host, buf, n * PAGER_PAGE_SIZE, wp);
 	pthread_mutex_unlock(&p->reg_lock);
 	return done;
 }
@@ -101,29 +106,35 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 	struct pager *p = f->p;
 	size_t len = s->n * PAGER_PAGE_SIZE;
 	int err = cqe->res < 0 ? cqe->res : (size_t)cqe->res != len ? -EIO : 0;
-	uint64_t copied = 0;
+	uint64_t mapped = 0;
+	bool hot = false;
 
 	if (!err)
 		err = store_verify(&p->store, s->buf, s->pg, s->n);
 	if (!err && s->ra)
-		copied = ra_copy_hot(p, s->ra, s->pg, s->n, s->buf) / PAGER_PAGE_SIZE;
-	if (copied) {
-		/* the copied pages are in place, writable: RESIDENT at once;
-		 * the rest through the memfd (the copy stopped short) */
+		mapped = ra_map(p, s->ra, s->pg, s->n, s->buf, &hot) / PAGER_PAGE_SIZE;
+	if (mapped) {
+		/* in place: touched whole, as the stream's fault windows are;
+		 * write-hot ones writable, so RESIDENT at once.  The rest (the
+		 * copy stopped short) goes through the memfd. */
 		pthread_mutex_lock(&p->lock);
-		pager_finish_run_locked(p, s->pg, copied, true);
-		for (uint64_t i = s->pg; i < s->pg + copied; i++) {
-			p->hot[i]--;
-			pager_dirty_note_locked(p, i);
+		pager_finish_run_locked(p, s->pg, mapped, true);
+		for (uint64_t i = s->pg; i < s->pg + mapped; i++) {
+			if (hot) {
+				p->hot[i]--;
+				pager_dirty_note_locked(p, i);
+			}
 			p->state[i] |= PG_WS_CUR;
 		}
-		p->dirty_hot += copied;
-		p->prefetch_pages += copied;
+		if (hot)
+			p->dirty_hot += mapped;
+		p->ra_mapped_pages += mapped;
+		p->prefetch_pages += mapped;
 		pthread_mutex_unlock(&p->lock);
-		f->done += copied;
-		s->pg += copied;
-		s->n -= copied;
-		memmove(s->buf, (char *)s->buf + copied * PAGER_PAGE_SIZE,
+		f->done += mapped;
+		s->pg += mapped;
+		s->n -= mapped;
+		memmove(s->buf, (char *)s->buf + mapped * PAGER_PAGE_SIZE,
 			s->n * PAGER_PAGE_SIZE);
 	}
 	if (s->n && !pager_install_run(p, s->pg, s->n, s->buf, err)) {
