@@ -30,13 +30,15 @@ def resume_figures(fig):
     offloads, offloaded bytes, vmnapd's delivery p50/p99, the offload
     decisions by reason, p50/p99 of every resume phase (ms) and of the
     faults taken between the resume request and its end, and the faults
-    served while commands ran (count, service and store-read seconds)."""
+    served while commands ran (count, service and store-read seconds, and
+    how many continued a sequential stream)."""
     out = {"pauses": fig["pauses"], "offloads": fig["offloads"],
            "offloaded_bytes": fig["offloaded_bytes"], "offload_decisions": fig["decisions"],
            "resumes": fig["resumes"], "resumes_lazy": fig["resumes_lazy"],
            "command_faults": fig["command_faults"],
            "command_fault_s": round(fig["command_fault_s"], 3),
-           "command_fault_read_s": round(fig["command_fault_read_s"], 3)}
+           "command_fault_read_s": round(fig["command_fault_read_s"], 3),
+           "command_faults_sequential": fig["command_faults_sequential"]}
     series = [("vmnapd_delivery", fig["delivered_ms"])]
     series += [(f"resume_{p}", fig["resume_ms"][p]) for p in RESUME_PHASES]
     for name, vals in series:

@@ -101,9 +101,10 @@ def vmnapd_event_figures(path):
     out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": [],
            "decisions": {}, "resumes": 0, "resumes_lazy": 0,
            "resume_ms": {p: [] for p in RESUME_PHASES}, "resume_faults": [],
-           "command_faults": 0, "command_fault_s": 0.0, "command_fault_read_s": 0.0}
+           "command_faults": 0, "command_fault_s": 0.0, "command_fault_read_s": 0.0,
+           "command_faults_sequential": 0}
     paused_resident = {}
-    last_counted = {}   # vm -> (state, faults, fault_ns, fault_read_ns)
+    last_counted = {}   # vm -> (state, faults, fault_ns, fault_read_ns, sequential)
     if not os.path.exists(path):
         return out
     with open(path) as f:
@@ -116,12 +117,15 @@ def vmnapd_event_figures(path):
             if ev.get("type") == "transition":
                 counters = tuple(ev.get(k) for k in ("faults", "fault_ns", "fault_read_ns"))
                 if all(isinstance(c, int) for c in counters):
+                    seq = ev.get("faults_sequential")
+                    seq = seq if isinstance(seq, int) else 0
                     prev = last_counted.get(vm)
                     if prev and prev[0] == "RUNNING":
                         out["command_faults"] += counters[0] - prev[1]
                         out["command_fault_s"] += (counters[1] - prev[2]) / 1e9
                         out["command_fault_read_s"] += (counters[2] - prev[3]) / 1e9
-                    last_counted[vm] = (ev.get("to"),) + counters
+                        out["command_faults_sequential"] += seq - prev[4]
+                    last_counted[vm] = (ev.get("to"),) + counters + (seq,)
                 if ev.get("to") == "PAUSED":
                     out["pauses"] += 1
                     paused_resident[vm] = ev.get("resident_bytes")

@@ -200,7 +200,7 @@ static int mode_swap(uint64_t mib, const char *cg)
 		return 1;
 	}
 	write_file(cg, "memory.limit_in_bytes", "-1");
-	restore_ns = touch_all(&v);
+	restore_ns = touch_all(&v, 1);
 	bad = verify(&v, 1, 1, 0, 0, false);
 	if (bad >= 0) {
 		fprintf(stderr, "swap: page %lld wrong after swap-in\n", (long long)bad);

@@ -15,10 +15,12 @@
  *   hot    pages written after their restore come back writable (write-
  *          hot): the second cycle's writes take no fault, the next offload
  *          writes those pages, and the writes are kept
- *   seq    a sequential stream of faults (lazy): its read-ahead windows are
- *          mapped into the mapper, so reading every page takes no host page
- *          fault the pager did not serve; the windows count as used, and
- *          stay CLEAN (the next offload writes nothing)
+ *   seq    sequential streams of faults (lazy; one, then PAGER_STREAMS - 1
+ *          interleaved): each is followed, its windows doubling; its
+ *          read-ahead windows are mapped into the mapper, so reading every
+ *          page takes no host page fault the pager did not serve; the
+ *          windows count as used, and stay CLEAN (the next offload writes
+ *          nothing)
  *   faround adaptive fault-around (lazy, max window 16): touching single
  *          pages far apart halves the window each offload down to 1, and
  *          then only the touched pages come back; touching whole blocks
@@ -302,14 +304,15 @@ static int mode_ws(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
-/* Read every page upwards (a sequential stream): its host page faults. */
-static long touchall(struct harness *h)
+/* Read every page upwards in @streams interleaved sequential streams: the
+ * host page faults it took. */
+static long touchall(struct harness *h, unsigned int streams)
 {
 	char ans[LINE_MAX_LEN];
 	unsigned long long ns;
 	long flt = -1;
 
-	vmm_cmd(h, ans, "touchall");
+	vmm_cmd(h, ans, "touchall %u", streams);
 	return sscanf(ans, "ok %llu %ld", &ns, &flt) == 2 ? flt : -1;
 }
 
@@ -324,20 +327,28 @@ static int mode_seq(const char *self, uint64_t mib)
 	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
 		return 1;
 	for (int cycle = 1; cycle <= 2; cycle++) {
+		unsigned int streams = cycle == 1 ? 1 : PAGER_STREAMS - 1;
+
 		err = offload(&h);
 		resume(&h, PAGER_RESTORE_POLICY);
 		st0 = stats(&h, NULL);
-		flt = touchall(&h);
+		flt = touchall(&h, streams);
 		/* the last window's counts come after its mapper moved on */
 		st = stats_settled(&h);
 		tap(!err && flt >= 0 && (uint64_t)flt <= st.faults - st0.faults + npages / 64 &&
 		    st.readahead_mapped_pages - st0.readahead_mapped_pages >= npages / 4,
-		    "cycle %d: a sequential read of %llu pages took %ld host page fault(s), "
-		    "%llu of them served by the pager; %llu pages came by readahead, mapped",
-		    cycle, (unsigned long long)npages, flt,
+		    "cycle %d: a read of %llu pages in %u sequential stream(s) took %ld host "
+		    "page fault(s), %llu of them served by the pager; %llu pages came by "
+		    "readahead, mapped", cycle, (unsigned long long)npages, streams, flt,
 		    (unsigned long long)(st.faults - st0.faults),
 		    (unsigned long long)(st.readahead_mapped_pages -
 					 st0.readahead_mapped_pages));
+		/* one page per fault (fault-around 1) were they not followed */
+		tap(st.faults - st0.faults < npages / 32 &&
+		    st.fault_sequential - st0.fault_sequential >= (st.faults - st0.faults) / 2,
+		    "cycle %d: each stream followed: %llu fault(s), %llu of them sequential",
+		    cycle, (unsigned long long)(st.faults - st0.faults),
+		    (unsigned long long)(st.fault_sequential - st0.fault_sequential));
 		verify_all(&h, "read back by a sequential stream");
 		err = offload(&h);
 		st = stats(&h, NULL);

@@ -210,12 +210,15 @@ static int64_t touch_set(struct vmm *v, unsigned int round)
 	return -1;
 }
 
-uint64_t touch_all(struct vmm *v)
+uint64_t touch_all(struct vmm *v, unsigned int streams)
 {
+	uint64_t t0 = mono_ns(), part = v->npages / streams;
 	volatile char sink;
-	uint64_t t0 = mono_ns();
 
-	for (uint64_t i = 0; i < v->npages; i++)
+	for (uint64_t i = 0; i < part; i++)
+		for (unsigned int s = 0; s < streams; s++)
+			sink = v->mem[(s * part + i) * PAGE];
+	for (uint64_t i = part * streams; i < v->npages; i++)
 		sink = v->mem[i * PAGE];
 	(void)sink;
 	return mono_ns() - t0;
@@ -589,13 +592,15 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			getrusage(RUSAGE_SELF, &ru1);
 			send_line(out, "ok %llu %ld", (unsigned long long)t0,
 				  (ru1.ru_minflt - ru0.ru_minflt) + (ru1.ru_majflt - ru0.ru_majflt));
-		} else if (!strcmp(line, "touchall")) {
+		} else if (!strcmp(line, "touchall") ||
+			   (sscanf(line, "touchall %u", &round) == 1 && round >= 1 &&
+			    round <= v->npages)) {
 			/* and the host page faults the reads took */
 			struct rusage ru0, ru1;
 			uint64_t ns;
 
 			getrusage(RUSAGE_THREAD, &ru0);
-			ns = touch_all(v);
+			ns = touch_all(v, strcmp(line, "touchall") ? round : 1);
 			getrusage(RUSAGE_THREAD, &ru1);
 			send_line(out, "ok %llu %ld", (unsigned long long)ns,
 				  (ru1.ru_minflt - ru0.ru_minflt) + (ru1.ru_majflt - ru0.ru_majflt));

@@ -29,8 +29,9 @@
  *   pid      "ok PID" of the mapper's process
  *   touchset ROUND  read the set S (crit_set()) and check it is ROUND's:
  *            "ok N", N the host page faults the reads took
- *   touchall  read a word of every page, upwards: "ok NS N", the time and
- *            the host page faults the reads took
+ *   touchall [K]  read a word of every page, upwards, in K interleaved
+ *            streams (default 1) over K equal parts: "ok NS N", the time
+ *            and the host page faults the reads took
  *
  * Environment: PAGER_STORE_DIR (store directory; default a temp dir),
  * PAGER_DEBUG (debug log), BUILD (where libvmnap-preload.so is),
@@ -97,8 +98,9 @@ void fill(struct vmm *v, unsigned int round);
  * (with VERIFY_TOUCH_RANGE: only read); the first bad page or -1. */
 int64_t verify(struct vmm *v, unsigned int round, unsigned int nthreads,
 	       uint64_t zlo, uint64_t zhi, unsigned int flags);
-/* Touch every page in order; the time it took in ns. */
-uint64_t touch_all(struct vmm *v);
+/* Touch every page upwards, in @streams interleaved streams over as many
+ * equal parts; the time it took in ns. */
+uint64_t touch_all(struct vmm *v, unsigned int streams);
 int read_line(int fd, char *buf, size_t len);
 
 /* ---------------------------------------------------------------- harness */

@@ -217,17 +217,18 @@ def _():
 def _():
     from replay import vmnapd
 
-    def tr(vm, to, faults, ms, read_ms):
+    def tr(vm, to, faults, ms, read_ms, seq):
         return {"type": "transition", "vm": vm, "to": to, "faults": faults,
-                "fault_ns": ms * 1000000, "fault_read_ns": read_ms * 1000000}
-    evs = [tr("a", "RUNNING", 10, 100, 50),         # command 1 of a
-           tr("b", "RUNNING", 0, 0, 0),             # b interleaved
-           tr("a", "WAITING", 30, 300, 150),        # +20 faults, 200 ms, 100 read
+                "fault_ns": ms * 1000000, "fault_read_ns": read_ms * 1000000,
+                "faults_sequential": seq}
+    evs = [tr("a", "RUNNING", 10, 100, 50, 2),      # command 1 of a
+           tr("b", "RUNNING", 0, 0, 0, 0),          # b interleaved
+           tr("a", "WAITING", 30, 300, 150, 9),     # +20 faults (7 seq), 200 ms, 100 read
            {"type": "transition", "vm": "a", "to": "HANDOFF"},    # no counters
-           tr("a", "PAUSED", 35, 320, 160),         # a wait: not counted
-           tr("b", "WAITING", 7, 70, 35),           # +7 for b
-           tr("a", "RUNNING", 40, 400, 200),
-           tr("a", "WAITING", 41, 410, 205)]        # +1
+           tr("a", "PAUSED", 35, 320, 160, 12),     # a wait: not counted
+           tr("b", "WAITING", 7, 70, 35, 1),        # +7 (1 seq) for b
+           tr("a", "RUNNING", 40, 400, 200, 13),
+           tr("a", "WAITING", 41, 410, 205, 13)]    # +1
     with tempfile.NamedTemporaryFile("w", delete=False) as f:
         for ev in evs:
             f.write(json.dumps(ev) + "\n")
@@ -235,7 +236,7 @@ def _():
         r = runner.resume_figures(vmnapd.vmnapd_event_figures(f.name))
     finally:
         os.unlink(f.name)
-    assert r["command_faults"] == 28, r
+    assert r["command_faults"] == 28 and r["command_faults_sequential"] == 8, r
     assert abs(r["command_fault_s"] - 0.28) < 1e-9 and abs(r["command_fault_read_s"] - 0.14) < 1e-9, r
 
 

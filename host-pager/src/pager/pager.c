@@ -1206,6 +1206,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_around_installed = p->fa_installed;
 	st->fault_around_hits = p->fa_hits;
 	st->fault_around_misses = p->fa_misses;
+	st->fault_sequential = p->seq_faults;
 	st->restore = p->restore;
 	st->last_restore = p->last_restore;
 	st->working_set_pages = p->ws_pages;

@@ -48,6 +48,10 @@
 #define PAGER_LAT_BUCKETS	32	/* fault latency: power-of-2 µs buckets */
 #define PAGER_MAX_FAULT_AROUND	256	/* pages (1 MiB) */
 #define PAGER_DEFAULT_FAULT_AROUND	16	/* the adaptive window's max */
+/* Sequential fault streams followed per mapper at once: a guest walking
+ * one buffer interleaves its faults with others (its kernel's, other
+ * tasks'), which would end a single stream at every stray fault. */
+#define PAGER_STREAMS		4
 /* Resume-critical set: at most this many pages (4 MiB) are recorded and
  * restored before a resume; by default the restore stops after this long
  * (pager_config.critical_budget_ns). */
@@ -211,6 +215,8 @@ struct pager_stats {
 	 * ones a mapper mapped by the next offload (hits) or not (misses) */
 	uint32_t fault_around_pages, fault_around_max;
 	uint64_t fault_around_installed, fault_around_hits, fault_around_misses;
+	uint64_t fault_sequential;	/* faults served as a sequential
+					 * stream's (a doubling window) */
 	uint64_t offloads;		/* completed offloads */
 	uint64_t offload_errors;	/* aborted offloads (ENOSPC, EIO, ...) */
 	uint64_t offload_cancels;	/* offloads stopped by pager_offload_cancel */

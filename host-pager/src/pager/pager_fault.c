@@ -288,22 +288,30 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	struct pager *p = fc->p;
 	uint64_t around = p->fa_window, start, n, host, eexist = 0, t_read;
 	bool wp = m->wp, seq = false, hot = true, spread;
+	struct pager_stream cur = { 0 };
+	unsigned int k;
 	int err;
 
-	/* Sequential: the fault lands after the last run, at most a window
-	 * beyond where it (and its readahead) ended; resident pages in
-	 * between are skipped by the mapper without faults. */
-	if (m->seq_window && pg > m->seq_start && pg < m->seq_next + m->seq_window) {
+	/* Sequential: the fault lands after the last run of one of the
+	 * streams, at most a window beyond where it (and its readahead)
+	 * ended; resident pages in between are skipped by the mapper without
+	 * faults. */
+	for (k = 0; k < PAGER_STREAMS; k++)
+		if (m->seq[k].window && pg > m->seq[k].start &&
+		    pg < m->seq[k].next + m->seq[k].window)
+			break;
+	if (k < PAGER_STREAMS) {
 		/* A sequential stream: bring in a window twice the last one
 		 * (like readahead), up to PAGER_MAX_FAULT_AROUND. */
-		uint64_t window = (uint64_t)m->seq_window * 2;
+		uint64_t window = (uint64_t)m->seq[k].window * 2;
 
 		if (window > PAGER_MAX_FAULT_AROUND)
 			window = PAGER_MAX_FAULT_AROUND;
 		start = pg;
 		n = pager_claim_run_locked(p, pg, window, 0);
-		m->seq_window = (uint32_t)window;
+		cur.window = (uint32_t)window;
 		seq = true;
+		p->seq_faults++;
 		if (around == 1) {	/* neighbours used: a hit at window 1 */
 			p->fa_w1_faults++;
 			p->fa_w1_near++;
@@ -320,7 +328,9 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		while (start > wstart && pg_state(p, start - 1) == PAGE_OFFLOADED)
 			start--;
 		n = pager_claim_run_locked(p, start, wend - start, 0);
-		m->seq_window = (uint32_t)around;
+		/* a new stream may start here: it takes the least recent's place */
+		k = PAGER_STREAMS - 1;
+		cur.window = (uint32_t)around;
 		if (around == 1) {
 			uint64_t buddy = r->first_page + ((pg - r->first_page) ^ 1);
 
@@ -330,8 +340,8 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 				p->fa_w1_near++;
 		}
 	}
-	m->seq_start = start;
-	m->seq_next = start + n;
+	cur.start = start;
+	cur.next = start + n;
 	/* recorded now, not once served: UFFDIO_COPY wakes the faulter, which
 	 * may have the resume delivered before this thread retakes the lock */
 	pager_critical_note_locked(p, start, n);
@@ -345,12 +355,15 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		for (uint64_t i = start; i < start + n; i++)
 			p->hot[i]--;
 	}
-	if (m->seq_window > around && n) {
+	if (cur.window > around && n) {
 		/* sequential: have the next window read while this one is used */
-		pager_critical_note_readahead_locked(p, start + n, m->seq_window);
-		pager_readahead_locked(p, m, start + n, m->seq_window);
-		m->seq_next = start + n + m->seq_window;
+		pager_critical_note_readahead_locked(p, start + n, cur.window);
+		pager_readahead_locked(p, m, start + n, cur.window);
+		cur.next = start + n + cur.window;
 	}
+	/* the streams, most recent first */
+	memmove(&m->seq[1], &m->seq[0], k * sizeof(m->seq[0]));
+	m->seq[0] = cur;
 	/* random: the neighbours go into the memfd unmapped (a write-hot run
 	 * is mapped whole and writable: its pages are known used) */
 	spread = !seq && n > 1 && r->memfd >= 0 && wp == m->wp;

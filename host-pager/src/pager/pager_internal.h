@@ -103,10 +103,14 @@ struct pager_mapper {
 	bool registered;
 	bool dead;		/* process gone or removed: not served */
 	bool removed;		/* its owner let go: the fault thread frees it */
-	/* sequential fault detection (fault thread only) */
-	uint64_t seq_start;	/* first page of the last fault's run */
-	uint64_t seq_next;	/* page after it (and its readahead) */
-	uint32_t seq_window;	/* its window; doubles while sequential */
+	/* sequential fault detection (fault thread only): the streams the
+	 * last faults may continue, most recent first */
+	struct pager_stream {
+		uint64_t start;		/* first page of its last fault's run */
+		uint64_t next;		/* page after it (and its readahead) */
+		uint32_t window;	/* its window (0: none); doubles while
+					 * sequential */
+	} seq[PAGER_STREAMS];
 	/* zero fills (fault thread only): the last run [zlo, zhi) */
 	uint64_t zlo, zhi;
 	/* dirty tracking */
@@ -156,6 +160,7 @@ struct pager {
 	uint32_t fa_window;
 	uint64_t fa_w1_faults, fa_w1_near;	/* this cycle, at window 1 */
 	uint64_t fa_installed, fa_hits, fa_misses;	/* totals */
+	uint64_t seq_faults;		/* served as a sequential stream's */
 	uint64_t count[PAGE_STATES];
 	struct pager_mapper *mappers;
 	unsigned int nr_mappers;

@@ -46,12 +46,13 @@ json_t *pager_stats_json(struct pager *p)
 		json_object_set_new(o, "resident_async", json_pack("{s:I,s:I}",
 			"asked", (json_int_t)st.resident_asked,
 			"failed", (json_int_t)st.resident_failed));
-		json_object_set_new(o, "fault_around", json_pack("{s:i,s:i,s:I,s:I,s:I}",
+		json_object_set_new(o, "fault_around", json_pack("{s:i,s:i,s:I,s:I,s:I,s:I}",
 			"pages", (int)st.fault_around_pages,
 			"max", (int)st.fault_around_max,
 			"installed", (json_int_t)st.fault_around_installed,
 			"hits", (json_int_t)st.fault_around_hits,
-			"misses", (json_int_t)st.fault_around_misses));
+			"misses", (json_int_t)st.fault_around_misses,
+			"sequential", (json_int_t)st.fault_sequential));
 		json_object_set_new(o, "zero_ahead_pages",
 				    json_integer((json_int_t)st.zero_ahead_pages));
 		json_object_set_new(o, "fault_retries", json_integer((json_int_t)st.fault_retries));

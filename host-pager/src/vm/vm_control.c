@@ -459,6 +459,8 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 		json_object_set_new(f, "fault_ns", json_integer((json_int_t)st.fault_lat_ns_sum));
 		json_object_set_new(f, "fault_read_ns",
 				    json_integer((json_int_t)st.fault_read_ns_sum));
+		json_object_set_new(f, "faults_sequential",
+				    json_integer((json_int_t)st.fault_sequential));
 	}
 	if (vm->coord && !strcmp(why, "busy"))
 		json_object_set_new(f, "evidence", busy_evidence_json(coord_last_evidence(vm->coord)));
