@@ -304,16 +304,23 @@ static int mode_ws(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+/* The page faults an answer "ok NS FAULTS" states; -1 for another. */
+static long answer_faults(const char *ans)
+{
+	unsigned long long ns;
+	long flt = -1;
+
+	return sscanf(ans, "ok %llu %ld", &ns, &flt) == 2 ? flt : -1;
+}
+
 /* Read every page upwards in @streams interleaved sequential streams: the
  * host page faults it took. */
 static long touchall(struct harness *h, unsigned int streams)
 {
 	char ans[LINE_MAX_LEN];
-	unsigned long long ns;
-	long flt = -1;
 
 	vmm_cmd(h, ans, "touchall %u", streams);
-	return sscanf(ans, "ok %llu %ld", &ns, &flt) == 2 ? flt : -1;
+	return answer_faults(ans);
 }
 
 static int mode_seq(const char *self, uint64_t mib)
@@ -370,11 +377,9 @@ static int mode_seq(const char *self, uint64_t mib)
 static long writeloop(struct harness *h)
 {
 	char ans[LINE_MAX_LEN];
-	unsigned long long ns;
-	long flt = -1;
 
 	vmm_cmd(h, ans, "writeloop 1");
-	return sscanf(ans, "ok %llu %ld", &ns, &flt) == 2 ? flt : -1;
+	return answer_faults(ans);
 }
 
 static int mode_hot(const char *self, uint64_t mib)

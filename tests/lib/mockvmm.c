@@ -224,6 +224,15 @@ uint64_t touch_all(struct vmm *v, unsigned int streams)
 	return mono_ns() - t0;
 }
 
+/* The page faults (minor and major) @who took since @ru0. */
+static long faults_since(int who, const struct rusage *ru0)
+{
+	struct rusage ru;
+
+	getrusage(who, &ru);
+	return (ru.ru_minflt - ru0->ru_minflt) + (ru.ru_majflt - ru0->ru_majflt);
+}
+
 static void send_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void send_line(int fd, const char *fmt, ...)
 {
@@ -565,22 +574,20 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				  (unsigned long long)p99);
 		} else if (sscanf(line, "touchset %u", &round) == 1) {
 			/* answers the host page faults reading S took too */
-			struct rusage ru0, ru1;
+			struct rusage ru0;
 			int64_t bad;
 
 			getrusage(RUSAGE_THREAD, &ru0);
 			bad = touch_set(v, round);
-			getrusage(RUSAGE_THREAD, &ru1);
 			if (bad >= 0)
 				send_line(out, "bad page %lld", (long long)bad);
 			else
-				send_line(out, "ok %ld", (ru1.ru_minflt - ru0.ru_minflt) +
-					  (ru1.ru_majflt - ru0.ru_majflt));
+				send_line(out, "ok %ld", faults_since(RUSAGE_THREAD, &ru0));
 		} else if (sscanf(line, "writeloop %u", &round) == 1) {
 			/* a write-heavy loop: a word in every page, @round passes;
 			 * answers its time and the page faults it took */
 			uint64_t t0 = mono_ns();
-			struct rusage ru0, ru1;
+			struct rusage ru0;
 
 			getrusage(RUSAGE_SELF, &ru0);
 
@@ -589,21 +596,19 @@ static int vmm_serve(struct vmm *v, int in, int out)
 					((volatile uint64_t *)(void *)(v->mem + i * PAGE))[k % (PAGE / 8)] =
 						i ^ k;
 			t0 = mono_ns() - t0;
-			getrusage(RUSAGE_SELF, &ru1);
 			send_line(out, "ok %llu %ld", (unsigned long long)t0,
-				  (ru1.ru_minflt - ru0.ru_minflt) + (ru1.ru_majflt - ru0.ru_majflt));
+				  faults_since(RUSAGE_SELF, &ru0));
 		} else if (!strcmp(line, "touchall") ||
 			   (sscanf(line, "touchall %u", &round) == 1 && round >= 1 &&
 			    round <= v->npages)) {
 			/* and the host page faults the reads took */
-			struct rusage ru0, ru1;
+			struct rusage ru0;
 			uint64_t ns;
 
 			getrusage(RUSAGE_THREAD, &ru0);
 			ns = touch_all(v, strcmp(line, "touchall") ? round : 1);
-			getrusage(RUSAGE_THREAD, &ru1);
 			send_line(out, "ok %llu %ld", (unsigned long long)ns,
-				  (ru1.ru_minflt - ru0.ru_minflt) + (ru1.ru_majflt - ru0.ru_majflt));
+				  faults_since(RUSAGE_THREAD, &ru0));
 		} else if (sscanf(line, "discard %llu %llu %15s", &zlo, &zhi, how) == 3 &&
 			   zlo < zhi && zhi <= v->npages) {
 			send_line(out, "%s", discard(v, zlo, zhi, how));

@@ -152,18 +152,14 @@ static uint64_t map_run(struct pager *p, uint64_t pg, uint64_t n, const char *bu
 {
 	uint64_t done = 0, host = 0;
 	struct pager_mapper *m;
-	bool wp = false;
+	bool wp;
 
 	pthread_mutex_lock(&p->reg_lock);	/* the mapper is not freed meanwhile */
 	pthread_mutex_lock(&p->lock);
-	for (m = p->mappers; m; m = m->next) {
-		if (m->wp || !pager_tracking_locked(p))
-			host = pg_mapper_addr_locked(p, m, pg, n);
-		if (host)
+	for (m = p->mappers; m; m = m->next)
+		if ((host = pg_mapper_addr_locked(p, m, pg, n)))
 			break;
-	}
-	if (host)
-		wp = m->wp && pager_tracking_locked(p);
+	wp = pager_tracking_locked(p);
 	pthread_mutex_unlock(&p->lock);
 	if (host)
 		done = pager_uffd_map(m->uffd, host, buf, n * PAGER_PAGE_SIZE, wp);

@@ -314,22 +314,6 @@ static inline uint64_t pg_memfd_off(const struct pager_region *r, uint64_t pg)
 	return r->memfd_off + (pg - r->first_page) * PAGER_PAGE_SIZE;
 }
 
-/* Where mapper @m, alive and registered, maps the run [pg, pg+n) of one
- * region whole: the run's address in its address space; 0 if it does not
- * (a restore then puts the run into the memfd).  Lock held. */
-static inline uint64_t pg_mapper_addr_locked(struct pager *p, const struct pager_mapper *m,
-					     uint64_t pg, uint64_t n)
-{
-	const struct pager_region *r = pg_region(p, pg);
-	unsigned int ri = (unsigned int)(r - p->regions);
-	uint64_t off = (pg - r->first_page) * PAGER_PAGE_SIZE;
-
-	if (m->dead || !m->registered || !m->host_addr[ri] || off < m->map_lo[ri] ||
-	    off + n * PAGER_PAGE_SIZE > m->map_hi[ri])
-		return 0;
-	return m->host_addr[ri] + off;
-}
-
 /* pager_core.c: the page-state core (calls nothing above it) */
 /* Before guest RAM pages [pg, pg+n) are punched other than by an offload:
  * their slot map entries cleared and durable (else the hole could read as
@@ -448,6 +432,25 @@ void *pager_offload_main(void *arg);
 static inline bool pager_tracking_locked(const struct pager *p)
 {
 	return p->track == PAGER_DIRTY_WP_ASYNC || p->track == PAGER_DIRTY_WP_SYNC;
+}
+/* Where a restore can map the run [pg, pg+n) of one region into mapper @m
+ * with UFFDIO_COPY (write-protected while writes are tracked): the run's
+ * address in @m's address space, if @m is alive and registered, maps the
+ * run whole, and - while writes are tracked - is registered for
+ * write-protect too (else a write there would go unseen); 0 if not (the
+ * restore then puts the run into the memfd).  Lock held. */
+static inline uint64_t pg_mapper_addr_locked(struct pager *p, const struct pager_mapper *m,
+					     uint64_t pg, uint64_t n)
+{
+	const struct pager_region *r = pg_region(p, pg);
+	unsigned int ri = (unsigned int)(r - p->regions);
+	uint64_t off = (pg - r->first_page) * PAGER_PAGE_SIZE;
+
+	if (m->dead || !m->registered || !m->host_addr[ri] || off < m->map_lo[ri] ||
+	    off + n * PAGER_PAGE_SIZE > m->map_hi[ri] ||
+	    (!m->wp && pager_tracking_locked(p)))
+		return 0;
+	return m->host_addr[ri] + off;
 }
 /* The registration mode for @m, and after a successful registration with
  * it, whether tracking works for @m (else tracking falls back to none for

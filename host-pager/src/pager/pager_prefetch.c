@@ -84,7 +84,7 @@ static uint64_t ra_map(struct pager *p, struct pager_mapper *m, uint64_t pg,
 	track = pager_tracking_locked(p);
 	while (x && x != m)
 		x = x->next;
-	if (x && (m->wp || !track))
+	if (x)
 		host = pg_mapper_addr_locked(p, m, pg, n);
 	if (host) {
 		*hot = track && !p->offloading;
