@@ -16,7 +16,12 @@
  * RESUME_ACK may; the fault that access took is counted in the window and
  * its page restored before the next resume, every round.
  *
- *   pager_critical [MiB [deliver]]	(default 16)
+ * resident (pager_config.critical_resident, vmnapd's default): the next
+ * offload leaves S in the memfd and mapped, with its round's contents,
+ * while every other data page goes out; the pre-resume restore reads
+ * nothing and touching S takes no userfaultfd fault and no host page fault.
+ *
+ *   pager_critical [MiB [deliver|resident]]	(default 16)
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -255,6 +260,86 @@ static int mode_deliver(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+static int mode_resident(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_config pcfg;
+	struct pager_stats st, st1;
+	struct prepare_call pc;
+	struct set_resident_call sc = { .round = 1 };
+	char ans[LINE_MAX_LEN];
+	uint64_t kept, in;
+	long host_faults = -1;
+	int err;
+
+	pager_config_default(&pcfg, "");
+	pcfg.prefetch = false;
+	pcfg.critical_budget_ns = CRIT_NO_BUDGET_NS;
+	pcfg.critical_resident = true;
+	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
+		tap_bail("harness setup failed");
+		return 1;
+	}
+	read_line(h.from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+
+	/* cycle 1: no set yet, so S goes out with the rest; record it */
+	err = offload(&h);
+	on_loop(&h, set_resident_cb, &sc);
+	st = stats(&h, NULL);
+	tap(!err && sc.n > 0 && sc.resident == 0 && !st.critical_kept_pages,
+	    "offload 1 (no set yet): S (%u pages) out of the memfd, nothing kept", sc.n);
+	on_loop(&h, prepare_cb, &pc);
+	vmm_cmd(&h, ans, "touchset 1");
+	st = stats_settled(&h);
+	tap(pc.ret == 0 && !strncmp(ans, "ok", 2) && st.critical_window_faults > 0 &&
+	    st.critical_set_pages >= sc.n,
+	    "cycle 1: S faulted in the window, %llu page(s) in the set (%s)",
+	    (unsigned long long)st.critical_set_pages, ans);
+	on_loop(&h, delivered_cb, NULL);
+
+	/* cycle 2: every data page rewritten; the offload keeps S only */
+	vmm_cmd(&h, ans, "fill 2");
+	st1 = stats(&h, NULL);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	sc = (struct set_resident_call){ .round = 2 };
+	on_loop(&h, set_resident_cb, &sc);
+	kept = st.critical_kept_pages - st1.critical_kept_pages;
+	in = st.pages[PAGE_RESIDENT] + st.pages[PAGE_CLEAN];
+	tap(!err && sc.resident == sc.n && sc.contents_ok,
+	    "offload 2 left S in the memfd: %u of %u pages, round 2's contents", sc.resident,
+	    sc.n);
+	tap(kept >= sc.n && kept <= st.critical_set_pages && in == kept &&
+	    st.pages[PAGE_OFFLOADED] > 0,
+	    "only the set stayed: %llu page(s) kept of %llu in the set, %llu resident, "
+	    "%llu offloaded", (unsigned long long)kept,
+	    (unsigned long long)st.critical_set_pages, (unsigned long long)in,
+	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
+	on_loop(&h, prepare_cb, &pc);
+	st = stats(&h, NULL);
+	tap(pc.ret == 0 && !st.critical_restored_pages,
+	    "pre-resume restore: nothing to read (%d page(s))", pc.ret);
+	vmm_cmd(&h, ans, "touchset 2");
+	st1 = stats(&h, NULL);
+	if (sscanf(ans, "ok %ld", &host_faults) != 1)
+		host_faults = -1;
+	/* "fill 2" mapped S in the mapper, and nothing unmapped it since */
+	tap(st1.faults == st.faults && st1.critical_window_faults == st.critical_window_faults &&
+	    host_faults >= 0 && host_faults * 4 < (long)sc.n,
+	    "touching S took no fault (%llu before, %llu after) and %ld host page fault(s) "
+	    "for %u pages (%s)", (unsigned long long)st.faults,
+	    (unsigned long long)st1.faults, host_faults, sc.n, ans);
+	vmm_cmd(&h, ans, "verify 2 2");
+	st = stats(&h, NULL);
+	tap(!strcmp(ans, "ok") && st.faults > st1.faults,
+	    "every byte verified, the rest through %llu fault(s) (%s)",
+	    (unsigned long long)(st.faults - st1.faults), ans);
+	on_loop(&h, delivered_cb, NULL);
+	vmm_quit(&h);
+	return harness_finish(&h);
+}
+
 static int mode_critical(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
@@ -425,5 +510,7 @@ int main(int argc, char **argv)
 		return 0;
 	if (argc > 2 && !strcmp(argv[2], "deliver"))
 		return mode_deliver(argv[0], mockvmm_arg(argc, argv, 1, 16));
+	if (argc > 2 && !strcmp(argv[2], "resident"))
+		return mode_resident(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	return mode_critical(argv[0], mockvmm_arg(argc, argv, 1, 16));
 }

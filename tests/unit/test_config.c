@@ -43,6 +43,8 @@ static void test_example_is_the_defaults(void **st)
 	assert_int_equal(s.fault_error_timeout_ms, d.fault_error_timeout_ms);
 	assert_int_equal(s.fault_around_pages, d.fault_around_pages);
 	assert_int_equal(s.fault_around_pages, PAGER_DEFAULT_FAULT_AROUND);
+	assert_true(s.critical_resident);
+	assert_true(d.critical_resident);
 	assert_int_equal(s.api_max_body, d.api_max_body);
 	assert_int_equal(s.restore, d.restore);
 	assert_int_equal(s.restore, PAGER_RESTORE_LAZY);
@@ -76,6 +78,8 @@ static void test_overrides(void **st)
 	assert_int_equal(s.fault_error_timeout_ms, 0);	/* 0: retry for ever */
 	assert_int_equal(load_text("{\"fault_around_pages\": 4}", &s, err), 0);
 	assert_int_equal(s.fault_around_pages, 4);
+	assert_int_equal(load_text("{\"critical_resident\": false}", &s, err), 0);
+	assert_false(s.critical_resident);
 	assert_int_equal(load_text("{\"restore\": \"eager\"}", &s, err), 0);
 	assert_int_equal(s.restore, PAGER_RESTORE_EAGER);
 	config_free(&s);
@@ -124,6 +128,7 @@ static void test_errors(void **st)
 		"{\"restore\": 1}",
 		"{\"fault_around_pages\": 0}",
 		"{\"fault_around_pages\": 257}",
+		"{\"critical_resident\": 1}",
 		"{\"bogus\": true}",
 		"[1]",
 		"{\"a\": 1, \"a\": 2}",

@@ -201,6 +201,9 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_critical_restored_pages_total", "counter",
 	      "resume-critical pages made resident before the VMM resumed",
 	      st.critical_restored_pages);
+	GAUGE("vmnap_critical_kept_pages_total", "counter",
+	      "resume-critical pages offloads left resident (critical_resident)",
+	      st.critical_kept_pages);
 	GAUGE("vmnap_critical_window_faults_total", "counter",
 	      "faults between a resume and its delivery (what the critical set avoids)",
 	      st.critical_window_faults);

@@ -1242,6 +1242,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_lat_ns_sum = p->fault_lat_ns_sum;
 	st->fault_read_ns_sum = p->fault_read_ns_sum;
 	st->critical_set_pages = p->crit_nr;
+	st->critical_kept_pages = p->crit_kept_pages;
 	st->critical_restored_pages = p->crit_restored_pages;
 	st->critical_mapped_pages = p->crit_mapped_pages;
 	st->critical_window_faults = p->crit_window_faults;

@@ -53,7 +53,8 @@
  * tasks'), which would end a single stream at every stray fault. */
 #define PAGER_STREAMS		4
 /* Resume-critical set: at most this many pages (4 MiB) are recorded and
- * restored before a resume; by default the restore stops after this long
+ * restored before a resume (or, with pager_config.critical_resident, never
+ * evicted); by default the restore stops after this long
  * (pager_config.critical_budget_ns). */
 #define PAGER_CRITICAL_MAX_PAGES	1024
 #define PAGER_CRITICAL_BUDGET_NS	5000000ull	/* 5 ms */
@@ -70,6 +71,11 @@ struct pager_config {
 	bool prefetch;			/* working-set prefetch after resume */
 	uint64_t critical_budget_ns;	/* pre-resume restore stops after this
 					 * (0: no pre-resume restore) */
+	bool critical_resident;		/* offloads leave the resume-critical
+					 * set's pages resident and mapped, so
+					 * a resume neither restores nor
+					 * faults on them (at most 4 MiB held
+					 * through each wait); default false */
 	bool direct_io;			/* O_DIRECT on the store (falls back if
 					 * the file system refuses it) */
 	uint32_t fault_error_timeout_ms;	/* a fault the store keeps failing
@@ -252,6 +258,8 @@ struct pager_stats {
 	uint64_t critical_mapped_pages;		/* ... of them mapped into the
 						 * VMM (UFFDIO_COPY), not only
 						 * put into the memfd */
+	uint64_t critical_kept_pages;		/* left resident by offloads
+						 * (critical_resident) */
 	uint64_t critical_window_faults;	/* faults between resume and
 						 * delivery (what the set avoids) */
 	uint64_t critical_budget_stops;		/* restores cut by the budget */
@@ -480,8 +488,11 @@ int pager_offload_cancel(struct pager *p);
  * set keeps the restored pages and a window's faults replace the oldest
  * entries of earlier windows, so pages that no longer fault because they
  * were restored stay in it; a window that fills the set alone keeps its
- * first faults.  Loop thread.  Pages restored, or -errno (-ENOMEM; a store error
- * leaves the pages offloaded, to be served by faults).
+ * first faults.  With cfg.critical_resident the offloads left the set's
+ * pages in place, so only those of it that were out (a page new to the
+ * set since, one the guest gave back) are read.  Loop thread.  Pages
+ * restored, or -errno (-ENOMEM; a store error leaves the pages offloaded,
+ * to be served by faults).
  */
 int pager_resume_prepare(struct pager *p);
 /* The guest has its data again (RESUME_ACK): stop recording the set. */

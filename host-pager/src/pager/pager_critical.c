@@ -12,6 +12,11 @@
  * through io_uring, each mapped straight into the VMM with UFFDIO_COPY
  * (else written into the memfd by pager_install_run, as every other
  * restore does); bounded in pages and time (checked between waves).
+ *
+ * Cheaper still is not to evict the set at all: with critical_resident an
+ * offload skips its pages (pager_offload.c), so they stay in the memfd and
+ * mapped in the VMM through the wait - at most PAGER_CRITICAL_MAX_PAGES
+ * held against a read wave plus the VMM's page faults on every resume.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,6 +43,10 @@
  * whole set is this window's, later faults are not noted: the first ones
  * are what the guest's wake waited on first (the way to RESUME_ACK), the
  * later ones what it did after.
+ *
+ * A set kept resident (critical_resident) never faults again, so only
+ * pages new to it are noted in later windows; it becomes the union of
+ * the wake paths (timer and data resumes) as far as its size allows.
  */
 void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n)
 {
@@ -90,7 +99,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Sorted, without duplicates: the set's pages in guest-RAM order. */
-static unsigned int snapshot_locked(struct pager *p, uint64_t *pgs)
+unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs)
 {
 	unsigned int n = 0;
 
@@ -286,7 +295,7 @@ int pager_resume_prepare(struct pager *p)
 	/* whatever the restore policy: every resume, a lazy one (a guest
 	 * timer's) too, runs the same wake path up to RESUME_ACK */
 	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns ?
-	     snapshot_locked(p, pgs) : 0;
+	     pager_critical_snapshot_locked(p, pgs) : 0;
 	pthread_mutex_unlock(&p->lock);
 	if (nr) {
 		/* the ring lives with the pager: setting one up and tearing it

@@ -264,6 +264,7 @@ struct pager {
 	uint64_t crit_restored_pages, crit_window_faults;
 	uint64_t crit_mapped_pages;	/* of the restored: mapped in the VMM */
 	uint64_t crit_last_restore_ns, crit_budget_stops, crit_ring_resets;
+	uint64_t crit_kept_pages;	/* left resident by offloads */
 
 	/* recovery (pager_recover.c): created over a store a vmnapd that
 	 * ended left behind; set before the threads start, read-only after */
@@ -423,6 +424,9 @@ void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n);
 void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
 /* Free what the pre-resume restore keeps between resumes (detach). */
 void pager_critical_release(struct pager *p);
+/* The set's pages, sorted, without duplicates, into @pgs (room for
+ * PAGER_CRITICAL_MAX_PAGES); how many.  p->lock held. */
+unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs);
 
 /* pager_offload.c */
 void *pager_offload_main(void *arg);

@@ -26,6 +26,10 @@
  * store copies are dropped), batches already punched stay OFFLOADED and
  * are served by faults; the done callback gets -ECANCELED.
  *
+ * With critical_resident the resume-critical set's pages (a snapshot taken
+ * at the start) are never claimed: they stay resident and mapped through
+ * the wait, so the resume that follows neither restores them nor faults.
+ *
  * Pre-copy (pager_precopy_start) is the same walk on a running VM with
  * asynchronous dirty tracking, minus every punch: each batch is copied
  * with pread (a hole read through a mapping would allocate), written and
@@ -110,6 +114,11 @@ struct offload {
 	bool sync;		/* ... by write faults (wp_sync) */
 	int err;
 	bool cancelled;		/* stopped early by pager_offload_cancel */
+	/* critical_resident: the resume-critical set at the start, sorted;
+	 * its pages are not claimed (they stay resident and mapped) */
+	uint64_t keep[PAGER_CRITICAL_MAX_PAGES];
+	unsigned int keep_nr;
+	uint64_t crit_kept;	/* pages so left */
 };
 
 static bool page_is_zero(const char *page)
@@ -484,11 +493,27 @@ static ssize_t batch_read(struct offload *o, struct batch *b, uint64_t off, uint
  * discarded (FREE_REPORT, the VMM's REMOVE) or restored in between, and
  * its stale copy would then be stored and come back later.
  */
+/* The first entry of o->keep at or above page @pg. */
+static unsigned int keep_from(const struct offload *o, uint64_t pg)
+{
+	unsigned int lo = 0, hi = o->keep_nr;
+
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+
+		if (o->keep[mid] < pg)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static int batch_submit(struct offload *o, struct batch *b,
 			struct pager_region *r, uint64_t off, uint64_t len)
 {
 	struct pager *p = o->p;
-	unsigned int nreq = 0;
+	unsigned int nreq = 0, k;
 	uint64_t claimed = 0;
 	ssize_t got;
 
@@ -499,6 +524,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 	b->cancelled = false;
 	b->punch_err = 0;
 	b->pending = 0;
+	k = keep_from(o, b->pg);
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = 0; i < b->n; i++) {
 		enum pager_page_state st = pg_state(p, b->pg + i);
@@ -506,6 +532,13 @@ static int batch_submit(struct offload *o, struct batch *b,
 		/* IN_FLIGHT belongs to someone else; OFFLOADED is stored */
 		if (st != PAGE_RESIDENT && st != PAGE_ZERO && st != PAGE_CLEAN) {
 			b->kind[i] = BP_SKIP;
+			continue;
+		}
+		while (k < o->keep_nr && o->keep[k] < b->pg + i)
+			k++;
+		if (k < o->keep_nr && o->keep[k] == b->pg + i) {
+			b->kind[i] = BP_SKIP;	/* the resume-critical set stays */
+			o->crit_kept++;
 			continue;
 		}
 		b->kind[i] = st == PAGE_CLEAN ? BP_CLEAN : BP_WRITE;
@@ -854,6 +887,7 @@ static void offload_account(struct pager *p, const struct offload *o, int err, u
 	p->clean_punched += o->clean;
 	p->zero_copy_offloads += o->zero_copy;
 	p->dirty_kept += o->kept;
+	p->crit_kept_pages += o->crit_kept;
 	if (err == -ECANCELED)
 		p->offload_cancels++;
 	else if (err)
@@ -874,11 +908,13 @@ static void offload_account(struct pager *p, const struct offload *o, int err, u
 		pager_report_error(p, err, "offload");
 	} else {
 		log_info(p->subject, "offload: %llu MiB written in %llu ms, %llu page(s) out "
-			 "(%llu clean: no I/O), %llu zero, %llu written meanwhile: kept",
+			 "(%llu clean: no I/O), %llu zero, %llu written meanwhile: kept, "
+			 "%llu of the resume-critical set left resident",
 			 (unsigned long long)(o->written >> 20),
 			 (unsigned long long)(ns / 1000000),
 			 (unsigned long long)out, (unsigned long long)o->clean,
-			 (unsigned long long)zero, (unsigned long long)o->kept);
+			 (unsigned long long)zero, (unsigned long long)o->kept,
+			 (unsigned long long)o->crit_kept);
 	}
 }
 
@@ -892,6 +928,10 @@ void *pager_offload_main(void *arg)
 	o.ring.ring_fd = -1;
 	pthread_mutex_lock(&p->lock);
 	o.precopy = p->precopy;
+	/* the set as the offload starts (one that runs while a mapper faults
+	 * may evict a page the set gains meanwhile: it faults back) */
+	if (p->cfg.critical_resident)
+		o.keep_nr = pager_critical_snapshot_locked(p, o.keep);
 	pthread_mutex_unlock(&p->lock);
 	err = offload_init(&o, p);
 	if (!err)

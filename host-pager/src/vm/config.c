@@ -40,6 +40,7 @@ void config_default(struct vmnapd_settings *s)
 	s->pause_timeout_ms = PAUSE_DEFAULT_TIMEOUT_MS;
 	s->fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS;
 	s->fault_around_pages = PAGER_DEFAULT_FAULT_AROUND;
+	s->critical_resident = true;
 	s->api_max_body = CONFIG_DEFAULT_API_BODY;
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
 	s->api_conn_timeout_s = CONFIG_DEFAULT_API_TIMEOUT_S;
@@ -421,6 +422,12 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 				snprintf(err, n, "%s: want 1 .. %u", key, PAGER_MAX_FAULT_AROUND);
 				ret = -EINVAL;
 			}
+		} else if (!strcmp(key, "critical_resident")) {
+			ret = json_is_boolean(v) ? 0 : -EINVAL;
+			if (ret)
+				snprintf(err, n, "%s: want true or false", key);
+			else
+				s->critical_resident = json_is_true(v);
 		} else if (!strcmp(key, "api"))
 			ret = api_from_json(v, s, err, n);
 		else if (!strcmp(key, "coordinator"))

@@ -7,7 +7,7 @@
  *     "run_dir": "/run/vmnap", "store_dir": "/var/lib/vmnap",
  *     "events": "/var/log/vmnap/events.jsonl", "log_level": "info",
  *     "pause_timeout_ms": 5000, "fault_error_timeout_ms": 30000,
- *     "fault_around_pages": 16,
+ *     "fault_around_pages": 16, "critical_resident": true,
  *     "api": { "max_body_bytes": 65536, "max_connections": 64,
  *              "connection_timeout_s": 10 },
  *     "coordinator": { "handoff_delay_ms": 20, "offload_after_ms": 50,
@@ -49,6 +49,7 @@ struct vmnapd_settings {
 	uint32_t pause_timeout_ms;
 	uint32_t fault_error_timeout_ms;	/* pager_config's; 0: never */
 	uint32_t fault_around_pages;	/* pager_config's: the window's max */
+	bool critical_resident;		/* pager_config's; true */
 	uint32_t api_max_body;
 	uint32_t api_max_conns;
 	uint32_t api_conn_timeout_s;

@@ -65,6 +65,8 @@ json_t *pager_stats_json(struct pager *p)
 				    json_integer((json_int_t)st.critical_restored_pages));
 		json_object_set_new(o, "critical_mapped_pages",
 				    json_integer((json_int_t)st.critical_mapped_pages));
+		json_object_set_new(o, "critical_kept_pages",
+				    json_integer((json_int_t)st.critical_kept_pages));
 		json_object_set_new(o, "critical_window_faults",
 				    json_integer((json_int_t)st.critical_window_faults));
 		json_object_set_new(o, "critical_budget_stops",
