@@ -144,6 +144,8 @@ def cmd_table(args):
             ("throughput_per_min", "VMs/min", "{:.3f}"),
             ("delivery_p50_ms", "deliv. p50 ms", "{:.1f}"),
             ("delivery_p99_ms", "deliv. p99 ms", "{:.1f}"),
+            ("delivery_throttled", "deliv. throttled", "{:.0f}"),
+            ("delivery_unthrottled_p99_ms", "unthrottled deliv. p99 ms", "{:.1f}"),
             ("offloaded_bytes", "offloaded MiB", "{:.0f}"),
             ("store_written_bytes", "store written MiB", "{:.0f}"),
             ("resume_vmm_p99_ms", "resume VMM p99 ms", "{:.1f}"),

@@ -98,6 +98,17 @@ class Cgroups:
                 return d
         return None
 
+    @staticmethod
+    def cpu_throttled(dirs):
+        """How often and how long the kernel has throttled the VM's CPU
+        cgroup (its cpu.max / cfs quota used up for the period) so far:
+        (periods, microseconds), or None when cpu.stat cannot be read."""
+        try:
+            with open(os.path.join(dirs["cpu"], "cpu.stat")) as f:
+                return parse_cpu_stat(f.read())
+        except (OSError, KeyError):
+            return None
+
     def procs_files(self, dirs):
         return sorted({os.path.join(d, "cgroup.procs") for d in dirs.values()})
 
@@ -276,6 +287,23 @@ def process_usage(pid):
             return parse_stat(f.read(), os.sysconf("SC_CLK_TCK"))
     except OSError:
         return None
+
+
+def parse_cpu_stat(text):
+    """(nr_throttled, throttled µs) from a cgroup's cpu.stat: v2 counts
+    throttled_usec, v1 throttled_time in ns; None without them."""
+    kv = {}
+    for ln in text.splitlines():
+        parts = ln.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            kv[parts[0]] = int(parts[1])
+    if "nr_throttled" not in kv:
+        return None
+    if "throttled_usec" in kv:
+        return kv["nr_throttled"], kv["throttled_usec"]
+    if "throttled_time" in kv:
+        return kv["nr_throttled"], kv["throttled_time"] // 1000
+    return None
 
 
 def parse_stat(text, tick):

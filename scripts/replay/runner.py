@@ -58,6 +58,11 @@ class CohortRun:
         self.guests = []
         self.checks = []
         self.delivery_ms = []
+        # deliveries during which the VM's CPU cgroup was throttled (its
+        # quota spent for the period: it could not run, whatever vmnap
+        # did), and the others' latencies
+        self.delivery_throttled = 0
+        self.delivery_unthrottled_ms = []
         # the VMMs' user, system CPU (s) and minor, major faults in commands
         self.command_usage = [0.0, 0.0, 0, 0]
         self.result = {"cohort": cohort, "rep": rep, "vms": bench.args.vms}
@@ -99,6 +104,12 @@ class CohortRun:
         if self.cohort in VMNAP_COHORTS:
             self.api.wait_ready(g.name, f"s{step['step']}")
         return ev["t_ns"]
+
+    def throttled(self, g):
+        """The VM's CPU cgroup throttling so far, when it has a quota."""
+        if not self.bench.args.cpu_quota or not g.cg_dirs:
+            return None
+        return self.bench.cgroups.cpu_throttled(g.cg_dirs)
 
     def delivered(self, g, step):
         if self.cohort in VMNAP_COHORTS and not self.via_gateway:
@@ -175,15 +186,29 @@ class CohortRun:
                     if left <= 0:
                         break
                     time.sleep(left / NS)
+                thr = {"ready": self.throttled(g)}
                 t_ready = self.wait_end(g, st)
                 use0 = process_usage(g.qemu_pid)
-                res, t_ack = g.exec_shell(st["cmd"], on_ack=lambda: self.delivered(g, st))
+
+                def on_ack(g=g, st=st, thr=thr):
+                    thr["ack"] = self.throttled(g)
+                    self.delivered(g, st)
+                res, t_ack = g.exec_shell(st["cmd"], on_ack=on_ack)
                 use1 = process_usage(g.qemu_pid)
                 use = [b - a for a, b in zip(use0, use1)] if use0 and use1 else None
                 if use:
                     self.command_usage = [t + d for t, d in zip(self.command_usage, use)]
+                thr_ms = None
+                if thr["ready"] and thr.get("ack"):
+                    thr_ms = (thr["ack"][1] - thr["ready"][1]) / 1e3
+                    if thr["ack"][0] == thr["ready"][0]:
+                        thr_ms = 0.0
                 if t_ack is not None:
                     self.delivery_ms.append((t_ack - t_ready) / 1e6)
+                    if thr_ms == 0.0:
+                        self.delivery_unthrottled_ms.append((t_ack - t_ready) / 1e6)
+                    elif thr_ms is not None:
+                        self.delivery_throttled += 1
                 ok_rc = res["exit_code"] == st["exit_code"]
                 ok_dig = res["stdout_sha256"] == st["stdout_sha256"]
                 self.check(f"{g.name}/step{st['step']}", ok_rc and ok_dig,
@@ -192,6 +217,7 @@ class CohortRun:
                 ev.emit("step_done", run=self.key, vm=g.name, step=st["step"],
                         exit_code=res["exit_code"], digest_ok=ok_dig,
                         delivery_ms=None if t_ack is None else round((t_ack - t_ready) / 1e6, 3),
+                        delivery_throttled_ms=None if thr_ms is None else round(thr_ms, 3),
                         exec_ms=round(res.get("duration_ns", 0) / 1e6, 3),
                         vmm_user_ms=None if use is None else round(use[0] * 1e3),
                         vmm_sys_ms=None if use is None else round(use[1] * 1e3),
@@ -347,6 +373,11 @@ class CohortRun:
             v = percentile(self.delivery_ms, p)
             r[f"delivery_p{p}_ms"] = None if v is None else round(v, 3)
         r["delivery_samples"] = len(self.delivery_ms)
+        if self.delivery_throttled or self.delivery_unthrottled_ms:
+            r["delivery_throttled"] = self.delivery_throttled
+            for p in (50, 99):
+                v = percentile(self.delivery_unthrottled_ms, p)
+                r[f"delivery_unthrottled_p{p}_ms"] = None if v is None else round(v, 3)
         if not self.via_gateway:    # data ready -> the command's result, every VM
             r["command_vmm_user_s"] = round(self.command_usage[0], 2)
             r["command_vmm_sys_s"] = round(self.command_usage[1], 2)

@@ -263,6 +263,8 @@ def _():
     cr = runner.CohortRun.__new__(runner.CohortRun)
     cr.cohort, cr.rep, cr.guests = "baseline", 0, [1, 2]
     cr.delivery_ms, cr.result = [1.0, 2.0, 3.0], {}
+    # the 3.0 ms delivery met a throttled CPU quota: left out of the others
+    cr.delivery_throttled, cr.delivery_unthrottled_ms = 1, [1.0, 2.0]
     cr.bench, cr.via_gateway, cr.command_usage = None, False, [1.25, 0.5, 7, 3]
     gib = common.GIB
     sampler = types.SimpleNamespace(
@@ -275,6 +277,8 @@ def _():
     assert abs(r["vmm_pss_memxtime_gib_s"] - 40.0) < 1e-6
     assert r["completion_window_s"] == 10 and r["throughput_per_min"] == 12
     assert r["guest_ram_peak_mib"] == 2048 and r["delivery_p50_ms"] == 2.0
+    assert r["delivery_throttled"] == 1 and r["delivery_unthrottled_p99_ms"] < 2.0 + 1e-9
+    assert r["delivery_unthrottled_p50_ms"] < r["delivery_p50_ms"], r
     assert r["command_vmm_user_s"] == 1.25 and r["command_vmm_sys_s"] == 0.5
     assert r["command_vmm_minflt"] == 7 and r["command_vmm_majflt"] == 3
 
@@ -319,6 +323,19 @@ def _():
     line = "4242 (a) (b c) " + " ".join(str(100 * n) for n in range(3, 53))
     assert host.parse_stat(line, 100) == (14.0, 15.0, 1000, 1200), host.parse_stat(line, 100)
     assert host.process_usage(None) is None and host.process_usage(2 ** 22 + 1) is None
+
+
+@t("CPU throttling: a cgroup's cpu.stat, v2 in µs and v1 in ns")
+def _():
+    v2 = ("usage_usec 1200\nuser_usec 1000\nsystem_usec 200\nnr_periods 30\n"
+          "nr_throttled 4\nthrottled_usec 81234\nnr_bursts 0\nburst_usec 0\n")
+    assert host.parse_cpu_stat(v2) == (4, 81234), host.parse_cpu_stat(v2)
+    v1 = "nr_periods 30\nnr_throttled 2\nthrottled_time 5000000\n"
+    assert host.parse_cpu_stat(v1) == (2, 5000), host.parse_cpu_stat(v1)
+    # no CPU controller (or no quota ever set): no answer, not zero
+    assert host.parse_cpu_stat("usage_usec 5\nuser_usec 3\n") is None
+    assert host.parse_cpu_stat("nr_throttled 1\n") is None
+    assert host.Cgroups.cpu_throttled({"cpu": "/nonexistent"}) is None
 
 
 @t("accelerator: read from run-guest.sh's own lines, not from /dev/kvm")
