@@ -487,12 +487,6 @@ static ssize_t batch_read(struct offload *o, struct batch *b, uint64_t off, uint
 	return got < 0 ? -errno : got;
 }
 
-/*
- * Claim [off, off+len) of region @r, read it, classify its pages, queue
- * the writes.  The claim comes first: a page read before it could be
- * discarded (FREE_REPORT, the VMM's REMOVE) or restored in between, and
- * its stale copy would then be stored and come back later.
- */
 /* The first entry of o->keep at or above page @pg. */
 static unsigned int keep_from(const struct offload *o, uint64_t pg)
 {
@@ -509,6 +503,12 @@ static unsigned int keep_from(const struct offload *o, uint64_t pg)
 	return lo;
 }
 
+/*
+ * Claim [off, off+len) of region @r, read it, classify its pages, queue
+ * the writes.  The claim comes first: a page read before it could be
+ * discarded (FREE_REPORT, the VMM's REMOVE) or restored in between, and
+ * its stale copy would then be stored and come back later.
+ */
 static int batch_submit(struct offload *o, struct batch *b,
 			struct pager_region *r, uint64_t off, uint64_t len)
 {
