@@ -184,6 +184,31 @@ static bool storm_fills_set(struct harness *h, unsigned int round, struct pager_
 	return !strcmp(ans, "ok") && st->critical_set_pages == PAGER_CRITICAL_MAX_PAGES;
 }
 
+/*
+ * A harness and its mock VMM, ready: no prefetch (only the pre-resume
+ * restore and faults bring pages back) and no time bound on the restore
+ * (checked on its own in mode_critical: no speed asserted here); the set
+ * kept resident through offloads if @resident.  False if it could not be
+ * set up (bailed out).
+ */
+static bool setup(struct harness *h, const char *self, uint64_t mib, bool resident)
+{
+	struct pager_config pcfg;
+	char ans[LINE_MAX_LEN];
+
+	pager_config_default(&pcfg, "");
+	pcfg.prefetch = false;
+	pcfg.critical_budget_ns = CRIT_NO_BUDGET_NS;
+	pcfg.critical_resident = resident;
+	if (harness_start(h, &pcfg) || vmm_spawn(h, self, mib, 1)) {
+		tap_bail("harness setup failed");
+		return false;
+	}
+	read_line(h->from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+	return true;
+}
+
 #define DELIVER_ROUNDS	16
 
 /* Round @k's page: data pages (i % 7 == 0) far apart, so each read is a
@@ -196,22 +221,14 @@ static uint64_t deliver_page(unsigned int k)
 static int mode_deliver(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
-	struct pager_config pcfg;
 	struct pager_stats st, st1;
 	struct prepare_call pc;
 	char ans[LINE_MAX_LEN];
 	unsigned int rounds = 0, counted = 0, restored = 0;
 	int err;
 
-	pager_config_default(&pcfg, "");
-	pcfg.prefetch = false;
-	pcfg.critical_budget_ns = CRIT_NO_BUDGET_NS;
-	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
-		tap_bail("harness setup failed");
+	if (!setup(&h, self, mib, false))
 		return 1;
-	}
-	read_line(h.from_vmm, ans, sizeof(ans));
-	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
 	err = offload(&h);
 	on_loop(&h, prepare_cb, &pc);
 	tap(!err && pc.ret == 0, "offload: %s; nothing to restore", strerror(-err));
@@ -263,7 +280,6 @@ static int mode_deliver(const char *self, uint64_t mib)
 static int mode_resident(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
-	struct pager_config pcfg;
 	struct pager_stats st, st1;
 	struct prepare_call pc;
 	struct set_resident_call sc = { .round = 1 };
@@ -272,16 +288,8 @@ static int mode_resident(const char *self, uint64_t mib)
 	long host_faults = -1;
 	int err;
 
-	pager_config_default(&pcfg, "");
-	pcfg.prefetch = false;
-	pcfg.critical_budget_ns = CRIT_NO_BUDGET_NS;
-	pcfg.critical_resident = true;
-	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
-		tap_bail("harness setup failed");
+	if (!setup(&h, self, mib, true))
 		return 1;
-	}
-	read_line(h.from_vmm, ans, sizeof(ans));
-	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
 
 	/* cycle 1: no set yet, so S goes out with the rest; record it */
 	err = offload(&h);
@@ -343,7 +351,6 @@ static int mode_resident(const char *self, uint64_t mib)
 static int mode_critical(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
-	struct pager_config pcfg;
 	struct pager_stats st, st1;
 	struct prepare_call pc;
 	struct set_resident_call sc = { .round = 1 };
@@ -352,16 +359,8 @@ static int mode_critical(const char *self, uint64_t mib)
 	bool full;
 	int err, left;
 
-	pager_config_default(&pcfg, "");
-	pcfg.prefetch = false;	/* only the pre-resume restore brings pages back */
-	/* the time bound is checked on its own below: no speed asserted here */
-	pcfg.critical_budget_ns = CRIT_NO_BUDGET_NS;
-	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
-		tap_bail("harness setup failed");
+	if (!setup(&h, self, mib, false))
 		return 1;
-	}
-	read_line(h.from_vmm, ans, sizeof(ans));
-	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
 
 	/* cycle 1: nothing recorded yet; record S between resume and delivery */
 	err = offload(&h);
