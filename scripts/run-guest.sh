@@ -78,6 +78,8 @@ Environment: VMNAP_ACCEL=kvm|tcg forces the accelerator (default: KVM when
 /dev/kvm is usable, else TCG); VMNAP_CACHE (guest kernel cache); VMNAP_TCG_TB_MIB
 (TCG's translation cache size in MiB; QEMU's default is 1 GiB, most of which
 a busy guest ends up touching: a smaller one keeps a VMM's own memory small);
+VMNAP_TCG_THREAD (single: all vCPUs on one TCG thread, interleaved; multi,
+QEMU's default for SMP guests: one thread per vCPU);
 VMNAP_DISK_CACHE (QEMU's cache mode for --disk and --rootfs: none, directsync,
 writethrough, writeback or unsafe; none opens the images with O_DIRECT so the
 host's page cache does not hold a second copy of what the guest caches);
@@ -241,7 +243,13 @@ if [ "$accel" = tcg ] && [ -n "${VMNAP_TCG_TB_MIB:-}" ]; then
 	case $VMNAP_TCG_TB_MIB in
 	'' | *[!0-9]*) usage_error "VMNAP_TCG_TB_MIB must be a number of MiB, got '$VMNAP_TCG_TB_MIB'" ;;
 	esac
-	accel_opt="tcg,tb-size=$VMNAP_TCG_TB_MIB"
+	accel_opt+=",tb-size=$VMNAP_TCG_TB_MIB"
+fi
+if [ "$accel" = tcg ] && [ -n "${VMNAP_TCG_THREAD:-}" ]; then
+	case $VMNAP_TCG_THREAD in
+	single | multi) accel_opt+=",thread=$VMNAP_TCG_THREAD" ;;
+	*) usage_error "VMNAP_TCG_THREAD must be single or multi, got '$VMNAP_TCG_THREAD'" ;;
+	esac
 fi
 
 args=(
