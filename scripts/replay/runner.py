@@ -198,17 +198,19 @@ class CohortRun:
                 use = [b - a for a, b in zip(use0, use1)] if use0 and use1 else None
                 if use:
                     self.command_usage = [t + d for t, d in zip(self.command_usage, use)]
-                thr_ms = None
+                # throttled: a period throttled between ready and ack (its
+                # time may not be accounted yet: the count decides)
+                throttled = thr_ms = None
                 if thr["ready"] and thr.get("ack"):
-                    thr_ms = (thr["ack"][1] - thr["ready"][1]) / 1e3
-                    if thr["ack"][0] == thr["ready"][0]:
-                        thr_ms = 0.0
-                if t_ack is not None:
-                    self.delivery_ms.append((t_ack - t_ready) / 1e6)
-                    if thr_ms == 0.0:
-                        self.delivery_unthrottled_ms.append((t_ack - t_ready) / 1e6)
-                    elif thr_ms is not None:
+                    throttled = thr["ack"][0] > thr["ready"][0]
+                    thr_ms = (thr["ack"][1] - thr["ready"][1]) / 1e3 if throttled else 0.0
+                deliv = None if t_ack is None else (t_ack - t_ready) / 1e6
+                if deliv is not None:
+                    self.delivery_ms.append(deliv)
+                    if throttled:
                         self.delivery_throttled += 1
+                    elif throttled is False:
+                        self.delivery_unthrottled_ms.append(deliv)
                 ok_rc = res["exit_code"] == st["exit_code"]
                 ok_dig = res["stdout_sha256"] == st["stdout_sha256"]
                 self.check(f"{g.name}/step{st['step']}", ok_rc and ok_dig,
@@ -216,7 +218,7 @@ class CohortRun:
                            digest_ok=ok_dig)
                 ev.emit("step_done", run=self.key, vm=g.name, step=st["step"],
                         exit_code=res["exit_code"], digest_ok=ok_dig,
-                        delivery_ms=None if t_ack is None else round((t_ack - t_ready) / 1e6, 3),
+                        delivery_ms=None if deliv is None else round(deliv, 3),
                         delivery_throttled_ms=None if thr_ms is None else round(thr_ms, 3),
                         exec_ms=round(res.get("duration_ns", 0) / 1e6, 3),
                         vmm_user_ms=None if use is None else round(use[0] * 1e3),
