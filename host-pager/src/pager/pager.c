@@ -70,6 +70,7 @@ static int config_check(const struct pager_config *c)
 	    c->write_batch_bytes % PAGER_PAGE_SIZE ||
 	    c->prefetch_min_bytes < PAGER_PAGE_SIZE ||
 	    c->prefetch_max_bytes < c->prefetch_min_bytes ||
+	    c->follow_pages > PAGER_MAX_FOLLOW ||
 	    (unsigned int)c->restore >= PAGER_RESTORES)
 		return -EINVAL;
 	return 0;
@@ -282,6 +283,9 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 		err = -ENOMEM;
 		goto fail;
 	}
+	err = pager_follow_init(p);
+	if (err)
+		goto fail;
 	p->count[PAGE_RESIDENT] = p->npages;
 	for (unsigned int i = 0; i < nr; i++)
 		sr[i] = (struct store_region){
@@ -358,6 +362,7 @@ fail:
 	free(p->state);
 	free(p->hot);
 	free(p->fa);
+	pager_follow_free(p);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -518,6 +523,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	free(p->state);
 	free(p->hot);
 	free(p->fa);
+	pager_follow_free(p);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
 	pthread_cond_destroy(&p->state_cv);
@@ -1158,6 +1164,7 @@ void pager_resumed(struct pager *p)
 	pthread_mutex_lock(&p->lock);
 	how = p->next_restore == PAGER_RESTORE_POLICY ? p->restore : p->next_restore;
 	p->cycle_override = how != p->restore;
+	pager_follow_resumed_locked(p, p->next_restore == PAGER_RESTORE_POLICY);
 	p->next_restore = PAGER_RESTORE_POLICY;
 	p->last_restore = how;
 	if (how != PAGER_RESTORE_LAZY && p->cfg.prefetch) {
@@ -1207,6 +1214,12 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_around_hits = p->fa_hits;
 	st->fault_around_misses = p->fa_misses;
 	st->fault_sequential = p->seq_faults;
+	st->follow_pages = p->fol_on ? p->cfg.follow_pages : 0;
+	st->follow_queued = p->fol_queued;
+	st->follow_installed = p->fol_installed;
+	st->follow_hits = p->fol_hits;
+	st->follow_misses = p->fol_misses;
+	st->follow_late = p->fol_late;
 	st->restore = p->restore;
 	st->last_restore = p->last_restore;
 	st->working_set_pages = p->ws_pages;

@@ -58,6 +58,13 @@
  * (pager_config.critical_budget_ns). */
 #define PAGER_CRITICAL_MAX_PAGES	1024
 #define PAGER_CRITICAL_BUDGET_NS	5000000ull	/* 5 ms */
+/* Fault-order prefetch (pager_config.follow_pages): the fault orders of
+ * the last PAGER_FOLLOW_CYCLES data cycles are kept, at most
+ * PAGER_FOLLOW_MAX_PAGES pages each; a fault queues at most
+ * PAGER_MAX_FOLLOW pages that came after it. */
+#define PAGER_FOLLOW_CYCLES		3
+#define PAGER_FOLLOW_MAX_PAGES		8192
+#define PAGER_MAX_FOLLOW		64
 
 /* Tunables; pager_config_default() fills the defaults. */
 struct pager_config {
@@ -76,6 +83,11 @@ struct pager_config {
 					 * a resume neither restores nor
 					 * faults on them (at most 4 MiB held
 					 * through each wait); default false */
+	uint32_t follow_pages;		/* fault-order prefetch: after a fault
+					 * on a page the last data cycles
+					 * faulted, the pages that came after
+					 * it there (0 .. PAGER_MAX_FOLLOW; 0:
+					 * off, the default) */
 	bool direct_io;			/* O_DIRECT on the store (falls back if
 					 * the file system refuses it) */
 	uint32_t fault_error_timeout_ms;	/* a fault the store keeps failing
@@ -223,6 +235,11 @@ struct pager_stats {
 	uint64_t fault_around_installed, fault_around_hits, fault_around_misses;
 	uint64_t fault_sequential;	/* faults served as a sequential
 					 * stream's (a doubling window) */
+	/* fault-order prefetch: pages queued after a fault; of them, put
+	 * into the memfd unmapped, then mapped by the next offload (hits) or
+	 * not (misses); faulted before the prefetch got to them (late) */
+	uint32_t follow_pages;
+	uint64_t follow_queued, follow_installed, follow_hits, follow_misses, follow_late;
 	uint64_t offloads;		/* completed offloads */
 	uint64_t offload_errors;	/* aborted offloads (ENOSPC, EIO, ...) */
 	uint64_t offload_cancels;	/* offloads stopped by pager_offload_cancel */

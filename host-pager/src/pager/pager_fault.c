@@ -345,6 +345,8 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	/* recorded now, not once served: UFFDIO_COPY wakes the faulter, which
 	 * may have the resume delivered before this thread retakes the lock */
 	pager_critical_note_locked(p, start, n);
+	if (pager_follow_fault_locked(p, pg, start, n))
+		pthread_cond_broadcast(&p->prefetch_cv);
 	/* write-hot: a run of pages all written lately comes back writable
 	 * (not while an offload runs: its scans must see every write) */
 	hot = !p->offloading;
@@ -402,7 +404,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	for (uint64_t i = start; spread && i < start + n; i++)
 		if (i != pg) {
 			p->state[i] |= PG_BG;
-			p->fa[i] = 1;
+			p->fa[i] = FA_AROUND;
 		}
 	if (spread)
 		p->fa_installed += n - 1;

@@ -63,6 +63,12 @@ struct pm_scan_arg {
 #define PAGEMAP_SCAN	_IOWR('f', 16, struct pm_scan_arg)
 #endif
 
+/* p->fa marks: a page fault-around installed unmapped, or one the
+ * fault-order prefetch queued (pager_follow.c); cleared when counted. */
+#define FA_AROUND	1u
+#define FA_FOLLOW	2u
+#define PAGER_FOLLOW_QUEUE	512	/* pages queued for the prefetcher */
+
 /* Page-state byte: the state in the low bits, working-set flags above. */
 #define PG_STATE_MASK	0x07u
 #define PG_BG		0x08u	/* restored in the background this cycle (into
@@ -156,11 +162,26 @@ struct pager {
 	 * random fault's neighbours unmapped and marks them here; the cycle
 	 * end (pager_ws_cycle_end) counts which a mapper mapped and adapts
 	 * fa_window between 1 and cfg.fault_around_pages */
-	uint8_t *fa;			/* npages: 1 = installed, not counted */
+	uint8_t *fa;			/* npages: FA_AROUND or FA_FOLLOW =
+					 * installed (or queued), not counted */
 	uint32_t fa_window;
 	uint64_t fa_w1_faults, fa_w1_near;	/* this cycle, at window 1 */
 	uint64_t fa_installed, fa_hits, fa_misses;	/* totals */
 	uint64_t seq_faults;		/* served as a sequential stream's */
+	/* fault-order prefetch (pager_follow.c; under lock): the pages the
+	 * last data cycles brought back, in the order first asked for
+	 * (fol_old[0] the newest), this cycle's being recorded (fol_cur),
+	 * and an index of the old ones; pages queued for the prefetcher */
+	uint32_t *fol_old[PAGER_FOLLOW_CYCLES], fol_old_n[PAGER_FOLLOW_CYCLES];
+	uint32_t *fol_cur, fol_cur_n;
+	uint64_t *fol_idx;		/* page << 32 | cycle << 24 | position */
+	uint32_t fol_idx_n;
+	uint32_t fol_q[PAGER_FOLLOW_QUEUE];
+	uint32_t fol_qhead, fol_qn;
+	bool fol_on;			/* allocated: cfg.follow_pages set */
+	bool fol_data;			/* this cycle had a data resume */
+	bool fol_rec;			/* ... and it runs now: record, follow */
+	uint64_t fol_queued, fol_installed, fol_hits, fol_misses, fol_late;
 	uint64_t count[PAGE_STATES];
 	struct pager_mapper *mappers;
 	unsigned int nr_mappers;
@@ -402,6 +423,29 @@ void pager_prefetch_quiesce(struct pager *p);
  * touched pages become the working set.  Neither lock held. */
 void pager_ws_cycle_end(struct pager *p);
 
+
+/* pager_follow.c */
+/* Allocate the fault orders if cfg.follow_pages asks for them (else, or
+ * for a guest too large for 32-bit page numbers, the prefetch is off). */
+int pager_follow_init(struct pager *p);
+void pager_follow_free(struct pager *p);
+/* A resume: @data (by the VM's policy, not a guest timer's) records and
+ * follows the faults until the next resume or the cycle's end.  Lock
+ * held. */
+void pager_follow_resumed_locked(struct pager *p, bool data);
+/* A fault claimed [start, start+n) for page @pg: marks there are served;
+ * in a data cycle @pg is recorded and the pages after it in the old
+ * orders queued (true: signal p->prefetch_cv).  Lock held. */
+bool pager_follow_fault_locked(struct pager *p, uint64_t pg, uint64_t start, uint64_t n);
+/* The prefetcher's next queued run, claimed (0: none queued that is still
+ * offloaded).  Lock held. */
+uint64_t pager_follow_next_locked(struct pager *p, uint64_t *pg);
+/* Pages read for the queue are in the memfd.  Lock held. */
+void pager_follow_installed_locked(struct pager *p, uint64_t n);
+/* A cycle ends (after the mapped pages were counted): queued pages never
+ * mapped are misses, left out of this cycle's order, which becomes the
+ * newest old one if it was a data cycle.  Lock held. */
+void pager_follow_cycle_end_locked(struct pager *p);
 
 /* pager_resident.c */
 /* [gpa, gpa+len) (checked, not resident) is wanted: the error of an

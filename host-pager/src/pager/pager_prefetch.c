@@ -13,8 +13,9 @@
  *
  * The same thread does readahead for the fault path: when a mapper faults
  * sequentially, the fault thread asks for the next window, which is read
- * here while the mapper consumes the window just served.  Readahead goes
- * before the working set: a mapper is about to wait for it.
+ * here while the mapper consumes the window just served; so are the pages
+ * the fault-order prefetch queues (pager_follow.c).  Both go before the
+ * working set: a mapper is about to wait for them.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -48,6 +49,7 @@ struct pf_slot {
 	struct pager_mapper *ra;	/* readahead for this mapper's stream */
 	bool busy;
 	bool eager;		/* an eager restore's run (not readahead) */
+	bool follow;		/* the fault-order prefetch's run */
 };
 
 struct pf {
@@ -142,6 +144,8 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 		f->p->prefetch_pages += s->n;
 		if (s->eager)
 			f->p->eager_pages += s->n;
+		if (s->follow)
+			pager_follow_installed_locked(f->p, s->n);
 		pthread_mutex_unlock(&f->p->lock);
 		f->done += s->n;
 	}
@@ -176,12 +180,13 @@ void pager_readahead_locked(struct pager *p, struct pager_mapper *m, uint64_t pg
 	pthread_cond_broadcast(&p->prefetch_cv);
 }
 
-/* Claim the next run to read: readahead first, then the offloaded pages
- * with @flags (PG_WS_PREV: the working set; 0: every one) from *@ws_pg (0
- * when they are done or not asked for). */
+/* Claim the next run to read: readahead first, then the fault-order
+ * prefetch's (*@follow), then the offloaded pages with @flags (PG_WS_PREV:
+ * the working set; 0: every one) from *@ws_pg (0 when they are done or not
+ * asked for). */
 static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_pg,
 			 uint64_t chunk, uint64_t *pg_out, bool *ws_done,
-			 struct pager_mapper **ra_m)
+			 struct pager_mapper **ra_m, bool *follow)
 {
 	uint64_t n = 0, pg;
 
@@ -205,6 +210,12 @@ static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_p
 			pthread_mutex_unlock(&p->lock);
 			return n;
 		}
+	}
+	if (p->fol_qn && (n = pager_follow_next_locked(p, &pg))) {
+		*pg_out = pg;
+		*follow = true;
+		pthread_mutex_unlock(&p->lock);
+		return n;
 	}
 	if (ws && !*ws_done && !atomic_load(&p->faults_active)) {
 		pg = *ws_pg;
@@ -244,14 +255,15 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		struct pf_slot *s = NULL;
 		struct pager_mapper *ra_m = NULL;
 		uint64_t n, pg = 0;
-		bool ra_pending;
+		bool ra_pending, follow = false, urgent;
 
 		if (should_stop(p))
 			ws_done = true;
 		pthread_mutex_lock(&p->lock);
-		ra_pending = p->ra_len && !should_stop(p);
+		/* readahead and the fault-order prefetch: a mapper waits */
+		ra_pending = (p->ra_len || p->fol_qn) && !should_stop(p);
 		if (should_stop(p))
-			p->ra_len = 0;
+			p->ra_len = p->fol_qn = 0;
 		pthread_mutex_unlock(&p->lock);
 		if (f->inflight == PREFETCH_QUEUE_DEPTH ||
 		    (!ra_pending && (ws_done || atomic_load(&p->faults_active)))) {
@@ -270,16 +282,18 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !s; i++)
 			if (!f->slot[i].busy)
 				s = &f->slot[i];
-		n = next_run(p, ws, flags, &ws_pg, chunk, &pg, &ws_done, &ra_m);
+		n = next_run(p, ws, flags, &ws_pg, chunk, &pg, &ws_done, &ra_m, &follow);
 		if (!n)
 			continue;
-		if (!ra_pending)
+		urgent = ra_m || follow;	/* else a working-set or eager run */
+		if (!urgent)
 			ws_pages += n;
 		s->pg = pg;
 		s->n = n;
 		s->busy = true;
-		s->eager = eager && !ra_pending;
-		s->ra = ra_pending ? ra_m : NULL;
+		s->eager = eager && !urgent;
+		s->follow = follow;
+		s->ra = ra_m;
 		sqe = io_uring_get_sqe(&f->ring);
 		io_uring_prep_read(sqe, p->store.fd, s->buf, (unsigned int)(n * PAGER_PAGE_SIZE),
 				   pg_store_off(pg));
@@ -287,7 +301,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		io_uring_submit(&f->ring);
 		f->inflight++;
 		pf_reap(f, false);
-		if (!ra_pending && atomic_load(&p->fault_seq) == seq && chunk < max_pages)
+		if (!urgent && atomic_load(&p->fault_seq) == seq && chunk < max_pages)
 			chunk = chunk * 2 < max_pages ? chunk * 2 : max_pages;
 	}
 	if (ws_pages)
@@ -316,7 +330,7 @@ static void *prefetch_main(void *arg)
 		enum pager_restore mode;
 		bool ws;
 
-		if (!p->prefetch_requested && !p->ra_len) {
+		if (!p->prefetch_requested && !p->ra_len && !p->fol_qn) {
 			pthread_cond_wait(&p->prefetch_cv, &p->lock);
 			continue;
 		}
@@ -348,7 +362,7 @@ void pager_prefetch_quiesce(struct pager *p)
 {
 	pthread_mutex_lock(&p->lock);
 	p->prefetch_requested = false;
-	p->ra_len = 0;
+	p->ra_len = p->fol_qn = 0;
 	atomic_store(&p->prefetch_abort, true);
 	while (p->prefetch_running)
 		pthread_cond_wait(&p->prefetch_cv, &p->lock);
@@ -381,16 +395,20 @@ struct pm_range {
 
 /*
  * Page @pg is mapped: restored in the background, it was touched; installed
- * by fault-around, it is a hit (counted in @hits, unmarked).  Lock held.
+ * by fault-around, it is a hit (counted in @hits, unmarked); so is one the
+ * fault-order prefetch installed (its own count).  Lock held.
  */
 static void note_mapped_locked(struct pager *p, uint64_t pg, uint64_t *hits)
 {
 	if (p->state[pg] & PG_BG)
 		p->state[pg] |= PG_WS_CUR;
-	if (p->fa[pg]) {
+	if (p->fa[pg] == FA_AROUND) {
 		p->fa[pg] = 0;
 		p->fa_hits++;
 		(*hits)++;
+	} else if (p->fa[pg] == FA_FOLLOW && pg_state(p, pg) != PAGE_OFFLOADED) {
+		p->fa[pg] = 0;
+		p->fol_hits++;
 	}
 }
 
@@ -551,6 +569,7 @@ void pager_ws_cycle_end(struct pager *p)
 	 * what it touched; a normal one replaces the working set */
 	keep = p->cycle_override;
 	p->cycle_override = false;
+	pager_follow_cycle_end_locked(p);	/* before the marks go */
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
 		uint8_t s = p->state[pg];
 		bool in = (s & PG_WS_CUR) || (keep && (s & PG_WS_PREV));
@@ -558,7 +577,11 @@ void pager_ws_cycle_end(struct pager *p)
 		p->state[pg] = (uint8_t)((s & ~(PG_WS_CUR | PG_WS_PREV | PG_BG)) |
 					 (in ? PG_WS_PREV : 0));
 		ws += in;
-		misses += p->fa[pg];	/* fault-around pages still unmapped */
+		/* installed, still unmapped */
+		if (p->fa[pg] == FA_AROUND)
+			misses++;
+		else if (p->fa[pg] == FA_FOLLOW && pg_state(p, pg) != PAGE_OFFLOADED)
+			p->fol_misses++;
 		p->fa[pg] = 0;
 	}
 	p->ws_pages = ws;
