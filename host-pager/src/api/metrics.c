@@ -198,6 +198,15 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	      "... of them mapped by the next offload", st.fault_around_hits);
 	GAUGE("vmnap_fault_around_misses_total", "counter",
 	      "... of them never mapped by the next offload", st.fault_around_misses);
+	GAUGE("vmnap_follow_installed_pages_total", "counter",
+	      "pages the fault-order prefetch put into the memfd unmapped",
+	      st.follow_installed);
+	GAUGE("vmnap_follow_hits_total", "counter",
+	      "... of them mapped by the next offload", st.follow_hits);
+	GAUGE("vmnap_follow_misses_total", "counter",
+	      "... of them never mapped by the next offload", st.follow_misses);
+	GAUGE("vmnap_follow_late_total", "counter",
+	      "pages it queued that faulted before they were read", st.follow_late);
 	GAUGE("vmnap_critical_restored_pages_total", "counter",
 	      "resume-critical pages made resident before the VMM resumed",
 	      st.critical_restored_pages);

@@ -41,6 +41,7 @@ void config_default(struct vmnapd_settings *s)
 	s->fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS;
 	s->fault_around_pages = PAGER_DEFAULT_FAULT_AROUND;
 	s->critical_resident = true;
+	s->follow_pages = CONFIG_DEFAULT_FOLLOW;
 	s->api_max_body = CONFIG_DEFAULT_API_BODY;
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
 	s->api_conn_timeout_s = CONFIG_DEFAULT_API_TIMEOUT_S;
@@ -420,6 +421,12 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 			ret = get_u32("", key, v, 1, &s->fault_around_pages, err, n);
 			if (!ret && s->fault_around_pages > PAGER_MAX_FAULT_AROUND) {
 				snprintf(err, n, "%s: want 1 .. %u", key, PAGER_MAX_FAULT_AROUND);
+				ret = -EINVAL;
+			}
+		} else if (!strcmp(key, "follow_pages")) {
+			ret = get_u32("", key, v, 0, &s->follow_pages, err, n);
+			if (!ret && s->follow_pages > PAGER_MAX_FOLLOW) {
+				snprintf(err, n, "%s: want 0 .. %u", key, PAGER_MAX_FOLLOW);
 				ret = -EINVAL;
 			}
 		} else if (!strcmp(key, "critical_resident")) {

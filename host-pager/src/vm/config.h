@@ -7,7 +7,7 @@
  *     "run_dir": "/run/vmnap", "store_dir": "/var/lib/vmnap",
  *     "events": "/var/log/vmnap/events.jsonl", "log_level": "info",
  *     "pause_timeout_ms": 5000, "fault_error_timeout_ms": 30000,
- *     "fault_around_pages": 16, "critical_resident": true,
+ *     "fault_around_pages": 16, "critical_resident": true, "follow_pages": 16,
  *     "api": { "max_body_bytes": 65536, "max_connections": 64,
  *              "connection_timeout_s": 10 },
  *     "coordinator": { "handoff_delay_ms": 20, "offload_after_ms": 50,
@@ -43,6 +43,7 @@
 #define CONFIG_DEFAULT_API_BODY		65536
 #define CONFIG_DEFAULT_API_CONNS	64
 #define CONFIG_DEFAULT_API_TIMEOUT_S	10
+#define CONFIG_DEFAULT_FOLLOW		16	/* fault-order prefetch pages */
 
 struct vmnapd_settings {
 	char *run_dir, *store_dir, *events_path, *log_level;	/* NULL: unset */
@@ -50,6 +51,7 @@ struct vmnapd_settings {
 	uint32_t fault_error_timeout_ms;	/* pager_config's; 0: never */
 	uint32_t fault_around_pages;	/* pager_config's: the window's max */
 	bool critical_resident;		/* pager_config's; true */
+	uint32_t follow_pages;		/* pager_config's; CONFIG_DEFAULT_FOLLOW */
 	uint32_t api_max_body;
 	uint32_t api_max_conns;
 	uint32_t api_conn_timeout_s;

@@ -53,6 +53,13 @@ json_t *pager_stats_json(struct pager *p)
 			"hits", (json_int_t)st.fault_around_hits,
 			"misses", (json_int_t)st.fault_around_misses,
 			"sequential", (json_int_t)st.fault_sequential));
+		json_object_set_new(o, "follow", json_pack("{s:i,s:I,s:I,s:I,s:I,s:I}",
+			"pages", (int)st.follow_pages,
+			"queued", (json_int_t)st.follow_queued,
+			"installed", (json_int_t)st.follow_installed,
+			"hits", (json_int_t)st.follow_hits,
+			"misses", (json_int_t)st.follow_misses,
+			"late", (json_int_t)st.follow_late));
 		json_object_set_new(o, "zero_ahead_pages",
 				    json_integer((json_int_t)st.zero_ahead_pages));
 		json_object_set_new(o, "fault_retries", json_integer((json_int_t)st.fault_retries));
