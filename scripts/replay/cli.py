@@ -17,6 +17,8 @@ and measures what each wait costs in memory, cohort by cohort:
             cycle's working set streams back after a data resume)
   offload-eager  optional: the cost policy, eager restore (every offloaded
             page streams back after a data resume)
+  offload-nofollow  optional: offload without the fault-order prefetch
+            (vmnapd's follow_pages 0), to measure what it does
   swap      kernel swap, the peer a user would pick: at each wait start the
             VM cgroup's memory is reclaimed to a swap file on the same
             filesystem (memory.reclaim, v1 memory.force_empty, or

@@ -17,10 +17,11 @@ TRAJECTORY_VERSION = 1
 # Every cohort, in table order; the optional ones run only when named in
 # --cohorts (REPLAY_COHORTS), the rest by default.
 COHORTS = ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "offload-ws",
-           "offload-eager", "swap")
-OPTIONAL_COHORTS = ("offload-ws", "offload-eager")
+           "offload-eager", "offload-nofollow", "swap")
+OPTIONAL_COHORTS = ("offload-ws", "offload-eager", "offload-nofollow")
 DEFAULT_COHORTS = tuple(c for c in COHORTS if c not in OPTIONAL_COHORTS)
-VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy", "offload-ws", "offload-eager")
+VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy", "offload-ws", "offload-eager",
+                 "offload-nofollow")
 # What each vmnap cohort asks of the coordinator beyond its defaults
 # (PUT /vms/NAME "policy"): offload-seed is the fixed offload rule.
 COHORT_POLICY = {
@@ -31,12 +32,16 @@ COHORT_POLICY = {
     "offload-lazy": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-ws": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-eager": {"kinds": {"model": {"pause": True, "offload": True}}},
+    "offload-nofollow": {"kinds": {"model": {"pause": True, "offload": True}}},
 }
 # The VM's restore policy (PUT /vms/NAME "restore") where one is asked for:
 # offload-lazy names vmnapd's default (faults only) explicitly, offload-ws
 # brings the last cycle's working set back after a data resume,
 # offload-eager every offloaded page.  offload takes vmnapd's default.
 COHORT_RESTORE = {"offload-lazy": "lazy", "offload-ws": "working-set", "offload-eager": "eager"}
+# vmnapd settings (its -c file) where a cohort changes one: offload-nofollow
+# turns the fault-order prefetch off.
+COHORT_SETTINGS = {"offload-nofollow": {"follow_pages": 0}}
 # The phases of a resume in vmnapd's "resume" events (ns fields), in order.
 RESUME_PHASES = ("pre_resume", "vmm", "resumed", "ack", "total")
 

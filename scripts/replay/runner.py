@@ -3,6 +3,7 @@
 replays the trajectory in each (CohortRun); the benchmark plans the runs
 interleaved and repeated (Bench).
 """
+import json
 import os
 import shutil
 import signal
@@ -12,7 +13,8 @@ import tempfile
 import threading
 import time
 
-from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, DEFAULT_COHORTS, FINAL_DIFF_CMD, GIB,
+from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, COHORT_SETTINGS, DEFAULT_COHORTS,
+                     FINAL_DIFF_CMD, GIB,
                      MIB, NS, PAGE, RESUME_PHASES, ROOT, SWAPFILE_MARGIN_MIB, VMNAP_COHORTS,
                      VMNAP_LINK_PORT, WARMUP_TIMEOUT_S, log, now_ns, percentile)
 from .events import EventLog, event_seq_gaps
@@ -254,9 +256,15 @@ class CohortRun:
             if a.transport == "vsock" or self.cohort in VMNAP_COHORTS or self.via_gateway:
                 for g in self.guests:
                     g.vmnapd_run_dir = os.path.join(b.sockdir, self.key, "vmnapd")
+                extra = []
+                if self.cohort in COHORT_SETTINGS:
+                    conf = os.path.join(workroot, "vmnapd.conf")
+                    with open(conf, "w") as f:
+                        json.dump(COHORT_SETTINGS[self.cohort], f)
+                    extra = ["-c", conf]
                 self.vmnapd = Vmnapd(b.vmnapd_exe, os.path.join(b.sockdir, self.key, "vmnapd"),
                                      os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
-                                     workroot, [g.vsock_spec() for g in self.guests])
+                                     workroot, [g.vsock_spec() for g in self.guests], extra)
                 self.vmnapd.wait_for([g.vhost_user for g in self.guests])
                 self.api = self.vmnapd.api
             if self.via_gateway:

@@ -154,16 +154,17 @@ def _():
     assert len(set(firsts)) == 3, firsts  # each repetition starts elsewhere
 
 
-@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager")
+@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-nofollow")
 def _():
     assert common.DEFAULT_COHORTS == ("baseline", "pause", "offload", "offload-seed",
                                       "offload-lazy", "swap")
-    assert set(common.COHORTS) == set(common.DEFAULT_COHORTS) | {"offload-ws", "offload-eager"}
+    assert set(common.COHORTS) == set(common.DEFAULT_COHORTS) | {"offload-ws", "offload-eager",
+                                                                 "offload-nofollow"}
     for c in common.VMNAP_COHORTS:
         assert c in common.COHORT_POLICY, c
     pol = common.COHORT_POLICY
     assert not pol["pause"]["kinds"]["model"]["offload"]
-    for c in ("offload", "offload-lazy", "offload-ws", "offload-eager"):
+    for c in ("offload", "offload-lazy", "offload-ws", "offload-eager", "offload-nofollow"):
         assert pol[c]["kinds"]["model"]["offload"] and set(pol[c]) == {"kinds"}, c
     assert pol["offload-seed"]["offload_policy"] == "seed"
     # offload takes vmnapd's default restore; the others name theirs
@@ -172,6 +173,11 @@ def _():
     with open(os.path.join(ROOT, "host-pager/vmnapd.conf.example")) as f:
         conf = json.load(f)
     assert conf["restore"] == "lazy"
+    # settings a cohort changes are vmnapd.conf keys, set otherwise there
+    assert common.COHORT_SETTINGS == {"offload-nofollow": {"follow_pages": 0}}
+    for c, s in common.COHORT_SETTINGS.items():
+        assert c in common.VMNAP_COHORTS and set(s) <= set(conf), (c, s)
+    assert conf["follow_pages"] > 0
     # --cohorts: the default list leaves the optional ones out; naming them works
     args = cli.parse_args(["run", "--transport", "tty"])
     assert args.cohorts == list(common.DEFAULT_COHORTS), args.cohorts
