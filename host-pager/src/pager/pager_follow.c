@@ -8,14 +8,15 @@
  * each of the last PAGER_FOLLOW_CYCLES data cycles (from a resume by the
  * VM's restore policy to the next offload; a guest timer's resume names
  * its restore, and what runs after it is not recorded), the pages it
- * brought back in the
- * order they were first asked for.  When a later data cycle faults on a
- * page such an order holds, the cfg.follow_pages pages that came after it
- * there and are still offloaded are queued for the prefetch thread, which
- * reads them before any working-set page, with several reads in flight,
- * and writes them into the memfd unmapped (CLEAN, as every background
- * restore): the guest's access then costs its mapper a minor fault
- * instead of a userfaultfd round trip and a store read.
+ * brought back in the order they were first asked for (at most
+ * PAGER_FOLLOW_MAX_PAGES; about 320 KiB per VM in all, with the index).
+ * When a later data cycle faults on a page such an order holds, the
+ * cfg.follow_pages pages that came after it there and are still offloaded
+ * are queued for the prefetch thread, which reads them before any
+ * working-set page, with several reads in flight, and writes them into
+ * the memfd unmapped (CLEAN, as every background restore): the guest's
+ * access then costs its mapper a minor fault instead of a userfaultfd
+ * round trip and a store read.
  *
  * Like fault-around's neighbours, queued pages are marked (p->fa =
  * FA_FOLLOW) and counted when the cycle ends: mapped by some mapper, a
