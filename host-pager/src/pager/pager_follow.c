@@ -154,12 +154,11 @@ uint64_t pager_follow_next_locked(struct pager *p, uint64_t *pg)
 		while (want < p->fol_qn && want < PAGER_MAX_FOLLOW &&
 		       p->fol_q[(p->fol_qhead + want) % PAGER_FOLLOW_QUEUE] == f + want)
 			want++;
-		if (p->fa[f] == FA_FOLLOW)
+		if (p->fa[f] == FA_FOLLOW) {	/* else a fault took it meanwhile */
 			n = pager_claim_run_locked(p, f, want, 0);
-		else
-			want = 1;	/* a fault took it meanwhile */
-		if (!n && p->fa[f] == FA_FOLLOW)
-			p->fa[f] = 0;	/* resident by another way: not ours */
+			if (!n)		/* resident by another way: not ours */
+				p->fa[f] = 0;
+		}
 		want = n ? n : 1;
 		p->fol_qhead = (uint32_t)((p->fol_qhead + want) % PAGER_FOLLOW_QUEUE);
 		p->fol_qn -= (uint32_t)want;
