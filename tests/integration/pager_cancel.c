@@ -44,12 +44,8 @@ static int mode_cancel(const char *self, uint64_t mib)
 	pager_config_default(&pcfg, "");
 	pcfg.write_batch_bytes = CANCEL_BATCH_BYTES;
 	pcfg.write_queue_depth = CANCEL_QUEUE_DEPTH;
-	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
-		tap_bail("harness setup failed");
+	if (!harness_up(&h, &pcfg, self, mib))
 		return 1;
-	}
-	read_line(h.from_vmm, ans, sizeof(ans));
-	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
 	on_loop(&h, cancel_cb, &cerr);
 	tap(cerr == -EALREADY, "cancel without an offload: %s", strerror(-cerr));
 	on_loop(&h, offload_async_cb, &oc);

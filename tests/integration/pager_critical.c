@@ -194,19 +194,12 @@ static bool storm_fills_set(struct harness *h, unsigned int round, struct pager_
 static bool setup(struct harness *h, const char *self, uint64_t mib, bool resident)
 {
 	struct pager_config pcfg;
-	char ans[LINE_MAX_LEN];
 
 	pager_config_default(&pcfg, "");
 	pcfg.prefetch = false;
 	pcfg.critical_budget_ns = CRIT_NO_BUDGET_NS;
 	pcfg.critical_resident = resident;
-	if (harness_start(h, &pcfg) || vmm_spawn(h, self, mib, 1)) {
-		tap_bail("harness setup failed");
-		return false;
-	}
-	read_line(h->from_vmm, ans, sizeof(ans));
-	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
-	return true;
+	return harness_up(h, &pcfg, self, mib);
 }
 
 #define DELIVER_ROUNDS	16

@@ -85,20 +85,13 @@ static uint64_t read_order(struct harness *h, unsigned int round, bool *ok)
 static bool setup(struct harness *h, const char *self, uint64_t mib, uint32_t follow)
 {
 	struct pager_config pcfg;
-	char ans[LINE_MAX_LEN];
 
 	pager_config_default(&pcfg, "");
 	pcfg.prefetch = false;		/* no working set: only follow */
 	pcfg.fault_around_pages = 1;	/* a fault brings its page only */
 	pcfg.critical_budget_ns = 0;	/* no pre-resume restore */
 	pcfg.follow_pages = follow;
-	if (harness_start(h, &pcfg) || vmm_spawn(h, self, mib, 1)) {
-		tap_bail("harness setup failed");
-		return false;
-	}
-	read_line(h->from_vmm, ans, sizeof(ans));
-	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
-	return true;
+	return harness_up(h, &pcfg, self, mib);
 }
 
 /* A data cycle: offload, then a resume by the VM's policy. */

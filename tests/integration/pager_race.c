@@ -95,12 +95,8 @@ static int mode_race(const char *self, uint64_t mib, unsigned int cycles)
 
 	pager_config_default(&pcfg, "");
 	pcfg.write_batch_bytes = 256u << 10;	/* many batches in flight */
-	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
-		tap_bail("harness setup failed");
+	if (!harness_up(&h, &pcfg, self, mib))
 		return 1;
-	}
-	read_line(h.from_vmm, ans, sizeof(ans));
-	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
 	/* the middle half of guest RAM is freed, a part per cycle */
 	flo = npages / 4;
 	fhi = flo + npages / 2;

@@ -46,12 +46,8 @@ static int mode_storeerr(const char *self, uint64_t mib)
 	sem_init(&h.pager_error, 0, 0);
 	pager_config_default(&pcfg, "");
 	pcfg.fault_error_timeout_ms = FAULT_ERROR_TIMEOUT_MS;
-	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1)) {
-		tap_bail("harness setup failed");
+	if (!harness_up(&h, &pcfg, self, mib))
 		return 1;
-	}
-	read_line(h.from_vmm, ans, sizeof(ans));
-	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
 	on_loop(&h, catch_pager_errors, NULL);
 	tap(!offload(&h), "offloaded");
 

@@ -47,6 +47,7 @@
 #include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "pager.h"
@@ -270,6 +271,23 @@ json_int_t jint(json_t *o, const char *a, const char *b, const char *c);
 json_t *wait_vm(struct harness *h);
 
 /* End a scenario: stop the harness, print the TAP plan; the exit status. */
+/* harness_start(@pcfg) and vmm_spawn() with one mapping, then its "ready"
+ * checked: a TAP line, so inline, in the test's own file (tap.h counts per
+ * file).  False after a bail-out if either cannot start. */
+static inline bool harness_up(struct harness *h, const struct pager_config *pcfg,
+			      const char *self, uint64_t mib)
+{
+	char ans[LINE_MAX_LEN];
+
+	if (harness_start(h, pcfg) || vmm_spawn(h, self, mib, 1)) {
+		tap_bail("harness setup failed");
+		return false;
+	}
+	read_line(h->from_vmm, ans, sizeof(ans));
+	tap(!strcmp(ans, "ready"), "mock VMM ready (%s)", ans);
+	return true;
+}
+
 static inline int harness_finish(struct harness *h)
 {
 	harness_stop(h);
