@@ -15,9 +15,9 @@
 #   freezer  the cgroup freezer on QEMU's own cgroup (v1 freezer.state, or
 #            v2 cgroup.freeze): the guest clock runs; wall clock within
 #            50 ms and the 300 ms periodic timer no later than its deadline
-#            + the 50 ms resume margin + 20 ms (+ 100 ms for TCG); every
-#            freeze longer than the fail-safe made the module wait for
-#            RESUMED instead of releasing the devices.
+#            + the 50 ms resume margin + 20 ms (+ 100 ms for TCG); no
+#            freeze longer than the fail-safe made the module release the
+#            devices, and such a freeze made it wait for RESUMED.
 #
 # The guest runs tests/selftests/guest_time on /dev/ttyS1; the host side is
 # tests/e2e/guest_time_host.py (measurements printed as TAP comments).
@@ -201,9 +201,13 @@ ffz=$(guest_counter failsafe_frozen)
 ffg=$(guest_counter failsafe_grace)
 check "no fail-safe release: frozen pauses waited for RESUMED (unquiesce_failsafe=${fs:-?}, failsafe_frozen=${ffz:-?}, failsafe_grace=${ffg:-?})" \
 	test "${fs:-1}" = 0
+# Not one deferral per long freeze: at thaw, a RESUMED the guest handles
+# before its overdue fail-safe timer runs cancels it with nothing to defer,
+# and the host's pause times are its own clock's.  The release count above
+# is the invariant; this shows the frozen path ran at all.
 if [ -n "$CG" ]; then
-	check "every freeze past the fail-safe was deferred, not released (failsafe_frozen=${ffz:-?} >= ${LONG_FREEZES:-?})" \
-		test "${ffz:-0}" -ge "${LONG_FREEZES:-1}"
+	check "a freeze past the fail-safe was deferred, not released (failsafe_frozen=${ffz:-?}; ${LONG_FREEZES:-?} host-timed pauses > $((FAILSAFE_MS + 50)) ms)" \
+		test "${ffz:-0}" -ge 1
 fi
 check "no BUG/WARNING/Oops on the guest console" sh -c "! tr -d '\r' <'$GUEST_DIR/$VM.log' | grep -Eq 'BUG:|WARNING:|Oops|Call Trace'"
 echo "1..$n"
