@@ -21,6 +21,11 @@
 # REPLAY_COHORTS=...,offload-ws,offload-eager adds the optional cohorts (the
 # cost policy with working-set or eager restore; not run by default).
 #
+# REPLAY_ARGS=--side-by-side runs a repetition's cohorts at once instead of
+# one after another, so that each ratio to baseline compares runs that
+# shared the machine's every moment; the VMs' quotas together must fit the
+# host's CPUs with room for vmnapd (2 cohorts at 0.5 CPU on 2 cores).
+#
 # About 150 min on 2 cores (18 cohort runs of ~4 min, twice).  Bigger:
 #   make bench-replay REPLAY_VMS=4 REPLAY_REPEATS=5
 

@@ -153,7 +153,8 @@ def cmd_table(args):
             ("resume_vmm_p99_ms", "resume VMM p99 ms", "{:.1f}"),
             ("resume_ack_p99_ms", "RESUMED→ACK p99 ms", "{:.1f}"),
             ("resume_total_p99_ms", "resume p99 ms", "{:.1f}")]
-    print(f"{s['vms']} VM(s), {s['repeats']} runs per cohort, trajectory "
+    print(f"{s['vms']} VM(s), {s['repeats']} runs per cohort"
+          f"{' (each repetition side by side)' if s.get('side_by_side') else ''}, trajectory "
           f"{s['trajectory']} ({s['trajectory_steps']} steps, {s['trajectory_wait_s']} s of waits), "
           f"medians; run {s['run_id']}, measurement_integrity_passed: "
           f"{v['measurement_integrity_passed']} (max sampling gap {v['max_sampling_gap_ms']} ms, "
@@ -239,6 +240,10 @@ def parse_args(argv):
                    help="CPUs per VM (cgroup cpu.max / cfs_quota_us); 0: none; "
                         "auto: the host's CPUs shared by the VMs, at most 0.5 each")
     r.add_argument("--sample-ms", type=int, default=100)
+    r.add_argument("--side-by-side", action="store_true",
+                   help="run a repetition's cohorts at once, not one after another: "
+                        "each ratio to baseline is then taken between runs that shared "
+                        "the machine's every moment (needs the CPUs for all of them)")
     r.add_argument("--out", default=os.path.join(BUILD, "bench/replay"))
     r.add_argument("--tap", action="store_true", help="TAP lines per cohort (make check)")
     r.add_argument("--via", choices=("direct", "gateway"), default="direct",

@@ -516,13 +516,45 @@ class Bench:
             return dst
 
     def plan(self):
-        """Cohort runs in interleaved order: each repetition rotates the order."""
+        """Cohort runs in interleaved order: each repetition rotates the
+        order.  Batches of runs started together: one run each, or with
+        --side-by-side a repetition's runs all at once."""
         cohorts = list(self.args.cohorts)
-        order = []
+        batches = []
         for rep in range(self.args.repeats):
             k = rep % len(cohorts)
-            order += [(c, rep) for c in cohorts[k:] + cohorts[:k]]
-        return order
+            order = [(c, rep) for c in cohorts[k:] + cohorts[:k]]
+            batches += [order] if self.args.side_by_side else [[r] for r in order]
+        return batches
+
+    def run_cohort(self, cohort, rep):
+        """One cohort run and its result; a failure is recorded in it, the
+        rest goes on."""
+        log(f"run {cohort} rep {rep} ({self.args.vms} VM)")
+        cr = CohortRun(self, cohort, rep)
+        try:
+            return cr, cr.run()
+        except Exception as e:  # noqa: BLE001 - recorded, the rest goes on
+            cr.check("run", False, error=str(e))
+            return cr, dict(cr.result, error=str(e))
+
+    def run_batch(self, batch):
+        """A batch's runs, at once when it holds more than one (their VMs
+        share the machine's moments: a ratio between them is not moved by
+        the machine's drift), in plan order."""
+        if len(batch) == 1:
+            return [self.run_cohort(*batch[0])]
+        done = [None] * len(batch)
+
+        def one(i, cohort, rep):
+            done[i] = self.run_cohort(cohort, rep)
+        threads = [threading.Thread(target=one, args=(i, c, r), name=f"{c}-r{r}")
+                   for i, (c, r) in enumerate(batch)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return done
 
     def run(self):
         os.makedirs(self.outdir, exist_ok=True)
@@ -563,17 +595,12 @@ class Bench:
                     checks.append({"run": "calibration", "name": "gateway-calibration",
                                    "passed": False, "error": str(e)})
                     log(f"gateway calibration FAILED: {e}")
-            for cohort, rep in self.plan():
-                log(f"run {cohort} rep {rep} ({self.args.vms} VM)")
-                cr = CohortRun(self, cohort, rep)
-                try:
-                    runs.append(cr.run())
-                except Exception as e:  # noqa: BLE001 - recorded, the rest goes on
-                    cr.check("run", False, error=str(e))
-                    runs.append(dict(cr.result, error=str(e)))
-                checks += cr.checks
-                samples += getattr(cr, "samples", [])
-                self.vmnapd_lost += cr.vmnapd_lost
+            for batch in self.plan():
+                for cr, result in self.run_batch(batch):
+                    runs.append(result)
+                    checks += cr.checks
+                    samples += getattr(cr, "samples", [])
+                    self.vmnapd_lost += cr.vmnapd_lost
         finally:
             shutil.rmtree(self.sockdir, ignore_errors=True)
             self.swapfile.remove()

@@ -36,10 +36,11 @@ def validate(bench, checks, skipped, runs, max_gap):
 
 def paired_ratios(runs, cohort):
     """Each repetition's ratio of @cohort to baseline, in repetition order:
-    a repetition's cohort runs follow one another (runner.plan), so its
-    ratio is less moved by the machine's drift between repetitions than a
-    ratio of medians (consecutive runs of one configuration on this host
-    have differed by a quarter in command time)."""
+    a repetition's cohort runs follow one another (runner.plan) or, with
+    --side-by-side, run at once, so its ratio is less moved by the
+    machine's drift between repetitions than a ratio of medians
+    (consecutive runs of one configuration on this host have differed by a
+    quarter in command time)."""
     base = {r["rep"]: r for r in runs if r["cohort"] == "baseline" and "error" not in r}
     out = {}
     for k in ("guest_ram_memxtime_gib_s", "completion_window_s"):
@@ -108,6 +109,7 @@ def write_outputs(bench, runs, checks, samples, skipped):
         "trajectory_steps": len(bench.steps),
         "trajectory_wait_s": round(sum(s["wait_ms"] for s in bench.steps) / 1000, 3),
         "vms": a.vms, "repeats": a.repeats, "mem_mib": a.mem, "cpu_quota": a.cpu_quota,
+        "side_by_side": bool(getattr(a, "side_by_side", False)),
         "cpu_quota_rule": getattr(a, "cpu_quota_rule", "given"),
         "cpu_quota_total": round(a.cpu_quota * a.vms, 3) if a.cpu_quota else None,
         "transport": a.transport, "sample_ms": a.sample_ms,

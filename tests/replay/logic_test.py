@@ -13,6 +13,7 @@ import os
 import resource
 import sys
 import tempfile
+import threading
 import time
 import types
 
@@ -142,16 +143,43 @@ def _():
     assert not bad_trajectory([HDR, STEP])
 
 
-@t("cohort plan is interleaved and repeated")
+@t("cohort plan is interleaved and repeated, one run at a time")
 def _():
-    b = types.SimpleNamespace(args=types.SimpleNamespace(cohorts=list(common.COHORTS), repeats=3))
-    plan = runner.Bench.plan(b)
+    b = types.SimpleNamespace(args=types.SimpleNamespace(cohorts=list(common.COHORTS), repeats=3,
+                                                         side_by_side=False))
+    batches = runner.Bench.plan(b)
     n = len(common.COHORTS)
-    assert len(plan) == 3 * n
+    assert len(batches) == 3 * n and all(len(x) == 1 for x in batches), batches
+    plan = [x[0] for x in batches]
     for c in common.COHORTS:
         assert sorted(r for cc, r in plan if cc == c) == [0, 1, 2]
     firsts = [plan[i * n][0] for i in range(3)]
     assert len(set(firsts)) == 3, firsts  # each repetition starts elsewhere
+
+
+@t("cohort plan --side-by-side: one batch per repetition, every cohort in it")
+def _():
+    b = types.SimpleNamespace(args=types.SimpleNamespace(cohorts=["baseline", "offload"],
+                                                         repeats=3, side_by_side=True))
+    batches = runner.Bench.plan(b)
+    assert len(batches) == 3, batches
+    for rep, x in enumerate(batches):
+        assert sorted(x) == [("baseline", rep), ("offload", rep)], x
+
+
+@t("a batch of runs runs at once and keeps plan order")
+def _():
+    started, release = [], threading.Event()
+
+    def run_cohort(cohort, rep):
+        started.append(cohort)
+        if len(started) == 2:
+            release.set()
+        assert release.wait(30), "the runs of a batch did not run at once"
+        return (cohort, rep), {"cohort": cohort}
+    b = types.SimpleNamespace(run_cohort=run_cohort)
+    out = runner.Bench.run_batch(b, [("offload", 1), ("baseline", 1)])
+    assert [r for _, r in out] == [{"cohort": "offload"}, {"cohort": "baseline"}], out
 
 
 @t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-nofollow")
