@@ -16,9 +16,15 @@
  *                   page
  *   the end         every byte of round 2 (written after the prefetches)
  *
+ * history: the newest order holding a page is followed however old, while
+ * kept: O read once, then PAGER_FOLLOW_CYCLES - 1 data cycles that read
+ * one other page each (an order each); reading O then takes only the
+ * groups' first faults.  After PAGER_FOLLOW_CYCLES more such cycles
+ * (O's order gone) it faults on every page and queues nothing.
+ *
  * off: follow_pages 0, the library's default: cycle 2 faults on every page.
  *
- *   pager_follow [MiB [off]]	(default 16)
+ *   pager_follow [MiB [off|history]]	(default 16)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,16 +65,25 @@ static struct pager_stats wait_installed(struct harness *h, uint64_t want)
 	return stats_settled(h);
 }
 
-/* Read O[k] (round @round's contents): true if the value is right. */
-static bool read_page(struct harness *h, unsigned int k, unsigned int round)
+/* A data page in no order O (history mode) */
+#define OTHER_PAGE	14
+
+/* Read page @pg (round @round's contents): true if the value is right. */
+static bool read_pg(struct harness *h, uint64_t pg, unsigned int round)
 {
 	uint64_t want[PAGE / 8];
 	unsigned long long v = 0;
 	char ans[LINE_MAX_LEN];
 
-	page_pattern(order_page(k), round, want);
-	vmm_cmd(h, ans, "read %llu", (unsigned long long)order_page(k));
+	page_pattern(pg, round, want);
+	vmm_cmd(h, ans, "read %llu", (unsigned long long)pg);
 	return sscanf(ans, "value %llx", &v) == 1 && v == want[0];
+}
+
+/* Read O[k]. */
+static bool read_page(struct harness *h, unsigned int k, unsigned int round)
+{
+	return read_pg(h, order_page(k), round);
 }
 
 /* Read all of O; the faults that took. */
@@ -103,6 +118,81 @@ static int data_cycle(struct harness *h)
 	return err;
 }
 
+/* Read O in groups: each group's first page, then (once the prefetcher
+ * installed them) the FOLLOW pages after it.  *@groups counted, of them
+ * *@clean whose followers took no fault; true if every value was right. */
+static bool read_groups(struct harness *h, unsigned int *groups, unsigned int *clean)
+{
+	struct pager_stats st = stats(h, NULL), st1;
+	uint64_t installed = st.follow_installed;
+	bool ok = true;
+
+	*groups = *clean = 0;
+	for (unsigned int k = 0; k < ORDER; k += FOLLOW + 1) {
+		unsigned int n = ORDER - k - 1 < FOLLOW ? ORDER - k - 1 : FOLLOW;
+
+		(*groups)++;
+		ok &= read_page(h, k, 1);
+		st = wait_installed(h, installed + n);
+		installed = st.follow_installed;
+		for (unsigned int j = k + 1; j <= k + n; j++)
+			ok &= read_page(h, j, 1);
+		st1 = stats(h, NULL);
+		if (st1.faults == st.faults)
+			(*clean)++;
+		else
+			tap_diag("group at O[%u]: %llu fault(s) on %u installed page(s)", k,
+				 (unsigned long long)(st1.faults - st.faults), n);
+	}
+	return ok;
+}
+
+/* @n data cycles that read OTHER_PAGE only: an order of one page each. */
+static bool other_cycles(struct harness *h, unsigned int n)
+{
+	bool ok = true;
+
+	for (unsigned int c = 0; c < n; c++)
+		ok &= !data_cycle(h) && read_pg(h, OTHER_PAGE, 1);
+	return ok;
+}
+
+static int mode_history(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_stats st, st1;
+	unsigned int groups, clean;
+	uint64_t faults;
+	bool ok, ok1;
+	int err;
+
+	if (!setup(&h, self, mib, FOLLOW))
+		return 1;
+	err = data_cycle(&h);
+	faults = read_order(&h, 1, &ok);
+	ok1 = other_cycles(&h, PAGER_FOLLOW_CYCLES - 1);
+	tap(!err && ok && ok1 && faults == ORDER,
+	    "O read (%llu faults), then %u cycles reading another page",
+	    (unsigned long long)faults, PAGER_FOLLOW_CYCLES - 1);
+	err = data_cycle(&h);
+	ok = read_groups(&h, &groups, &clean);
+	st = stats_settled(&h);
+	tap(!err && ok && groups && clean == groups && st.follow_installed == ORDER - groups,
+	    "O's order %u cycles old is followed: %u of %u groups took no fault after their "
+	    "first, %llu page(s) installed", PAGER_FOLLOW_CYCLES, clean, groups,
+	    (unsigned long long)st.follow_installed);
+	ok1 = other_cycles(&h, PAGER_FOLLOW_CYCLES);
+	err = data_cycle(&h);
+	st = stats(&h, NULL);
+	faults = read_order(&h, 1, &ok);
+	st1 = stats_settled(&h);
+	tap(!err && ok && ok1 && faults == ORDER && st1.follow_queued == st.follow_queued,
+	    "%u cycles later O's order is gone: %llu faults for %u pages, nothing queued",
+	    PAGER_FOLLOW_CYCLES, (unsigned long long)faults, ORDER);
+	vmm_quit(&h);
+	return harness_finish(&h);
+}
+
 static int mode_off(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
@@ -130,8 +220,8 @@ static int mode_follow(const char *self, uint64_t mib)
 	struct harness h = { 0 };
 	struct pager_stats st, st1;
 	char ans[LINE_MAX_LEN];
-	unsigned int groups = 0, clean_groups = 0, leaders = 0;
-	uint64_t faults, installed;
+	unsigned int groups, clean_groups, leaders = 0;
+	uint64_t faults;
 	bool ok;
 	int err;
 
@@ -147,25 +237,7 @@ static int mode_follow(const char *self, uint64_t mib)
 
 	/* cycle 2: each group's first page faults, the rest were installed */
 	err = data_cycle(&h);
-	ok = true;
-	st = stats(&h, NULL);
-	installed = st.follow_installed;
-	for (unsigned int k = 0; k < ORDER; k += FOLLOW + 1) {
-		unsigned int n = ORDER - k - 1 < FOLLOW ? ORDER - k - 1 : FOLLOW;
-
-		groups++;
-		ok &= read_page(&h, k, 1);
-		st = wait_installed(&h, installed + n);
-		installed = st.follow_installed;
-		for (unsigned int j = k + 1; j <= k + n; j++)
-			ok &= read_page(&h, j, 1);
-		st1 = stats(&h, NULL);
-		if (st1.faults == st.faults)
-			clean_groups++;
-		else
-			tap_diag("group at O[%u]: %llu fault(s) on %u installed page(s)", k,
-				 (unsigned long long)(st1.faults - st.faults), n);
-	}
+	ok = read_groups(&h, &groups, &clean_groups);
 	st = stats_settled(&h);
 	tap(!err && ok && groups && clean_groups == groups,
 	    "cycle 2: the %u pages after each group's first read from the memfd with no "
@@ -221,5 +293,7 @@ int main(int argc, char **argv)
 		return 0;
 	if (argc > 2 && !strcmp(argv[2], "off"))
 		return mode_off(argv[0], mockvmm_arg(argc, argv, 1, 16));
+	if (argc > 2 && !strcmp(argv[2], "history"))
+		return mode_history(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	return mode_follow(argv[0], mockvmm_arg(argc, argv, 1, 16));
 }

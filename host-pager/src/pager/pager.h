@@ -61,8 +61,8 @@
 /* Fault-order prefetch (pager_config.follow_pages): the fault orders of
  * the last PAGER_FOLLOW_CYCLES data cycles are kept, at most
  * PAGER_FOLLOW_MAX_PAGES pages each; a fault queues at most
- * PAGER_MAX_FOLLOW pages that came after it. */
-#define PAGER_FOLLOW_CYCLES		3
+ * PAGER_MAX_FOLLOW pages that came after it in the newest that holds it. */
+#define PAGER_FOLLOW_CYCLES		16
 #define PAGER_FOLLOW_MAX_PAGES		8192
 #define PAGER_MAX_FOLLOW		64
 

@@ -169,13 +169,15 @@ struct pager {
 	uint64_t fa_installed, fa_hits, fa_misses;	/* totals */
 	uint64_t seq_faults;		/* served as a sequential stream's */
 	/* fault-order prefetch (pager_follow.c; under lock): the pages the
-	 * last data cycles brought back, in the order first asked for
-	 * (fol_old[0] the newest), this cycle's being recorded (fol_cur),
-	 * and an index of the old ones; pages queued for the prefetcher */
+	 * last data cycles brought back, in the order first asked for (a
+	 * ring of orders, fol_next the slot the next one takes), this
+	 * cycle's being recorded (fol_cur), and for every page where the
+	 * newest order holding it has it; pages queued for the prefetcher */
 	uint32_t *fol_old[PAGER_FOLLOW_CYCLES], fol_old_n[PAGER_FOLLOW_CYCLES];
+	unsigned int fol_next;
 	uint32_t *fol_cur, fol_cur_n;
-	uint64_t *fol_idx;		/* page << 32 | cycle << 24 | position */
-	uint32_t fol_idx_n;
+	uint32_t *fol_last;		/* npages: (slot + 1) << 16 | position;
+					 * 0 or stale (that slot reused): none */
 	uint32_t fol_q[PAGER_FOLLOW_QUEUE];
 	uint32_t fol_qhead, fol_qn;
 	bool fol_on;			/* allocated: cfg.follow_pages set */
@@ -434,8 +436,9 @@ void pager_follow_free(struct pager *p);
  * held. */
 void pager_follow_resumed_locked(struct pager *p, bool data);
 /* A fault claimed [start, start+n) for page @pg: marks there are served;
- * in a data cycle @pg is recorded and the pages after it in the old
- * orders queued (true: signal p->prefetch_cv).  Lock held. */
+ * in a data cycle @pg is recorded and the pages after it in the newest
+ * kept order holding it queued (true: signal p->prefetch_cv).  Lock
+ * held. */
 bool pager_follow_fault_locked(struct pager *p, uint64_t pg, uint64_t start, uint64_t n);
 /* The prefetcher's next queued run, claimed (0: none queued that is still
  * offloaded).  Lock held. */
