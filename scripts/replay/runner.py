@@ -33,7 +33,9 @@ def resume_figures(fig):
     decisions by reason, p50/p99 of every resume phase (ms) and of the
     faults taken between the resume request and its end, and the faults
     served while commands ran (count, service and store-read seconds, and
-    how many continued a sequential stream)."""
+    how many continued a sequential stream; the seconds they waited for the
+    pager's lock and for pages in flight, and the sequential ones' service
+    seconds)."""
     out = {"pauses": fig["pauses"], "offloads": fig["offloads"],
            "offloaded_bytes": fig["offloaded_bytes"], "offload_decisions": fig["decisions"],
            "resumes": fig["resumes"], "resumes_lazy": fig["resumes_lazy"],
@@ -41,6 +43,8 @@ def resume_figures(fig):
            "command_fault_s": round(fig["command_fault_s"], 3),
            "command_fault_read_s": round(fig["command_fault_read_s"], 3),
            "command_faults_sequential": fig["command_faults_sequential"]}
+    for k in ("command_fault_lock_s", "command_fault_in_flight_s", "command_fault_sequential_s"):
+        out[k] = None if fig[k] is None else round(fig[k], 3)
     series = [("vmnapd_delivery", fig["delivered_ms"])]
     series += [(f"resume_{p}", fig["resume_ms"][p]) for p in RESUME_PHASES]
     for name, vals in series:

@@ -69,7 +69,9 @@ def write_outputs(bench, runs, checks, samples, skipped):
               "major_faults", "offloaded_bytes",
               "store_written_bytes", "offloads", "resumes", "resumes_lazy",
               "resume_faults_p50", "resume_faults_p99", "command_faults",
-              "command_faults_sequential", "command_fault_s", "command_fault_read_s", "command_vmm_user_s",
+              "command_faults_sequential", "command_fault_s", "command_fault_read_s",
+              "command_fault_lock_s", "command_fault_in_flight_s", "command_fault_sequential_s",
+              "command_vmm_user_s",
               "command_vmm_sys_s", "command_vmm_minflt", "command_vmm_majflt") + tuple(
                   f"resume_{p}_p{q}_ms" for p in RESUME_PHASES for q in (50, 99))
     for c in COHORTS:

@@ -103,6 +103,11 @@ def vmnapd_event_figures(path):
            "resume_ms": {p: [] for p in RESUME_PHASES}, "resume_faults": [],
            "command_faults": 0, "command_fault_s": 0.0, "command_fault_read_s": 0.0,
            "command_faults_sequential": 0}
+    # the parts of their service time, and one kind's (absent from an older
+    # vmnapd's events: then None)
+    parts = ("fault_lock_ns", "fault_in_flight_ns", "fault_sequential_ns")
+    for k in parts:
+        out[f"command_{k[:-3]}_s"] = None
     paused_resident = {}
     last_counted = {}   # vm -> (state, faults, fault_ns, fault_read_ns, sequential)
     if not os.path.exists(path):
@@ -119,13 +124,18 @@ def vmnapd_event_figures(path):
                 if all(isinstance(c, int) for c in counters):
                     seq = ev.get("faults_sequential")
                     seq = seq if isinstance(seq, int) else 0
+                    extra = tuple(ev.get(k) for k in parts)
                     prev = last_counted.get(vm)
                     if prev and prev[0] == "RUNNING":
                         out["command_faults"] += counters[0] - prev[1]
                         out["command_fault_s"] += (counters[1] - prev[2]) / 1e9
                         out["command_fault_read_s"] += (counters[2] - prev[3]) / 1e9
                         out["command_faults_sequential"] += seq - prev[4]
-                    last_counted[vm] = (ev.get("to"),) + counters + (seq,)
+                        for k, now, before in zip(parts, extra, prev[5]):
+                            if isinstance(now, int) and isinstance(before, int):
+                                key = f"command_{k[:-3]}_s"
+                                out[key] = (out[key] or 0.0) + (now - before) / 1e9
+                    last_counted[vm] = (ev.get("to"),) + counters + (seq, extra)
                 if ev.get("to") == "PAUSED":
                     out["pauses"] += 1
                     paused_resident[vm] = ev.get("resident_bytes")

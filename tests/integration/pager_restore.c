@@ -352,10 +352,15 @@ static int mode_seq(const char *self, uint64_t mib)
 					 st0.readahead_mapped_pages));
 		/* one page per fault (fault-around 1) were they not followed */
 		tap(st.faults - st0.faults < npages / 32 &&
-		    st.fault_sequential - st0.fault_sequential >= (st.faults - st0.faults) / 2,
-		    "cycle %d: each stream followed: %llu fault(s), %llu of them sequential",
-		    cycle, (unsigned long long)(st.faults - st0.faults),
-		    (unsigned long long)(st.fault_sequential - st0.fault_sequential));
+		    st.fault_sequential - st0.fault_sequential >= (st.faults - st0.faults) / 2 &&
+		    st.fault_seq_ns_sum > st0.fault_seq_ns_sum &&
+		    st.fault_seq_ns_sum - st0.fault_seq_ns_sum <=
+		    st.fault_lat_ns_sum - st0.fault_lat_ns_sum,
+		    "cycle %d: each stream followed: %llu fault(s), %llu of them sequential "
+		    "(%llu of %llu µs)", cycle, (unsigned long long)(st.faults - st0.faults),
+		    (unsigned long long)(st.fault_sequential - st0.fault_sequential),
+		    (unsigned long long)(st.fault_seq_ns_sum - st0.fault_seq_ns_sum) / 1000,
+		    (unsigned long long)(st.fault_lat_ns_sum - st0.fault_lat_ns_sum) / 1000);
 		verify_all(&h, "read back by a sequential stream");
 		err = offload(&h);
 		st = stats(&h, NULL);

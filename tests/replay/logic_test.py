@@ -272,6 +272,34 @@ def _():
         os.unlink(f.name)
     assert r["command_faults"] == 28 and r["command_faults_sequential"] == 8, r
     assert abs(r["command_fault_s"] - 0.28) < 1e-9 and abs(r["command_fault_read_s"] - 0.14) < 1e-9, r
+    # a vmnapd that does not report the parts: none, not zero
+    assert r["command_fault_lock_s"] is None and r["command_fault_in_flight_s"] is None, r
+    assert r["command_fault_sequential_s"] is None, r
+
+
+@t("command faults: lock, in-flight and sequential seconds while RUNNING")
+def _():
+    from replay import vmnapd
+
+    def tr(to, faults, lock_ms, wait_ms, seq_ms):
+        return {"type": "transition", "vm": "a", "to": to, "faults": faults,
+                "fault_ns": 1000 * faults, "fault_read_ns": 0, "faults_sequential": 0,
+                "fault_lock_ns": lock_ms * 1000000, "fault_in_flight_ns": wait_ms * 1000000,
+                "fault_sequential_ns": seq_ms * 1000000}
+    evs = [tr("RUNNING", 1, 1, 2, 3),
+           tr("WAITING", 5, 11, 42, 103),   # +10, +40, +100 ms
+           tr("PAUSED", 6, 20, 50, 200),    # a wait: not counted
+           tr("RUNNING", 6, 20, 50, 200),
+           tr("WAITING", 7, 25, 50, 200)]   # +5, 0, 0
+    with tempfile.NamedTemporaryFile("w", delete=False) as f:
+        for ev in evs:
+            f.write(json.dumps(ev) + "\n")
+    try:
+        r = runner.resume_figures(vmnapd.vmnapd_event_figures(f.name))
+    finally:
+        os.unlink(f.name)
+    assert r["command_fault_lock_s"] == 0.015 and r["command_fault_in_flight_s"] == 0.04, r
+    assert r["command_fault_sequential_s"] == 0.1, r
 
 
 @t("percentiles interpolate")

@@ -1254,6 +1254,10 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	memcpy(st->fault_lat_us, p->fault_lat_us, sizeof(st->fault_lat_us));
 	st->fault_lat_ns_sum = p->fault_lat_ns_sum;
 	st->fault_read_ns_sum = p->fault_read_ns_sum;
+	st->fault_lock_ns_sum = p->fault_lock_ns_sum;
+	st->fault_wait_ns_sum = p->fault_wait_ns_sum;
+	st->fault_waits = p->fault_waits;
+	st->fault_seq_ns_sum = p->fault_seq_ns_sum;
 	st->critical_set_pages = p->crit_nr;
 	st->critical_kept_pages = p->crit_kept_pages;
 	st->critical_restored_pages = p->crit_restored_pages;

@@ -269,6 +269,13 @@ struct pager_stats {
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
 	uint64_t fault_lat_ns_sum;	/* true sum of the latencies above, ns */
 	uint64_t fault_read_ns_sum;	/* of that, in store reads (OFFLOADED) */
+	uint64_t fault_lock_ns_sum;	/* ... waiting for the pager's lock */
+	uint64_t fault_wait_ns_sum;	/* ... waiting for a page in flight
+					 * (read back by the prefetch thread
+					 * or written out by an offload) */
+	uint64_t fault_waits;		/* faults that waited so */
+	uint64_t fault_seq_ns_sum;	/* latencies of the faults served as
+					 * a sequential stream's window */
 	/* resume-critical set (pager_resume_prepare) */
 	uint64_t critical_set_pages;		/* pages in the set now */
 	uint64_t critical_restored_pages;	/* restored before a resume */

@@ -500,7 +500,7 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	struct pager_region *r = NULL;
 	enum pager_page_state was;
 	unsigned int ri;
-	uint64_t pg, t0 = now_ns(), page_addr, eexist = 0;
+	uint64_t pg, t0 = now_ns(), t_locked, seq0, page_addr, eexist = 0;
 	bool unregister, protect, exposed = false;
 	int err = 0;
 
@@ -521,10 +521,13 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	}
 	pg = r->first_page + (addr - m->host_addr[ri]) / PAGER_PAGE_SIZE;
 	pthread_mutex_lock(&p->lock);
+	t_locked = now_ns();
+	seq0 = p->seq_faults;
 	/* counted before the faulter is woken (UFFDIO_COPY, ZEROPAGE, WAKE):
 	 * what it does next (a delivery, a stats read) sees this fault */
 	if (!retry) {
 		p->faults++;
+		p->fault_lock_ns_sum += t_locked - t0;
 		if (p->crit_recording)
 			p->crit_window_faults++;
 	} else {
@@ -535,6 +538,10 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		pager_critical_note_locked(p, pg, 1);
 		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
 			pthread_cond_wait(&p->state_cv, &p->lock);
+		if (!retry) {
+			p->fault_waits++;
+			p->fault_wait_ns_sum += now_ns() - t_locked;
+		}
 	}
 	switch (pg_state(p, pg)) {
 	case PAGE_OFFLOADED:
@@ -585,6 +592,8 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 
 		p->fault_lat_us[lat_bucket(lat)]++;
 		p->fault_lat_ns_sum += lat;
+		if (p->seq_faults != seq0)
+			p->fault_seq_ns_sum += lat;
 	}
 	unregister = pager_unregister_due_locked(p);
 	pthread_mutex_unlock(&p->lock);

@@ -9,7 +9,10 @@
  * the event belongs to one VM.  Types: "transition" (from, to, why;
  * into a resting state: resident_bytes, and the pager's faults served,
  * their service time and the store-read part of it, fault_ns and
- * fault_read_ns, all since the VM was registered; on why "busy", the guest's
+ * fault_read_ns, the parts spent waiting for the pager's lock and for a
+ * page in flight, fault_lock_ns and fault_in_flight_ns, and the service
+ * time of sequential streams' faults, fault_sequential_ns, all since the
+ * VM was registered; on why "busy", the guest's
  * "evidence" as GET /vms/NAME shows it, plus "busy": the reason names),
  * "wait_start" (wait, kind), "wait_ready" (wait), "delivered" (wait,
  * latency_ns), "vm_register", "vm_delete", "external", "link" (state),

@@ -40,6 +40,15 @@ json_t *pager_stats_json(struct pager *p)
 		      "evictable", st.evictable);
 	if (o) {
 		json_object_set_new(o, "fault_latency_us_log2", lat);
+		/* where the faults' service time went: read, lock and
+		 * in_flight are parts of total; sequential, one kind's */
+		json_object_set_new(o, "fault_time_ns", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}",
+			"total", (json_int_t)st.fault_lat_ns_sum,
+			"read", (json_int_t)st.fault_read_ns_sum,
+			"lock", (json_int_t)st.fault_lock_ns_sum,
+			"in_flight", (json_int_t)st.fault_wait_ns_sum,
+			"in_flight_faults", (json_int_t)st.fault_waits,
+			"sequential", (json_int_t)st.fault_seq_ns_sum));
 		json_object_set_new(o, "fault_errors", json_integer((json_int_t)st.fault_errors));
 		json_object_set_new(o, "restore_errors",
 				    json_integer((json_int_t)st.restore_errors));
