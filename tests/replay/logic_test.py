@@ -218,9 +218,23 @@ def _():
         assert set(p) <= set(known), (c, set(p) - set(known))
 
 
+def event_figures(evs, tail=""):
+    """resume_figures of vmnapd events @evs (then the raw lines @tail), read
+    from a file as a run's."""
+    from replay import vmnapd
+
+    with tempfile.NamedTemporaryFile("w", delete=False) as f:
+        for ev in evs:
+            f.write(json.dumps(ev) + "\n")
+        f.write(tail)
+    try:
+        return runner.resume_figures(vmnapd.vmnapd_event_figures(f.name))
+    finally:
+        os.unlink(f.name)
+
+
 @t("resume breakdown: p50/p99 per phase from vmnapd's resume events")
 def _():
-    from replay import vmnapd
     evs = [{"type": "transition", "vm": "a", "to": "PAUSED", "resident_bytes": 300},
            {"type": "offload_decision", "vm": "a", "offload": True, "reason": "cheap"},
            {"type": "offload_decision", "vm": "a", "offload": False, "reason": "cost"},
@@ -229,15 +243,7 @@ def _():
         evs.append({"type": "resume", "vm": "a", "restore": "lazy" if i == 1 else "working-set",
                     "pre_resume_ns": 0, "vmm_ns": i * 1000000, "resumed_ns": 1000,
                     "ack_ns": 2 * i * 1000000, "total_ns": 3 * i * 1000000, "faults": i})
-    with tempfile.NamedTemporaryFile("w", delete=False) as f:
-        for ev in evs:
-            f.write(json.dumps(ev) + "\n")
-        f.write("not json\n")
-    try:
-        fig = vmnapd.vmnapd_event_figures(f.name)
-    finally:
-        os.unlink(f.name)
-    r = runner.resume_figures(fig)
+    r = event_figures(evs, "not json\n")
     assert r["resumes"] == 10 and r["resumes_lazy"] == 1, r
     assert r["offloads"] == 1 and r["offloaded_bytes"] == 200
     assert r["offload_decisions"] == {"offload:cheap": 1, "no:cost": 1}
@@ -249,8 +255,6 @@ def _():
 
 @t("command faults: the counters' growth while RUNNING, per VM, nothing else")
 def _():
-    from replay import vmnapd
-
     def tr(vm, to, faults, ms, read_ms, seq):
         return {"type": "transition", "vm": vm, "to": to, "faults": faults,
                 "fault_ns": ms * 1000000, "fault_read_ns": read_ms * 1000000,
@@ -263,13 +267,7 @@ def _():
            tr("b", "WAITING", 7, 70, 35, 1),        # +7 (1 seq) for b
            tr("a", "RUNNING", 40, 400, 200, 13),
            tr("a", "WAITING", 41, 410, 205, 13)]    # +1
-    with tempfile.NamedTemporaryFile("w", delete=False) as f:
-        for ev in evs:
-            f.write(json.dumps(ev) + "\n")
-    try:
-        r = runner.resume_figures(vmnapd.vmnapd_event_figures(f.name))
-    finally:
-        os.unlink(f.name)
+    r = event_figures(evs)
     assert r["command_faults"] == 28 and r["command_faults_sequential"] == 8, r
     assert abs(r["command_fault_s"] - 0.28) < 1e-9 and abs(r["command_fault_read_s"] - 0.14) < 1e-9, r
     # a vmnapd that does not report the parts: none, not zero
@@ -279,8 +277,6 @@ def _():
 
 @t("command faults: lock, in-flight and sequential seconds while RUNNING")
 def _():
-    from replay import vmnapd
-
     def tr(to, faults, lock_ms, wait_ms, seq_ms):
         return {"type": "transition", "vm": "a", "to": to, "faults": faults,
                 "fault_ns": 1000 * faults, "fault_read_ns": 0, "faults_sequential": 0,
@@ -291,13 +287,7 @@ def _():
            tr("PAUSED", 6, 20, 50, 200),    # a wait: not counted
            tr("RUNNING", 6, 20, 50, 200),
            tr("WAITING", 7, 25, 50, 200)]   # +5, 0, 0
-    with tempfile.NamedTemporaryFile("w", delete=False) as f:
-        for ev in evs:
-            f.write(json.dumps(ev) + "\n")
-    try:
-        r = runner.resume_figures(vmnapd.vmnapd_event_figures(f.name))
-    finally:
-        os.unlink(f.name)
+    r = event_figures(evs)
     assert r["command_fault_lock_s"] == 0.015 and r["command_fault_in_flight_s"] == 0.04, r
     assert r["command_fault_sequential_s"] == 0.1, r
 
