@@ -33,7 +33,8 @@
  * taken for sequential and each touched page is one fault (or, once
  * restored in the background, one mapping).  TAP.
  *
- *   pager_restore eager|lazy|ws|hot|seq|faround|faround-sync [MiB]	(default 16)
+ *   pager_restore eager|lazy|ws|hot|seq|seq-small|faround|faround-sync [MiB]
+ *	(default 16)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,14 +140,21 @@ static bool verify_all(struct harness *h, const char *what)
 	return !strcmp(ans, "ok");
 }
 
+/* The prefetch thread's buffers, when not the library's default (0). */
+static uint32_t g_prefetch_bytes;
+
 static int start(struct harness *h, const char *self, uint64_t mib, enum pager_restore how)
 {
 	struct restore_call c = { .how = how };
+	struct pager_config pcfg;
 	char ans[LINE_MAX_LEN];
 
+	pager_config_default(&pcfg, "");
+	if (g_prefetch_bytes)
+		pcfg.prefetch_min_bytes = pcfg.prefetch_max_bytes = g_prefetch_bytes;
 	g_all_data = true;
 	setenv("PAGER_ALL_DATA", "1", 1);	/* the VMM child fills all pages */
-	if (harness_start(h, NULL) || vmm_spawn(h, self, mib, 1)) {
+	if (harness_start(h, &pcfg) || vmm_spawn(h, self, mib, 1)) {
 		tap_bail("harness setup failed");
 		return -1;
 	}
@@ -567,6 +575,29 @@ static int mode_faround(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+/* seq with 16 KiB prefetch buffers: read-ahead windows (up to 1 MiB) and
+ * what the prefetch thread reads for them never run past its buffer */
+static int mode_seq_small(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	int err;
+
+	g_prefetch_bytes = 16 << 10;
+	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
+		return 1;
+	for (int cycle = 1; cycle <= 2; cycle++) {
+		err = offload(&h);
+		resume(&h, PAGER_RESTORE_POLICY);
+		tap(!err && touchall(&h, cycle == 1 ? 1 : PAGER_STREAMS - 1) >= 0,
+		    "cycle %d: sequential streams read back through 16 KiB prefetch buffers", cycle);
+		verify_all(&h, "read back through small prefetch buffers");
+	}
+	tap(stats_settled(&h).restore_errors == 0, "no background read failed (%llu)",
+	    (unsigned long long)stats(&h, NULL).restore_errors);
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
 static int mode_faround_sync(const char *self, uint64_t mib)
 {
 	setenv("VMNAP_UFFD_WP", "sync", 1);	/* the mock VMM inherits it */
@@ -582,6 +613,7 @@ static const struct {
 	{ "ws", mode_ws },
 	{ "hot", mode_hot },
 	{ "seq", mode_seq },
+	{ "seq-small", mode_seq_small },
 	{ "faround", mode_faround },
 	{ "faround-sync", mode_faround_sync },
 };
@@ -593,6 +625,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; argc > 1 && i < sizeof(modes) / sizeof(modes[0]); i++)
 		if (!strcmp(argv[1], modes[i].name))
 			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
-	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot|seq|faround|faround-sync [MiB]\n");
+	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot|seq|seq-small|faround|"
+		"faround-sync [MiB]\n");
 	return 2;
 }

@@ -148,14 +148,14 @@ bool pager_follow_fault_locked(struct pager *p, uint64_t pg, uint64_t start, uin
 	return queued;
 }
 
-uint64_t pager_follow_next_locked(struct pager *p, uint64_t *pg)
+uint64_t pager_follow_next_locked(struct pager *p, uint64_t *pg, uint64_t max)
 {
 	while (p->fol_qn) {
 		uint32_t f = p->fol_q[p->fol_qhead];
 		uint64_t want = 1, n = 0;
 
 		/* queued consecutive pages: one read */
-		while (want < p->fol_qn && want < PAGER_MAX_FOLLOW &&
+		while (want < p->fol_qn && want < PAGER_MAX_FOLLOW && want < max &&
 		       p->fol_q[(p->fol_qhead + want) % PAGER_FOLLOW_QUEUE] == f + want)
 			want++;
 		if (p->fa[f] == FA_FOLLOW) {	/* else a fault took it meanwhile */

@@ -442,9 +442,9 @@ void pager_follow_resumed_locked(struct pager *p, bool data);
  * kept order holding it queued (true: signal p->prefetch_cv).  Lock
  * held. */
 bool pager_follow_fault_locked(struct pager *p, uint64_t pg, uint64_t start, uint64_t n);
-/* The prefetcher's next queued run, claimed (0: none queued that is still
- * offloaded).  Lock held. */
-uint64_t pager_follow_next_locked(struct pager *p, uint64_t *pg);
+/* The prefetcher's next queued run, claimed, at most @max pages (0: none
+ * queued that is still offloaded).  Lock held. */
+uint64_t pager_follow_next_locked(struct pager *p, uint64_t *pg, uint64_t max);
 /* Pages read for the queue are in the memfd.  Lock held. */
 void pager_follow_installed_locked(struct pager *p, uint64_t n);
 /* A cycle ends (after the mapped pages were counted): queued pages never

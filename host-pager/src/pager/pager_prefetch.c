@@ -180,12 +180,12 @@ void pager_readahead_locked(struct pager *p, struct pager_mapper *m, uint64_t pg
 	pthread_cond_broadcast(&p->prefetch_cv);
 }
 
-/* Claim the next run to read: readahead first, then the fault-order
- * prefetch's (*@follow), then the offloaded pages with @flags (PG_WS_PREV:
- * the working set; 0: every one) from *@ws_pg (0 when they are done or not
- * asked for). */
+/* Claim the next run to read, at most @max pages (a slot's buffer):
+ * readahead first, then the fault-order prefetch's (*@follow), then the
+ * offloaded pages with @flags (PG_WS_PREV: the working set; 0: every one)
+ * from *@ws_pg, @chunk pages (0 when they are done or not asked for). */
 static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_pg,
-			 uint64_t chunk, uint64_t *pg_out, bool *ws_done,
+			 uint64_t chunk, uint64_t max, uint64_t *pg_out, bool *ws_done,
 			 struct pager_mapper **ra_m, bool *follow)
 {
 	uint64_t n = 0, pg;
@@ -199,7 +199,7 @@ static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_p
 		     pg_state(p, pg) != PAGE_OFFLOADED; pg++)
 			;
 		n = pg < end && pg < p->npages ?
-		    pager_claim_run_locked(p, pg, end - pg, 0) : 0;
+		    pager_claim_run_locked(p, pg, end - pg < max ? end - pg : max, 0) : 0;
 		p->ra_len = 0;
 		if (n) {
 			/* noted when asked for; again (a no-op unless the run
@@ -211,7 +211,7 @@ static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_p
 			return n;
 		}
 	}
-	if (p->fol_qn && (n = pager_follow_next_locked(p, &pg))) {
+	if (p->fol_qn && (n = pager_follow_next_locked(p, &pg, max))) {
 		*pg_out = pg;
 		*follow = true;
 		pthread_mutex_unlock(&p->lock);
@@ -282,7 +282,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !s; i++)
 			if (!f->slot[i].busy)
 				s = &f->slot[i];
-		n = next_run(p, ws, flags, &ws_pg, chunk, &pg, &ws_done, &ra_m, &follow);
+		n = next_run(p, ws, flags, &ws_pg, chunk, max_pages, &pg, &ws_done, &ra_m, &follow);
 		if (!n)
 			continue;
 		urgent = ra_m || follow;	/* else a working-set or eager run */
