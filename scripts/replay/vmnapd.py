@@ -109,7 +109,7 @@ def vmnapd_event_figures(path):
     for k in parts:
         out[f"command_{k[:-3]}_s"] = None
     paused_resident = {}
-    last_counted = {}   # vm -> (state, faults, fault_ns, fault_read_ns, sequential)
+    last_counted = {}   # vm -> (state, faults, fault_ns, fault_read_ns, sequential, parts)
     if not os.path.exists(path):
         return out
     with open(path) as f:

@@ -93,8 +93,9 @@ static bool lat_sum_fits(const struct pager_stats *st)
 	return n == st->faults && n > 0 && st->fault_lat_ns_sum > 0 &&
 	       (double)st->fault_lat_ns_sum >= lo && (double)st->fault_lat_ns_sum < hi &&
 	       st->fault_read_ns_sum > 0 && st->fault_read_ns_sum < st->fault_lat_ns_sum &&
-	       st->fault_read_ns_sum + st->fault_lock_ns_sum + st->fault_wait_ns_sum <
-	       st->fault_lat_ns_sum && (st->fault_waits > 0) == (st->fault_wait_ns_sum > 0) &&
+	       st->fault_read_ns_sum + st->fault_lock_ns_sum + st->fault_in_flight_ns_sum <
+	       st->fault_lat_ns_sum &&
+	       (st->fault_in_flight_faults > 0) == (st->fault_in_flight_ns_sum > 0) &&
 	       st->fault_seq_ns_sum <= st->fault_lat_ns_sum;
 }
 

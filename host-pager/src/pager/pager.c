@@ -1255,8 +1255,8 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_lat_ns_sum = p->fault_lat_ns_sum;
 	st->fault_read_ns_sum = p->fault_read_ns_sum;
 	st->fault_lock_ns_sum = p->fault_lock_ns_sum;
-	st->fault_wait_ns_sum = p->fault_wait_ns_sum;
-	st->fault_waits = p->fault_waits;
+	st->fault_in_flight_ns_sum = p->fault_in_flight_ns_sum;
+	st->fault_in_flight_faults = p->fault_in_flight_faults;
 	st->fault_seq_ns_sum = p->fault_seq_ns_sum;
 	st->critical_set_pages = p->crit_nr;
 	st->critical_kept_pages = p->crit_kept_pages;

@@ -270,10 +270,10 @@ struct pager_stats {
 	uint64_t fault_lat_ns_sum;	/* true sum of the latencies above, ns */
 	uint64_t fault_read_ns_sum;	/* of that, in store reads (OFFLOADED) */
 	uint64_t fault_lock_ns_sum;	/* ... waiting for the pager's lock */
-	uint64_t fault_wait_ns_sum;	/* ... waiting for a page in flight
+	uint64_t fault_in_flight_ns_sum; /* ... waiting for a page in flight
 					 * (read back by the prefetch thread
 					 * or written out by an offload) */
-	uint64_t fault_waits;		/* faults that waited so */
+	uint64_t fault_in_flight_faults; /* faults that waited so */
 	uint64_t fault_seq_ns_sum;	/* latencies of the faults served as
 					 * a sequential stream's window */
 	/* resume-critical set (pager_resume_prepare) */

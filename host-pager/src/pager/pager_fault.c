@@ -539,8 +539,8 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		while (pg_state(p, pg) == PAGE_IN_FLIGHT)
 			pthread_cond_wait(&p->state_cv, &p->lock);
 		if (!retry) {
-			p->fault_waits++;
-			p->fault_wait_ns_sum += now_ns() - t_locked;
+			p->fault_in_flight_faults++;
+			p->fault_in_flight_ns_sum += now_ns() - t_locked;
 		}
 	}
 	switch (pg_state(p, pg)) {

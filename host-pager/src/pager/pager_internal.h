@@ -275,7 +275,7 @@ struct pager {
 	uint64_t fault_lat_us[PAGER_LAT_BUCKETS];
 	uint64_t fault_lat_ns_sum;	/* sum of the latencies counted there */
 	uint64_t fault_read_ns_sum;	/* of that, in store reads */
-	uint64_t fault_lock_ns_sum, fault_wait_ns_sum, fault_waits;
+	uint64_t fault_lock_ns_sum, fault_in_flight_ns_sum, fault_in_flight_faults;
 	uint64_t fault_seq_ns_sum;	/* (pager_stats) */
 
 	/* resume-critical set (pager_critical.c; under lock): pages faulted

@@ -46,8 +46,8 @@ json_t *pager_stats_json(struct pager *p)
 			"total", (json_int_t)st.fault_lat_ns_sum,
 			"read", (json_int_t)st.fault_read_ns_sum,
 			"lock", (json_int_t)st.fault_lock_ns_sum,
-			"in_flight", (json_int_t)st.fault_wait_ns_sum,
-			"in_flight_faults", (json_int_t)st.fault_waits,
+			"in_flight", (json_int_t)st.fault_in_flight_ns_sum,
+			"in_flight_faults", (json_int_t)st.fault_in_flight_faults,
 			"sequential", (json_int_t)st.fault_seq_ns_sum));
 		json_object_set_new(o, "fault_errors", json_integer((json_int_t)st.fault_errors));
 		json_object_set_new(o, "restore_errors",

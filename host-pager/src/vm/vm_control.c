@@ -462,7 +462,7 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 		json_object_set_new(f, "fault_lock_ns",
 				    json_integer((json_int_t)st.fault_lock_ns_sum));
 		json_object_set_new(f, "fault_in_flight_ns",
-				    json_integer((json_int_t)st.fault_wait_ns_sum));
+				    json_integer((json_int_t)st.fault_in_flight_ns_sum));
 		json_object_set_new(f, "fault_sequential_ns",
 				    json_integer((json_int_t)st.fault_seq_ns_sum));
 		json_object_set_new(f, "faults_sequential",
