@@ -109,10 +109,17 @@ static bool setup(struct harness *h, const char *self, uint64_t mib, uint32_t fo
 	return harness_up(h, &pcfg, self, mib);
 }
 
-/* A data cycle: offload, then a resume by the VM's policy. */
+/* A data cycle: offload, then a resume by the VM's policy.  The offload
+ * starts once no page is in flight: the mapper has its page as soon as
+ * UFFDIO_COPY wakes it, before the fault thread marks the page CLEAN, and
+ * an offload that finds the page still in flight leaves it resident - the
+ * next read of it would take no fault, and its cycle record no order. */
 static int data_cycle(struct harness *h)
 {
-	int err = offload(h);
+	int err;
+
+	stats_settled(h);
+	err = offload(h);
 
 	on_loop(h, resumed_cb, NULL);
 	return err;
