@@ -24,7 +24,14 @@
  *
  * off: follow_pages 0, the library's default: cycle 2 faults on every page.
  *
- *   pager_follow [MiB [off|history]]	(default 16)
+ * arrive: data that reaches a VM running for a guest timer (no resume of
+ * its own) makes the rest of the cycle a data cycle: after a timer's
+ * resume a fault (on a page not in O) queues nothing, after
+ * pager_data_arrived() reading O
+ * takes only the groups' first faults; a second call, or one in a data
+ * cycle, changes nothing.
+ *
+ *   pager_follow [MiB [off|history|arrive]]	(default 16)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +207,55 @@ static int mode_history(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+static void data_arrived_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_data_arrived(the_pager(h));
+}
+
+static int mode_arrive(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct pager_stats st, st1;
+	unsigned int groups, clean;
+	uint64_t faults;
+	bool ok;
+	int err;
+
+	if (!setup(&h, self, mib, FOLLOW))
+		return 1;
+	err = data_cycle(&h);
+	faults = read_order(&h, 1, &ok);
+	tap(!err && ok && faults == ORDER, "cycle 1: %llu faults for %u pages",
+	    (unsigned long long)faults, ORDER);
+
+	/* a guest timer's resume, then data while the VM runs */
+	stats_settled(&h);
+	err = offload(&h);
+	on_loop(&h, timer_resume_cb, NULL);
+	st = stats(&h, NULL);
+	ok = read_pg(&h, OTHER_PAGE, 1);
+	st1 = stats_settled(&h);
+	tap(!err && ok && st1.faults - st.faults == 1 && st1.follow_queued == st.follow_queued &&
+	    !st1.data_arrivals,
+	    "timer cycle: %llu faults, nothing queued", (unsigned long long)(st1.faults - st.faults));
+	on_loop(&h, data_arrived_cb, NULL);
+	ok = read_groups(&h, &groups, &clean);
+	st = stats_settled(&h);
+	tap(ok && groups && clean == groups && st.data_arrivals == 1,
+	    "data arrived: %u of %u groups took no fault after their first, %llu arrival(s)",
+	    clean, groups, (unsigned long long)st.data_arrivals);
+	on_loop(&h, data_arrived_cb, NULL);
+	err = data_cycle(&h);
+	on_loop(&h, data_arrived_cb, NULL);
+	st = stats(&h, NULL);
+	tap(!err && st.data_arrivals == 1,
+	    "again, and in a data cycle: nothing changes (%llu arrival(s))",
+	    (unsigned long long)st.data_arrivals);
+	vmm_quit(&h);
+	return harness_finish(&h);
+}
+
 static int mode_off(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
@@ -300,6 +356,8 @@ int main(int argc, char **argv)
 		return 0;
 	if (argc > 2 && !strcmp(argv[2], "off"))
 		return mode_off(argv[0], mockvmm_arg(argc, argv, 1, 16));
+	if (argc > 2 && !strcmp(argv[2], "arrive"))
+		return mode_arrive(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	if (argc > 2 && !strcmp(argv[2], "history"))
 		return mode_history(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	return mode_follow(argv[0], mockvmm_arg(argc, argv, 1, 16));

@@ -262,6 +262,7 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	p->restore = (enum pager_restore)cfg->restore;
 	p->next_restore = PAGER_RESTORE_POLICY;
 	p->last_restore = p->restore;
+	p->cycle_data = true;	/* nothing overrode the policy yet */
 	p->store.fd = -1;
 	p->fault_wake_fd = -1;
 	p->offload_done_fd = -1;
@@ -1157,21 +1158,39 @@ void pager_resume_restore(struct pager *p, enum pager_restore how)
 	pthread_mutex_unlock(&p->lock);
 }
 
-void pager_resumed(struct pager *p)
+/* The cycle restores by @how from now on; @data: by the VM's policy (the
+ * fault-order prefetch records and follows).  Lock held. */
+static void cycle_restore_locked(struct pager *p, enum pager_restore how, bool data)
 {
-	enum pager_restore how;
-
-	pthread_mutex_lock(&p->lock);
-	how = p->next_restore == PAGER_RESTORE_POLICY ? p->restore : p->next_restore;
 	p->cycle_override = how != p->restore;
-	pager_follow_resumed_locked(p, p->next_restore == PAGER_RESTORE_POLICY);
-	p->next_restore = PAGER_RESTORE_POLICY;
+	p->cycle_data = data;
+	pager_follow_resumed_locked(p, data);
 	p->last_restore = how;
 	if (how != PAGER_RESTORE_LAZY && p->cfg.prefetch) {
 		p->prefetch_requested = true;
 		p->prefetch_mode = how;
 		atomic_store(&p->prefetch_abort, false);
 		pthread_cond_broadcast(&p->prefetch_cv);
+	}
+}
+
+void pager_resumed(struct pager *p)
+{
+	enum pager_restore how;
+
+	pthread_mutex_lock(&p->lock);
+	how = p->next_restore == PAGER_RESTORE_POLICY ? p->restore : p->next_restore;
+	cycle_restore_locked(p, how, p->next_restore == PAGER_RESTORE_POLICY);
+	p->next_restore = PAGER_RESTORE_POLICY;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void pager_data_arrived(struct pager *p)
+{
+	pthread_mutex_lock(&p->lock);
+	if (!p->cycle_data) {
+		p->data_arrivals++;
+		cycle_restore_locked(p, p->restore, true);
 	}
 	pthread_mutex_unlock(&p->lock);
 }
@@ -1224,6 +1243,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->last_restore = p->last_restore;
 	st->working_set_pages = p->ws_pages;
 	st->eager_pages = p->eager_pages;
+	st->data_arrivals = p->data_arrivals;
 	st->readahead_mapped_pages = p->ra_mapped_pages;
 	st->zero_copy_offloads = p->zero_copy_offloads;
 	st->precopies = p->precopies;

@@ -315,6 +315,8 @@ struct pager_stats {
 	enum pager_restore last_restore;	/* how the last resume restored */
 	uint64_t working_set_pages;	/* touched in the last cycle */
 	uint64_t eager_pages;		/* pages brought in by eager restore */
+	uint64_t data_arrivals;		/* timer cycles pager_data_arrived()
+					 * made data cycles */
 	uint64_t readahead_mapped_pages;	/* readahead of a sequential fault
 						 * stream mapped into its mapper
 						 * (in prefetch_pages) */
@@ -540,6 +542,14 @@ void pager_resume_restore(struct pager *p, enum pager_restore how);
 /* The VM runs again: start the background restore (pager_resume_restore
  * or the VM's policy). */
 void pager_resumed(struct pager *p);
+/*
+ * Data reached the guest while it runs in a cycle whose resume overrode
+ * the policy (a guest timer's: the data came before the VM was paused
+ * again, so no resume of its own): the agent's command runs now, and the
+ * rest of the cycle is restored, recorded and followed as after a resume
+ * by the VM's policy.  A no-op in a cycle that already is.  Loop thread.
+ */
+void pager_data_arrived(struct pager *p);
 /*
  * FREE_REPORT: the range becomes ZERO (punched, store slot dropped; pages
  * being moved by another thread are waited for, then dropped too).

@@ -248,6 +248,9 @@ struct pager {
 	enum pager_restore next_restore;	/* this resume's (POLICY: the VM's) */
 	enum pager_restore last_restore;
 	bool cycle_override;		/* this cycle's resume overrode the policy */
+	bool cycle_data;		/* this cycle restores by the policy: its
+					 * resume did, or data arrived since */
+	uint64_t data_arrivals;		/* cycles made data cycles by it */
 	uint64_t ws_pages, eager_pages, zero_copy_offloads;
 	uint64_t ra_mapped_pages;	/* readahead mapped into its mapper */
 	uint64_t precopies, precopy_written, precopy_cleaned;

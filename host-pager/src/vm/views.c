@@ -120,9 +120,10 @@ json_t *pager_stats_json(struct pager *p)
 			"precopies", (json_int_t)st.precopies,
 			"precopy_written_bytes", (json_int_t)st.precopy_written_bytes,
 			"precopy_cleaned_pages", (json_int_t)st.precopy_cleaned_pages));
-		json_object_set_new(o, "restore", json_pack("{s:s,s:s,s:I,s:I,s:I}",
+		json_object_set_new(o, "restore", json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}",
 			"policy", pager_restore_name(st.restore),
 			"last", pager_restore_name(st.last_restore),
+			"data_arrivals", (json_int_t)st.data_arrivals,
 			"working_set_pages", (json_int_t)st.working_set_pages,
 			"eager_pages", (json_int_t)st.eager_pages,
 			"readahead_mapped_pages", (json_int_t)st.readahead_mapped_pages));

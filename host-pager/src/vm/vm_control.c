@@ -482,6 +482,10 @@ static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
 {
 	struct vm *vm = arg;
 
+	/* data in a guest timer's cycle (no resume of its own): the command
+	 * it starts is data work for the pager; else a no-op */
+	if (vm->pager)
+		pager_data_arrived(vm->pager);
 	events_emit(vm->d, vm->name, "delivered",
 		    json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns));
 }
