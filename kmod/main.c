@@ -84,7 +84,13 @@ static int __init vmnap_init(void)
 {
 	int ret;
 
-	vmnap_wq = alloc_ordered_workqueue("vmnap", WQ_MEM_RECLAIM);
+	/*
+	 * High priority: the link's work is short and a paused VM's resume
+	 * waits for it.  At normal priority, a RESUMED that arrives with the
+	 * agent's data queued behind the processes that data wakes: its
+	 * RESUME_ACK took 5-6 ms (median) instead of 2.3.
+	 */
+	vmnap_wq = alloc_ordered_workqueue("vmnap", WQ_HIGHPRI | WQ_MEM_RECLAIM);
 	if (!vmnap_wq)
 		return -ENOMEM;
 	ret = vmnap_handoff_init(&vmnap_freepage_ops);
