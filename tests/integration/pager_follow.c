@@ -132,6 +132,26 @@ static int data_cycle(struct harness *h)
 	return err;
 }
 
+/* Set up (follow FOLLOW), then cycle 1: every page of O faults, and
+ * nothing is queued yet.  False if the harness did not come up. */
+static bool first_cycle(struct harness *h, const char *self, uint64_t mib)
+{
+	struct pager_stats st;
+	uint64_t faults;
+	bool ok;
+	int err;
+
+	if (!setup(h, self, mib, FOLLOW))
+		return false;
+	err = data_cycle(h);
+	faults = read_order(h, 1, &ok);
+	st = stats_settled(h);
+	tap(!err && ok && faults == ORDER && !st.follow_queued && st.follow_pages == FOLLOW,
+	    "cycle 1: %llu faults for %u pages, nothing queued yet (%s)",
+	    (unsigned long long)faults, ORDER, strerror(-err));
+	return true;
+}
+
 /* Read O in groups: each group's first page, then (once the prefetcher
  * installed them) the FOLLOW pages after it.  *@groups counted, of them
  * *@clean whose followers took no fault; true if every value was right. */
@@ -218,17 +238,11 @@ static int mode_arrive(const char *self, uint64_t mib)
 	struct harness h = { 0 };
 	struct pager_stats st, st1;
 	unsigned int groups, clean;
-	uint64_t faults;
 	bool ok;
 	int err;
 
-	if (!setup(&h, self, mib, FOLLOW))
+	if (!first_cycle(&h, self, mib))
 		return 1;
-	err = data_cycle(&h);
-	faults = read_order(&h, 1, &ok);
-	tap(!err && ok && faults == ORDER, "cycle 1: %llu faults for %u pages",
-	    (unsigned long long)faults, ORDER);
-
 	/* a guest timer's resume, then data while the VM runs */
 	stats_settled(&h);
 	err = offload(&h);
@@ -288,15 +302,8 @@ static int mode_follow(const char *self, uint64_t mib)
 	bool ok;
 	int err;
 
-	if (!setup(&h, self, mib, FOLLOW))
+	if (!first_cycle(&h, self, mib))
 		return 1;
-
-	err = data_cycle(&h);
-	faults = read_order(&h, 1, &ok);
-	st = stats_settled(&h);
-	tap(!err && ok && faults == ORDER && !st.follow_queued && st.follow_pages == FOLLOW,
-	    "cycle 1: %llu faults for %u pages, nothing queued yet (%s)",
-	    (unsigned long long)faults, ORDER, strerror(-err));
 
 	/* cycle 2: each group's first page faults, the rest were installed */
 	err = data_cycle(&h);
