@@ -28,6 +28,14 @@
 #           faults the tracked loop took in each).  Last, the RAM is
 #           filled again and evicted through a pread copy, the fallback
 #           (evict_copy_gib_s).
+#   host    build/tests/bench/pager_bench maptouch: what touching a page
+#           costs a process (the VMM) once the page's mapping is gone,
+#           without the pager: a minor fault (minor_fault_us, of it user
+#           time minor_fault_user_us), and the first touch of a page the
+#           kernel mapped again (remap_touch_us, remap_touch_user_us).  In
+#           a nested guest with shadow paging the hypervisor's work shows
+#           as the toucher's user time: every page an offload takes away
+#           costs the VM that much CPU when it is used again.
 #   raw     fio on the same file system, O_DIRECT: sequential write and read
 #           of the same bytes in 2 MiB blocks at queue depth 8 (the pager's
 #           batch and depth), 4 KiB random reads at depth 1 (clat p50).
@@ -87,6 +95,10 @@ wl_off=$(VMNAPD_DIRTY_TRACKING=none PAGER_STORE_DIR=$DIR/store "$HARNESS" writel
 	die "writeloop run (tracking off) failed"
 echo "bench-pager: writeloop tracking on $wl_on, off $wl_off" >&2
 
+# 1c. the host's own cost of mapping a page again
+host=$("$HARNESS" maptouch "$MIB") || die "maptouch run failed"
+echo "bench-pager: host $host" >&2
+
 # 2. raw device figures with fio
 fio_json() { fio --output-format=json --filename="$DIR/raw.fio" --direct=1 "$@"; }
 raw_w=$(fio_json --name=w --rw=write --bs=$RAW_BS --iodepth=$RAW_QD --ioengine=io_uring \
@@ -115,9 +127,9 @@ fi
 rm -f "$DIR/swapon.err"
 echo "bench-pager: swap $swap ${swap_note}" >&2
 
-python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" <<'EOF'
+python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" <<'EOF'
 import json, sys
-out, pager, w, r, r4k, swap, wl_on, wl_off = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
+out, pager, w, r, r4k, swap, wl_on, wl_off, host = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
 GIB = float(1 << 30)
 res = {
     "bytes": pager["bytes"],
@@ -141,6 +153,10 @@ res = {
     "dirty_track_overhead": round(wl_on["writeloop_ns"] / wl_off["writeloop_ns"], 3),
     "dirty_track_overhead_cold": round(wl_on["writeloop_cold_ns"] / wl_off["writeloop_cold_ns"], 3),
     "writeloop_faults": [wl_on["writeloop_cold_faults"], wl_on["writeloop_faults"]],
+    "minor_fault_us": host["minor_fault_us"],
+    "minor_fault_user_us": host["minor_fault_user_us"],
+    "remap_touch_us": host["remap_touch_us"],
+    "remap_touch_user_us": host["remap_touch_user_us"],
 }
 res["evict_vs_raw_write"] = round(res["evict_zero_copy_gib_s"] / res["raw_write_gib_s"], 3) \
     if res["raw_write_gib_s"] else None
