@@ -19,7 +19,9 @@
 # own overhead, calibrated side by side in the same run.
 #
 # REPLAY_COHORTS=...,offload-ws,offload-eager adds the optional cohorts (the
-# cost policy with working-set or eager restore; not run by default).
+# cost policy with working-set or eager restore; not run by default);
+# offload-nofollow and offload-notrack run offload without the fault-order
+# prefetch or without dirty tracking, to measure what each does.
 #
 # REPLAY_ARGS=--side-by-side runs a repetition's cohorts at once instead of
 # one after another, so that each ratio to baseline compares runs that

@@ -19,6 +19,9 @@ and measures what each wait costs in memory, cohort by cohort:
             page streams back after a data resume)
   offload-nofollow  optional: offload without the fault-order prefetch
             (vmnapd's follow_pages 0), to measure what it does
+  offload-notrack  optional: offload without dirty tracking
+            (VMNAPD_DIRTY_TRACKING=none: no write-protect faults, every
+            offload writes every resident page), to measure its cost
   swap      kernel swap, the peer a user would pick: at each wait start the
             VM cgroup's memory is reclaimed to a swap file on the same
             filesystem (memory.reclaim, v1 memory.force_empty, or

@@ -17,11 +17,11 @@ TRAJECTORY_VERSION = 1
 # Every cohort, in table order; the optional ones run only when named in
 # --cohorts (REPLAY_COHORTS), the rest by default.
 COHORTS = ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "offload-ws",
-           "offload-eager", "offload-nofollow", "swap")
-OPTIONAL_COHORTS = ("offload-ws", "offload-eager", "offload-nofollow")
+           "offload-eager", "offload-nofollow", "offload-notrack", "swap")
+OPTIONAL_COHORTS = ("offload-ws", "offload-eager", "offload-nofollow", "offload-notrack")
 DEFAULT_COHORTS = tuple(c for c in COHORTS if c not in OPTIONAL_COHORTS)
 VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy", "offload-ws", "offload-eager",
-                 "offload-nofollow")
+                 "offload-nofollow", "offload-notrack")
 # What each vmnap cohort asks of the coordinator beyond its defaults
 # (PUT /vms/NAME "policy"): offload-seed is the fixed offload rule.
 COHORT_POLICY = {
@@ -33,6 +33,7 @@ COHORT_POLICY = {
     "offload-ws": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-eager": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-nofollow": {"kinds": {"model": {"pause": True, "offload": True}}},
+    "offload-notrack": {"kinds": {"model": {"pause": True, "offload": True}}},
 }
 # The VM's restore policy (PUT /vms/NAME "restore") where one is asked for:
 # offload-lazy names vmnapd's default (faults only) explicitly, offload-ws
@@ -42,6 +43,10 @@ COHORT_RESTORE = {"offload-lazy": "lazy", "offload-ws": "working-set", "offload-
 # vmnapd settings (its -c file) where a cohort changes one: offload-nofollow
 # turns the fault-order prefetch off.
 COHORT_SETTINGS = {"offload-nofollow": {"follow_pages": 0}}
+# vmnapd's environment where a cohort changes it: offload-notrack turns
+# dirty tracking off (every restored page RESIDENT, no write-protect
+# faults; every offload writes every resident page).
+COHORT_ENV = {"offload-notrack": {"VMNAPD_DIRTY_TRACKING": "none"}}
 # The phases of a resume in vmnapd's "resume" events (ns fields), in order.
 RESUME_PHASES = ("pre_resume", "vmm", "resumed", "ack", "total")
 

@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 
-from .common import (BUILD, COHORT_POLICY, COHORT_RESTORE, COHORT_SETTINGS, DEFAULT_COHORTS,
+from .common import (BUILD, COHORT_ENV, COHORT_POLICY, COHORT_RESTORE, COHORT_SETTINGS, DEFAULT_COHORTS,
                      FINAL_DIFF_CMD, GIB,
                      MIB, NS, PAGE, RESUME_PHASES, ROOT, SWAPFILE_MARGIN_MIB, VMNAP_COHORTS,
                      VMNAP_LINK_PORT, WARMUP_TIMEOUT_S, log, now_ns, percentile)
@@ -268,7 +268,8 @@ class CohortRun:
                     extra = ["-c", conf]
                 self.vmnapd = Vmnapd(b.vmnapd_exe, os.path.join(b.sockdir, self.key, "vmnapd"),
                                      os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
-                                     workroot, [g.vsock_spec() for g in self.guests], extra)
+                                     workroot, [g.vsock_spec() for g in self.guests], extra,
+                                     env=COHORT_ENV.get(self.cohort))
                 self.vmnapd.wait_for([g.vhost_user for g in self.guests])
                 self.api = self.vmnapd.api
             if self.via_gateway:

@@ -165,7 +165,7 @@ class Vmnapd:
     for the vmnap cohorts, the pager and coordinator behind the API."""
 
     def __init__(self, exe, run_dir, store_dir, log_dir, vsock_specs, extra_args=(),
-                 cgroup_procs=()):
+                 cgroup_procs=(), env=None):
         os.makedirs(run_dir, exist_ok=True)
         os.makedirs(store_dir, mode=0o700, exist_ok=True)
         self.run_dir = run_dir
@@ -183,6 +183,7 @@ class Vmnapd:
                     f.write(str(os.getpid()))
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True,
+                                     env=dict(os.environ, **env) if env else None,
                                      preexec_fn=enter_cgroups if cgroup_procs else None)
         self.api = VmnapApi(os.path.join(run_dir, "api.sock"))
 

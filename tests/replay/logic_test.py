@@ -182,17 +182,19 @@ def _():
     assert [r for _, r in out] == [{"cohort": "offload"}, {"cohort": "baseline"}], out
 
 
-@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-nofollow")
+@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-nofollow/-notrack")
 def _():
     assert common.DEFAULT_COHORTS == ("baseline", "pause", "offload", "offload-seed",
                                       "offload-lazy", "swap")
     assert set(common.COHORTS) == set(common.DEFAULT_COHORTS) | {"offload-ws", "offload-eager",
-                                                                 "offload-nofollow"}
+                                                                 "offload-nofollow",
+                                                                 "offload-notrack"}
     for c in common.VMNAP_COHORTS:
         assert c in common.COHORT_POLICY, c
     pol = common.COHORT_POLICY
     assert not pol["pause"]["kinds"]["model"]["offload"]
-    for c in ("offload", "offload-lazy", "offload-ws", "offload-eager", "offload-nofollow"):
+    for c in ("offload", "offload-lazy", "offload-ws", "offload-eager", "offload-nofollow",
+              "offload-notrack"):
         assert pol[c]["kinds"]["model"]["offload"] and set(pol[c]) == {"kinds"}, c
     assert pol["offload-seed"]["offload_policy"] == "seed"
     # offload takes vmnapd's default restore; the others name theirs
@@ -206,6 +208,10 @@ def _():
     for c, s in common.COHORT_SETTINGS.items():
         assert c in common.VMNAP_COHORTS and set(s) <= set(conf), (c, s)
     assert conf["follow_pages"] > 0
+    # an environment a cohort changes: vmnapd's dirty-tracking switch only
+    assert common.COHORT_ENV == {"offload-notrack": {"VMNAPD_DIRTY_TRACKING": "none"}}
+    for c in common.COHORT_ENV:
+        assert c in common.VMNAP_COHORTS and c in common.OPTIONAL_COHORTS, c
     # --cohorts: the default list leaves the optional ones out; naming them works
     args = cli.parse_args(["run", "--transport", "tty"])
     assert args.cohorts == list(common.DEFAULT_COHORTS), args.cohorts
