@@ -13,8 +13,8 @@ import tempfile
 import threading
 import time
 
-from .common import (BUILD, COHORT_ENV, COHORT_POLICY, COHORT_RESTORE, COHORT_SETTINGS, DEFAULT_COHORTS,
-                     FINAL_DIFF_CMD, GIB,
+from .common import (BUILD, COHORT_ENV, COHORT_POLICY, COHORT_RESTORE, COHORT_SETTINGS,
+                     DEFAULT_COHORTS, FINAL_DIFF_CMD, GIB,
                      MIB, NS, PAGE, RESUME_PHASES, ROOT, SWAPFILE_MARGIN_MIB, VMNAP_COHORTS,
                      VMNAP_LINK_PORT, WARMUP_TIMEOUT_S, log, now_ns, percentile)
 from .events import EventLog, event_seq_gaps
