@@ -243,8 +243,8 @@ static int mode_arrive(const char *self, uint64_t mib)
 
 	if (!first_cycle(&h, self, mib))
 		return 1;
-	/* a guest timer's resume, then data while the VM runs */
-	stats_settled(&h);
+	/* a guest timer's resume (first_cycle left no fault in flight), then
+	 * data while the VM runs */
 	err = offload(&h);
 	on_loop(&h, timer_resume_cb, NULL);
 	st = stats(&h, NULL);
