@@ -261,9 +261,6 @@ static int mode_writeloop(const char *self, uint64_t mib, unsigned int passes)
 	return 0;
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE	23
-#endif
 #define MAPTOUCH_ROUNDS	3
 
 static uint64_t user_ns(void)
