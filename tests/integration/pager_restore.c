@@ -33,7 +33,15 @@
  * taken for sequential and each touched page is one fault (or, once
  * restored in the background, one mapping).  TAP.
  *
- *   pager_restore eager|lazy|ws|hot|seq|seq-small|faround|faround-sync [MiB]
+ *   wstream every page rewritten in order straight after an offload: the
+ *          first page comes back writable for its write fault, the rest
+ *          as a write stream's (the stream's pages so far written), so
+ *          none is seen written behind a protection; the next offload
+ *          writes them all and they come back as written; wstream-sync:
+ *          the same with wp_sync tracking
+ *
+ *   pager_restore eager|lazy|ws|hot|seq|seq-small|faround|faround-sync|
+ *	wstream|wstream-sync [MiB]
  *	(default 16)
  */
 #include <stdio.h>
@@ -443,6 +451,63 @@ static int mode_hot(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+/* Every page rewritten in order straight after an offload, each page's
+ * first access a write (fault-around 1): the first page comes back
+ * writable for its write fault, the rest as a write stream's (its window
+ * and read-ahead), so no write faults behind a protection; the next
+ * offload writes them all, and they come back as written. */
+static int mode_wstream(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE, writable;
+	struct pager_stats st, st0, st1;
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
+		return 1;
+	err = offload(&h);
+	st0 = stats(&h, NULL);
+	if (st0.dirty_tracking != PAGER_DIRTY_WP_ASYNC &&
+	    st0.dirty_tracking != PAGER_DIRTY_WP_SYNC) {
+		tap_skip("write-stream checks", "no dirty tracking here: %s",
+			 pager_dirty_tracking_name(st0.dirty_tracking));
+		vmm_quit(&h);
+		return harness_finish(&h);
+	}
+	tap(!err && st0.pages[PAGE_OFFLOADED] == npages, "offload: %llu of %llu pages out "
+	    "(dirty tracking %s)", (unsigned long long)st0.pages[PAGE_OFFLOADED],
+	    (unsigned long long)npages, pager_dirty_tracking_name(st0.dirty_tracking));
+	resume(&h, PAGER_RESTORE_POLICY);
+	st0 = stats(&h, NULL);
+	vmm_cmd(&h, ans, "fill 2");
+	st = stats_settled(&h);
+	writable = st.dirty_stream_pages - st0.dirty_stream_pages;
+	tap(!strcmp(ans, "ok") && st.dirty_write_fault_pages - st0.dirty_write_fault_pages == 1 &&
+	    writable == npages - 1, "every page rewritten in order came back writable: "
+	    "%llu for its write fault, %llu as a write stream's (%llu faults)",
+	    (unsigned long long)(st.dirty_write_fault_pages - st0.dirty_write_fault_pages),
+	    (unsigned long long)writable, (unsigned long long)(st.faults - st0.faults));
+	err = offload(&h);
+	st1 = stats(&h, NULL);
+	tap(!err && st1.dirty_scanned_pages == st.dirty_scanned_pages &&
+	    st1.last_offload_written == npages * PAGE, "the next offload writes every page "
+	    "(%llu bytes), none of them seen written behind a protection (%llu)",
+	    (unsigned long long)st1.last_offload_written,
+	    (unsigned long long)(st1.dirty_scanned_pages - st.dirty_scanned_pages));
+	resume(&h, PAGER_RESTORE_POLICY);
+	vmm_cmd(&h, ans, "verify 2 2");
+	tap(!strcmp(ans, "ok"), "every page as rewritten (%s)", ans);
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+static int mode_wstream_sync(const char *self, uint64_t mib)
+{
+	setenv("VMNAP_UFFD_WP", "sync", 1);	/* the mock VMM inherits it */
+	return mode_wstream(self, mib);
+}
+
 #define FA_MAX		16	/* the window's max here */
 #define FA_APART	64	/* pages between touches: never sequential */
 
@@ -616,6 +681,8 @@ static const struct {
 	{ "seq-small", mode_seq_small },
 	{ "faround", mode_faround },
 	{ "faround-sync", mode_faround_sync },
+	{ "wstream", mode_wstream },
+	{ "wstream-sync", mode_wstream_sync },
 };
 
 int main(int argc, char **argv)
@@ -626,6 +693,6 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[1], modes[i].name))
 			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
 	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot|seq|seq-small|faround|"
-		"faround-sync [MiB]\n");
+		"faround-sync|wstream|wstream-sync [MiB]\n");
 	return 2;
 }

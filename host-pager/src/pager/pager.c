@@ -1250,6 +1250,8 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->precopy_written_bytes = p->precopy_written;
 	st->precopy_cleaned_pages = p->precopy_cleaned;
 	st->dirty_hot_pages = p->dirty_hot;
+	st->dirty_stream_pages = p->dirty_stream;
+	st->dirty_write_fault_pages = p->dirty_wfault;
 	st->offloads = p->offloads;
 	st->offload_errors = p->offload_errors;
 	st->offload_cancels = p->offload_cancels;

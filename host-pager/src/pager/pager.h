@@ -174,7 +174,16 @@ enum pager_page_state {
  * write-hot pages is copied into that mapper writable and RESIDENT
  * (written again by the next offload, as if written); once the count runs
  * out they are restored protected again - then only a write seen once
- * more keeps them hot.  A prefetched page stays CLEAN and protected: it
+ * more keeps them hot.  Two more restores come back writable on evidence
+ * at hand: a write fault's page, when copied alone (protected, the write
+ * would fault again at once; it becomes write-hot too), and a sequential
+ * stream's window and read-ahead when at least half of the pages the
+ * stream went through since its last window began are written already
+ * (a report-only PAGEMAP_SCAN of them for wp_async, their states for
+ * wp_sync): a guest filling or rewriting memory in order.  Such a stream
+ * stays a write stream while it lasts (its writable pages read as
+ * written); at its end up to two windows may come back writable unused,
+ * which the next offload writes.  A prefetched page stays CLEAN and protected: it
  * is mapped by the access itself, read-only in a write-protect-registered
  * mapping, so unprotecting it would save no fault.  While an offload runs every restore is
  * protected (its scans must see every write).
@@ -309,6 +318,9 @@ struct pager_stats {
 	uint64_t dirty_kept_pages;	/* written during an offload: not punched */
 	uint64_t dirty_wp_faults;	/* wp_sync: write faults served */
 	uint64_t dirty_hot_pages;	/* restored writable: written lately */
+	uint64_t dirty_stream_pages;	/* restored writable: a write stream's */
+	uint64_t dirty_write_fault_pages;	/* restored writable: a write
+						 * fault's page */
 	uint64_t store_written_bytes;	/* slot bytes written by all offloads */
 	/* restore after resume (enum pager_restore) */
 	enum pager_restore restore;	/* the VM's policy */

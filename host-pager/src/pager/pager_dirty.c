@@ -380,3 +380,30 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
 		memset(written, 1, n);
 	return err;
 }
+
+static void count_written(void *arg, uint64_t lo, uint64_t hi)
+{
+	*(uint64_t *)arg += (hi - lo) / PAGER_PAGE_SIZE;
+}
+
+uint64_t pager_dirty_written_locked(struct pager *p, struct pager_mapper *m,
+				    uint64_t pg, uint64_t n)
+{
+	struct page_region vec[PAGER_SCAN_VEC];
+	uint64_t host, written = 0;
+
+	if (p->track == PAGER_DIRTY_WP_SYNC) {
+		for (uint64_t i = pg; i < pg + n; i++)
+			written += pg_state(p, i) == PAGE_RESIDENT;
+		return written;
+	}
+	if (p->track != PAGER_DIRTY_WP_ASYNC || m->pagemap_fd < 0 ||
+	    !(host = pg_mapper_addr_locked(p, m, pg, n)))
+		return 0;
+	/* report only: the entries keep their uffd-wp bits for the next
+	 * offload's scan.  An error (the process exiting) counts nothing. */
+	if (pager_pagemap_scan(m->pagemap_fd, host, host + n * PAGER_PAGE_SIZE, 0,
+			       PAGE_IS_WRITTEN, vec, count_written, &written))
+		return 0;
+	return written;
+}

@@ -13,6 +13,10 @@
  *              it there: EEXIST -> UFFDIO_WAKE) or a hole (UFFDIO_ZEROPAGE)
  *   IN_FLIGHT  wait until its owner is done, then as above
  *
+ * While writes are tracked a run comes back write-protected, but for a
+ * write-hot run, a write stream's window and a write fault's page copied
+ * alone (see PAGER_HOT_CYCLES in pager.h).
+ *
  * Fault-around of a random (not sequential) fault maps only the faulting
  * page (UFFDIO_COPY); the other offloaded pages of its aligned block go
  * into the memfd unmapped (pwrite, as the prefetcher restores: CLEAN,
@@ -279,15 +283,15 @@ static int serve_zero_run(struct pager_mapper *m, struct pager *p,
 	return 0;
 }
 
-/* Serve an OFFLOADED page: claim, read, copy.  Called with the lock held;
- * returns with it held. */
+/* Serve an OFFLOADED page: claim, read, copy.  @write: the fault is a
+ * write.  Called with the lock held; returns with it held. */
 static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 			   struct pager_region *r, unsigned int ri, uint64_t pg,
-			   uint64_t fault_addr)
+			   uint64_t fault_addr, bool write)
 {
 	struct pager *p = fc->p;
 	uint64_t around = p->fa_window, start, n, host, eexist = 0, t_read;
-	bool wp = m->wp, seq = false, hot = true, spread;
+	bool wp = m->wp, seq = false, hot = true, wstream = false, wpage, spread;
 	struct pager_stream cur = { 0 };
 	unsigned int k;
 	int err;
@@ -352,15 +356,26 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	hot = !p->offloading;
 	for (uint64_t i = start; wp && i < start + n; i++)
 		hot &= p->hot[i] > 0;
+	/* a write stream: at least half of what the stream went through
+	 * since its last run began is written already (the guest fills or
+	 * rewrites memory in order), so its window and read-ahead come back
+	 * writable as well */
+	if (seq && wp && !p->offloading) {
+		uint64_t went = pg - m->seq[k].start;
+
+		wstream = 2 * pager_dirty_written_locked(p, m, m->seq[k].start, went) >= went;
+	}
 	if (wp && hot && n) {
 		wp = false;
 		for (uint64_t i = start; i < start + n; i++)
 			p->hot[i]--;
+	} else if (wp && wstream && n) {
+		wp = false;
 	}
 	if (cur.window > around && n) {
 		/* sequential: have the next window read while this one is used */
 		pager_critical_note_readahead_locked(p, start + n, cur.window);
-		pager_readahead_locked(p, m, start + n, cur.window);
+		pager_readahead_locked(p, m, start + n, cur.window, wstream);
 		cur.next = start + n + cur.window;
 	}
 	/* the streams, most recent first */
@@ -369,6 +384,9 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	/* random: the neighbours go into the memfd unmapped (a write-hot run
 	 * is mapped whole and writable: its pages are known used) */
 	spread = !seq && n > 1 && r->memfd >= 0 && wp == m->wp;
+	/* a write fault's page copied alone comes back writable: protected,
+	 * the write would fault again at once */
+	wpage = wp && !(write && !p->offloading && (spread || n == 1));
 	pthread_mutex_unlock(&p->lock);
 	host = m->host_addr[ri] + (start - r->first_page) * PAGER_PAGE_SIZE;
 	t_read = now_ns();
@@ -379,10 +397,10 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	if (!err && spread)
 		err = uffd_copy(m->uffd, host + (pg - start) * PAGER_PAGE_SIZE,
 				(const char *)fc->buf + (pg - start) * PAGER_PAGE_SIZE,
-				PAGER_PAGE_SIZE, fault_addr, &eexist, wp);
+				PAGER_PAGE_SIZE, fault_addr, &eexist, wpage);
 	else if (!err)
 		err = uffd_copy(m->uffd, host, fc->buf, n * PAGER_PAGE_SIZE,
-				fault_addr, &eexist, wp);
+				fault_addr, &eexist, n == 1 ? wpage : wp);
 	pthread_mutex_lock(&p->lock);
 	p->eexist += eexist;
 	p->fault_read_ns_sum += t_read;
@@ -394,7 +412,14 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	if (m->wp && !wp) {	/* writable: no write will be seen */
 		for (uint64_t i = start; i < start + n; i++)
 			pager_dirty_note_locked(p, i);
-		p->dirty_hot += n;
+		if (hot)
+			p->dirty_hot += n;
+		else
+			p->dirty_stream += n;
+	} else if (wp && !wpage) {	/* written now: and hot */
+		pager_dirty_note_locked(p, pg);
+		p->hot[pg] = PAGER_HOT_CYCLES;
+		p->dirty_wfault++;
 	}
 	/* touched: the page; its fault-around neighbours only came along
 	 * (touched once a mapper maps them, like a background restore), but
@@ -489,12 +514,13 @@ static void handle_wp_fault(struct fault_ctx *fc, struct pager_mapper *m, uint64
 }
 
 /*
- * Serve the fault at @addr; 0 when served (or nothing to serve), else
- * -errno and the faulting thread still waits.  @retry: a stuck fault tried
- * again (not counted as a new fault, not logged again).
+ * Serve the fault at @addr (@write: a write fault); 0 when served (or
+ * nothing to serve), else -errno and the faulting thread still waits.
+ * @retry: a stuck fault tried again (not counted as a new fault, not
+ * logged again).
  */
 static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
-			uint64_t addr, bool retry)
+			uint64_t addr, bool write, bool retry)
 {
 	struct pager *p = fc->p;
 	struct pager_region *r = NULL;
@@ -545,7 +571,7 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	}
 	switch (pg_state(p, pg)) {
 	case PAGE_OFFLOADED:
-		err = serve_offloaded(fc, m, r, ri, pg, addr);
+		err = serve_offloaded(fc, m, r, ri, pg, addr, write);
 		break;
 	case PAGE_ZERO:
 		if (!serve_zero_run(m, p, r, ri, pg))
@@ -692,7 +718,8 @@ static void stuck_retry(struct fault_ctx *fc)
 	memcpy(again, fc->stuck, n * sizeof(again[0]));
 	fc->nstuck = 0;
 	for (unsigned int i = 0; i < n; i++) {
-		int err = handle_fault(fc, again[i].m, again[i].addr, true);
+		/* as a read: protected if tracked, its write faults again */
+		int err = handle_fault(fc, again[i].m, again[i].addr, false, true);
 
 		if (err)
 			stuck_add(fc, again[i].m, again[i].addr, err, again[i].since_ns);
@@ -907,7 +934,9 @@ static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
 				}
 				if (pager_is_lost(fc->p))
 					break;	/* its processes are being killed */
-				err = handle_fault(fc, m, msg->arg.pagefault.address, false);
+				err = handle_fault(fc, m, msg->arg.pagefault.address,
+						   msg->arg.pagefault.flags &
+						   UFFD_PAGEFAULT_FLAG_WRITE, false);
 				if (err)
 					stuck_add(fc, m, msg->arg.pagefault.address, err,
 						  now_ns());

@@ -214,6 +214,7 @@ struct pager {
 	uint64_t ra_start, ra_len;	/* pages; ra_len 0: none asked */
 	struct pager_mapper *ra_mapper;	/* whose fault stream asked (only
 					 * compared to the live mappers) */
+	bool ra_write;			/* that stream writes what it reads */
 	atomic_bool prefetch_abort;
 
 	/* offload */
@@ -308,6 +309,7 @@ struct pager {
 	bool detaching;			/* pager_free: unregister regardless */
 	uint64_t dirty_fallbacks, clean_punched, dirty_scanned, dirty_own;
 	uint64_t dirty_kept, store_written, dirty_wp_faults, dirty_hot;
+	uint64_t dirty_stream, dirty_wfault;
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -418,9 +420,10 @@ void pager_fault_kick(struct pager *p);
 
 /* pager_prefetch.c */
 /* Ask the prefetcher to read [pg, pg+n) ahead of @m's sequential fault
- * stream; call with p->lock held. */
+ * stream (@write: a stream that writes what it reads, mapped writable);
+ * call with p->lock held. */
 void pager_readahead_locked(struct pager *p, struct pager_mapper *m, uint64_t pg,
-			    uint64_t n);
+			    uint64_t n, bool write);
 int pager_prefetch_thread_start(struct pager *p);
 void pager_prefetch_thread_stop(struct pager *p);
 /* Abort a running prefetch and wait until it is idle. */
@@ -551,6 +554,14 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
 int pager_pagemap_scan(int fd, uint64_t start, uint64_t end, uint64_t flags,
 		       uint64_t category, struct page_region *vec,
 		       void (*fn)(void *arg, uint64_t lo, uint64_t hi), void *arg);
+/* How many pages of [pg, pg+n) mapper @m wrote since they were last
+ * protected: wp_async, its page table's entries without the uffd-wp bit
+ * (a report: nothing is protected again); wp_sync, the pages its write
+ * faults made RESIDENT.  0 without tracking, when @m does not map the run
+ * whole, or when the scan fails.  Lock held (@m is the fault thread's, or
+ * reg_lock is held). */
+uint64_t pager_dirty_written_locked(struct pager *p, struct pager_mapper *m,
+				    uint64_t pg, uint64_t n);
 /* wp_sync: write-protect pages [pg, pg+n) in every tracked mapper (all of
  * them at an offload's start; a batch's again once claimed).  0 or -errno
  * (then tracking has fallen back).  Neither lock held. */

@@ -47,6 +47,7 @@ struct pf_slot {
 	void *buf;		/* prefetch_max_bytes, O_DIRECT-aligned */
 	uint64_t pg, n;
 	struct pager_mapper *ra;	/* readahead for this mapper's stream */
+	bool ra_write;		/* ... which writes what it reads */
 	bool busy;
 	bool eager;		/* an eager restore's run (not readahead) */
 	bool follow;		/* the fault-order prefetch's run */
@@ -67,20 +68,21 @@ struct pf {
  * only, each page's first access would map it, one fault per page).
  * Write-protected while writes are tracked (a mapper of a tracked VM that
  * is not registered for write-protect gets nothing mapped), unless every
- * page is write-hot (PAGER_HOT_CYCLES; *@hot): then writable, so that its
- * writes take no fault at all - not while an offload runs (its scans must
- * see every write).  Only while @m lives and maps the run whole; else (or
- * for what the copy did not place) the caller writes the memfd.  Bytes
- * mapped.  Neither lock held; the run is claimed.
+ * page is write-hot (PAGER_HOT_CYCLES; *@hot) or the stream writes what it
+ * reads (@write; then *@stream): then writable, so that its writes take no
+ * fault at all - not while an offload runs (its scans must see every
+ * write).  Only while @m lives and maps the run whole; else (or for what
+ * the copy did not place) the caller writes the memfd.  Bytes mapped.
+ * Neither lock held; the run is claimed.
  */
 static uint64_t ra_map(struct pager *p, struct pager_mapper *m, uint64_t pg,
-		       uint64_t n, const char *buf, bool *hot)
+		       uint64_t n, const char *buf, bool write, bool *hot, bool *stream)
 {
 	struct pager_mapper *x = p->mappers;
 	uint64_t done = 0, host = 0;
 	bool track, wp = false;
 
-	*hot = false;
+	*hot = *stream = false;
 	pthread_mutex_lock(&p->reg_lock);	/* @m is not freed meanwhile */
 	pthread_mutex_lock(&p->lock);
 	track = pager_tracking_locked(p);
@@ -92,7 +94,8 @@ static uint64_t ra_map(struct pager *p, struct pager_mapper *m, uint64_t pg,
 		*hot = track && !p->offloading;
 		for (uint64_t i = pg; *hot && i < pg + n; i++)
 			*hot = p->hot[i] > 0;
-		wp = track && !*hot;
+		*stream = track && !p->offloading && !*hot && write;
+		wp = track && !*hot && !*stream;
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (host)
@@ -109,27 +112,31 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 	size_t len = s->n * PAGER_PAGE_SIZE;
 	int err = cqe->res < 0 ? cqe->res : (size_t)cqe->res != len ? -EIO : 0;
 	uint64_t mapped = 0;
-	bool hot = false;
+	bool hot = false, stream = false;
 
 	if (!err)
 		err = store_verify(&p->store, s->buf, s->pg, s->n);
 	if (!err && s->ra)
-		mapped = ra_map(p, s->ra, s->pg, s->n, s->buf, &hot) / PAGER_PAGE_SIZE;
+		mapped = ra_map(p, s->ra, s->pg, s->n, s->buf, s->ra_write, &hot,
+				&stream) / PAGER_PAGE_SIZE;
 	if (mapped) {
 		/* in place: touched whole, as the stream's fault windows are;
-		 * write-hot ones writable, so RESIDENT at once.  The rest (the
-		 * copy stopped short) goes through the memfd. */
+		 * write-hot ones and a write stream's writable, so RESIDENT at
+		 * once.  The rest (the copy stopped short) goes through the
+		 * memfd. */
 		pthread_mutex_lock(&p->lock);
 		pager_finish_run_locked(p, s->pg, mapped, true);
 		for (uint64_t i = s->pg; i < s->pg + mapped; i++) {
-			if (hot) {
+			if (hot)
 				p->hot[i]--;
+			if (hot || stream)
 				pager_dirty_note_locked(p, i);
-			}
 			p->state[i] |= PG_WS_CUR;
 		}
 		if (hot)
 			p->dirty_hot += mapped;
+		if (stream)
+			p->dirty_stream += mapped;
 		p->ra_mapped_pages += mapped;
 		p->prefetch_pages += mapped;
 		pthread_mutex_unlock(&p->lock);
@@ -172,21 +179,23 @@ static void pf_reap(struct pf *f, bool wait)
  * fault batch is being served.
  */
 void pager_readahead_locked(struct pager *p, struct pager_mapper *m, uint64_t pg,
-			    uint64_t n)
+			    uint64_t n, bool write)
 {
 	p->ra_start = pg;
 	p->ra_len = n;
 	p->ra_mapper = m;
+	p->ra_write = write;
 	pthread_cond_broadcast(&p->prefetch_cv);
 }
 
 /* Claim the next run to read, at most @max pages (a slot's buffer):
- * readahead first, then the fault-order prefetch's (*@follow), then the
+ * readahead first (for mapper *@ra_m's stream; *@ra_write: one that
+ * writes), then the fault-order prefetch's (*@follow), then the
  * offloaded pages with @flags (PG_WS_PREV: the working set; 0: every one)
  * from *@ws_pg, @chunk pages (0 when they are done or not asked for). */
 static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_pg,
 			 uint64_t chunk, uint64_t max, uint64_t *pg_out, bool *ws_done,
-			 struct pager_mapper **ra_m, bool *follow)
+			 struct pager_mapper **ra_m, bool *ra_write, bool *follow)
 {
 	uint64_t n = 0, pg;
 
@@ -207,6 +216,7 @@ static uint64_t next_run(struct pager *p, bool ws, uint8_t flags, uint64_t *ws_p
 			pager_critical_note_locked(p, pg, n);
 			*pg_out = pg;
 			*ra_m = p->ra_mapper;
+			*ra_write = p->ra_write;
 			pthread_mutex_unlock(&p->lock);
 			return n;
 		}
@@ -255,7 +265,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		struct pf_slot *s = NULL;
 		struct pager_mapper *ra_m = NULL;
 		uint64_t n, pg = 0;
-		bool ra_pending, follow = false, urgent;
+		bool ra_pending, ra_write = false, follow = false, urgent;
 
 		if (should_stop(p))
 			ws_done = true;
@@ -282,7 +292,8 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		for (unsigned int i = 0; i < PREFETCH_QUEUE_DEPTH && !s; i++)
 			if (!f->slot[i].busy)
 				s = &f->slot[i];
-		n = next_run(p, ws, flags, &ws_pg, chunk, max_pages, &pg, &ws_done, &ra_m, &follow);
+		n = next_run(p, ws, flags, &ws_pg, chunk, max_pages, &pg, &ws_done, &ra_m,
+			     &ra_write, &follow);
 		if (!n)
 			continue;
 		urgent = ra_m || follow;	/* else a working-set or eager run */
@@ -294,6 +305,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		s->eager = eager && !urgent;
 		s->follow = follow;
 		s->ra = ra_m;
+		s->ra_write = ra_write;
 		sqe = io_uring_get_sqe(&f->ring);
 		io_uring_prep_read(sqe, p->store.fd, s->buf, (unsigned int)(n * PAGER_PAGE_SIZE),
 				   pg_store_off(pg));
