@@ -183,10 +183,11 @@ enum pager_page_state {
  * wp_sync): a guest filling or rewriting memory in order.  Such a stream
  * stays a write stream while it lasts (its writable pages read as
  * written); at its end up to two windows may come back writable unused,
- * which the next offload writes.  A prefetched page stays CLEAN and protected: it
- * is mapped by the access itself, read-only in a write-protect-registered
- * mapping, so unprotecting it would save no fault.  While an offload runs every restore is
- * protected (its scans must see every write).
+ * which the next offload writes.  A prefetched page stays CLEAN and
+ * protected: it is mapped by the access itself, read-only in a
+ * write-protect-registered mapping, so unprotecting it would save no
+ * fault.  While an offload runs every restore is protected (its scans
+ * must see every write).
  */
 #define PAGER_HOT_CYCLES	4
 enum pager_dirty_tracking {
