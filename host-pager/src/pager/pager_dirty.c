@@ -381,6 +381,19 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
 	return err;
 }
 
+void pager_wmap_done_locked(struct pager *p, uint64_t pg, uint64_t n, enum pager_wmap how)
+{
+	for (uint64_t i = pg; i < pg + n; i++) {
+		if (how == PAGER_WMAP_HOT)
+			p->hot[i]--;
+		pager_dirty_note_locked(p, i);
+	}
+	if (how == PAGER_WMAP_HOT)
+		p->dirty_hot += n;
+	else
+		p->dirty_stream += n;
+}
+
 static void count_written(void *arg, uint64_t lo, uint64_t hi)
 {
 	*(uint64_t *)arg += (hi - lo) / PAGER_PAGE_SIZE;

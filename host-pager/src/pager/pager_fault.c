@@ -291,7 +291,8 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 {
 	struct pager *p = fc->p;
 	uint64_t around = p->fa_window, start, n, host, eexist = 0, t_read;
-	bool wp = m->wp, seq = false, hot = true, wstream = false, wpage, spread;
+	bool wp = m->wp, seq = false, wstream = false, wpage, spread;
+	enum pager_wmap how = PAGER_WMAP_PROTECTED;
 	struct pager_stream cur = { 0 };
 	unsigned int k;
 	int err;
@@ -351,27 +352,20 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	pager_critical_note_locked(p, start, n);
 	if (pager_follow_fault_locked(p, pg, start, n))
 		pthread_cond_broadcast(&p->prefetch_cv);
-	/* write-hot: a run of pages all written lately comes back writable
-	 * (not while an offload runs: its scans must see every write) */
-	hot = !p->offloading;
-	for (uint64_t i = start; wp && i < start + n; i++)
-		hot &= p->hot[i] > 0;
 	/* a write stream: at least half of what the stream went through
 	 * since its last run began is written already (the guest fills or
 	 * rewrites memory in order), so its window and read-ahead come back
-	 * writable as well */
+	 * writable, as a run of write-hot pages does */
 	if (seq && wp && !p->offloading) {
 		uint64_t went = pg - m->seq[k].start;
 
 		wstream = 2 * pager_dirty_written_locked(p, m, m->seq[k].start, went) >= went;
 	}
-	if (wp && hot && n) {
+	/* writable: a run of write-hot pages, or a write stream's */
+	if (wp)
+		how = pager_wmap_locked(p, start, n, wstream);
+	if (how != PAGER_WMAP_PROTECTED)
 		wp = false;
-		for (uint64_t i = start; i < start + n; i++)
-			p->hot[i]--;
-	} else if (wp && wstream && n) {
-		wp = false;
-	}
 	if (cur.window > around && n) {
 		/* sequential: have the next window read while this one is used */
 		pager_critical_note_readahead_locked(p, start + n, cur.window);
@@ -409,13 +403,8 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		return err;
 	}
 	pager_finish_run_locked(p, start, n, true);
-	if (m->wp && !wp) {	/* writable: no write will be seen */
-		for (uint64_t i = start; i < start + n; i++)
-			pager_dirty_note_locked(p, i);
-		if (hot)
-			p->dirty_hot += n;
-		else
-			p->dirty_stream += n;
+	if (how != PAGER_WMAP_PROTECTED) {
+		pager_wmap_done_locked(p, start, n, how);
 	} else if (wp && !wpage) {	/* written now: and hot */
 		pager_dirty_note_locked(p, pg);
 		p->hot[pg] = PAGER_HOT_CYCLES;

@@ -533,6 +533,30 @@ static inline bool pager_dirty_note_locked(struct pager *p, uint64_t pg)
 		p->state[pg] |= PG_WRITTEN;
 	return false;
 }
+/* How a restored run comes back into a write-protect-tracked mapper (see
+ * PAGER_HOT_CYCLES in pager.h). */
+enum pager_wmap {
+	PAGER_WMAP_PROTECTED,	/* protected: its first write is seen */
+	PAGER_WMAP_HOT,		/* writable: every page write-hot */
+	PAGER_WMAP_STREAM,	/* writable: a write stream's */
+};
+/* How run [pg, pg+n) comes back: writable when every page is write-hot, or
+ * when @stream (a write stream's run); protected while an offload runs
+ * (its scans must see every write).  Lock held. */
+static inline enum pager_wmap pager_wmap_locked(const struct pager *p, uint64_t pg,
+						uint64_t n, bool stream)
+{
+	if (p->offloading || !n)
+		return PAGER_WMAP_PROTECTED;
+	for (uint64_t i = pg; i < pg + n; i++)
+		if (!p->hot[i])
+			return stream ? PAGER_WMAP_STREAM : PAGER_WMAP_PROTECTED;
+	return PAGER_WMAP_HOT;
+}
+/* Run [pg, pg+n) was mapped writable as @how said (not PROTECTED): no
+ * write to it will be seen, so it is RESIDENT; a write-hot page has one
+ * writable restore less.  Counted.  Lock held. */
+void pager_wmap_done_locked(struct pager *p, uint64_t pg, uint64_t n, enum pager_wmap how);
 /* The state of a resident page whose slot is valid, as a move ends:
  * CLEAN if tracking and not seen written meanwhile.  Lock held. */
 static inline enum pager_page_state pager_clean_state_locked(struct pager *p, uint64_t pg)

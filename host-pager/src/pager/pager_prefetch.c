@@ -68,21 +68,20 @@ struct pf {
  * only, each page's first access would map it, one fault per page).
  * Write-protected while writes are tracked (a mapper of a tracked VM that
  * is not registered for write-protect gets nothing mapped), unless every
- * page is write-hot (PAGER_HOT_CYCLES; *@hot) or the stream writes what it
- * reads (@write; then *@stream): then writable, so that its writes take no
- * fault at all - not while an offload runs (its scans must see every
- * write).  Only while @m lives and maps the run whole; else (or for what
- * the copy did not place) the caller writes the memfd.  Bytes mapped.
- * Neither lock held; the run is claimed.
+ * page is write-hot or the stream writes what it reads (@write; *@how,
+ * pager_wmap_locked): then writable, so that its writes take no fault at
+ * all.  Only while @m lives and maps the run whole; else (or for what the
+ * copy did not place) the caller writes the memfd.  Bytes mapped.  Neither
+ * lock held; the run is claimed.
  */
 static uint64_t ra_map(struct pager *p, struct pager_mapper *m, uint64_t pg,
-		       uint64_t n, const char *buf, bool write, bool *hot, bool *stream)
+		       uint64_t n, const char *buf, bool write, enum pager_wmap *how)
 {
 	struct pager_mapper *x = p->mappers;
 	uint64_t done = 0, host = 0;
 	bool track, wp = false;
 
-	*hot = *stream = false;
+	*how = PAGER_WMAP_PROTECTED;
 	pthread_mutex_lock(&p->reg_lock);	/* @m is not freed meanwhile */
 	pthread_mutex_lock(&p->lock);
 	track = pager_tracking_locked(p);
@@ -90,12 +89,9 @@ static uint64_t ra_map(struct pager *p, struct pager_mapper *m, uint64_t pg,
 		x = x->next;
 	if (x)
 		host = pg_mapper_addr_locked(p, m, pg, n);
-	if (host) {
-		*hot = track && !p->offloading;
-		for (uint64_t i = pg; *hot && i < pg + n; i++)
-			*hot = p->hot[i] > 0;
-		*stream = track && !p->offloading && !*hot && write;
-		wp = track && !*hot && !*stream;
+	if (host && track) {
+		*how = pager_wmap_locked(p, pg, n, write);
+		wp = *how == PAGER_WMAP_PROTECTED;
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (host)
@@ -112,13 +108,13 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 	size_t len = s->n * PAGER_PAGE_SIZE;
 	int err = cqe->res < 0 ? cqe->res : (size_t)cqe->res != len ? -EIO : 0;
 	uint64_t mapped = 0;
-	bool hot = false, stream = false;
+	enum pager_wmap how = PAGER_WMAP_PROTECTED;
 
 	if (!err)
 		err = store_verify(&p->store, s->buf, s->pg, s->n);
 	if (!err && s->ra)
-		mapped = ra_map(p, s->ra, s->pg, s->n, s->buf, s->ra_write, &hot,
-				&stream) / PAGER_PAGE_SIZE;
+		mapped = ra_map(p, s->ra, s->pg, s->n, s->buf, s->ra_write,
+				&how) / PAGER_PAGE_SIZE;
 	if (mapped) {
 		/* in place: touched whole, as the stream's fault windows are;
 		 * write-hot ones and a write stream's writable, so RESIDENT at
@@ -126,17 +122,10 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 		 * memfd. */
 		pthread_mutex_lock(&p->lock);
 		pager_finish_run_locked(p, s->pg, mapped, true);
-		for (uint64_t i = s->pg; i < s->pg + mapped; i++) {
-			if (hot)
-				p->hot[i]--;
-			if (hot || stream)
-				pager_dirty_note_locked(p, i);
+		if (how != PAGER_WMAP_PROTECTED)
+			pager_wmap_done_locked(p, s->pg, mapped, how);
+		for (uint64_t i = s->pg; i < s->pg + mapped; i++)
 			p->state[i] |= PG_WS_CUR;
-		}
-		if (hot)
-			p->dirty_hot += mapped;
-		if (stream)
-			p->dirty_stream += mapped;
 		p->ra_mapped_pages += mapped;
 		p->prefetch_pages += mapped;
 		pthread_mutex_unlock(&p->lock);
