@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * pager_restore.c - what comes back after a resume (enum pager_restore),
- * with the mock VMM (mockvmm.h), every page data:
+ * with the mock VMM (mockvmm.h), every page data but in seq-zero:
  *
  *   eager  every offloaded page streams back with no touch and no fault,
  *          twice (two cycles), contents exact
@@ -33,6 +33,12 @@
  * taken for sequential and each touched page is one fault (or, once
  * restored in the background, one mapping).  TAP.
  *
+ *   seq-zero one sequential read through the mock's mixed layout (holes and
+ *          zero pages among the data, the one mode here not all data):
+ *          the zero-filled pages come back writable but are no sign of a
+ *          write stream, so every data page stays CLEAN and the next
+ *          offload writes nothing; seq-zero-sync: with wp_sync tracking
+ *
  *   wstream every page rewritten in order straight after an offload: the
  *          first page comes back writable for its write fault, the rest
  *          as a write stream's (the stream's pages so far written), so
@@ -41,7 +47,7 @@
  *          the same with wp_sync tracking
  *
  *   pager_restore eager|lazy|ws|hot|seq|seq-small|faround|faround-sync|
- *	wstream|wstream-sync [MiB]
+ *	seq-zero|seq-zero-sync|wstream|wstream-sync [MiB]
  *	(default 16)
  */
 #include <stdio.h>
@@ -150,6 +156,8 @@ static bool verify_all(struct harness *h, const char *what)
 
 /* The prefetch thread's buffers, when not the library's default (0). */
 static uint32_t g_prefetch_bytes;
+/* The mock's mixed layout (holes, zero pages and data) instead of all data. */
+static bool g_mixed;
 
 static int start(struct harness *h, const char *self, uint64_t mib, enum pager_restore how)
 {
@@ -160,8 +168,9 @@ static int start(struct harness *h, const char *self, uint64_t mib, enum pager_r
 	pager_config_default(&pcfg, "");
 	if (g_prefetch_bytes)
 		pcfg.prefetch_min_bytes = pcfg.prefetch_max_bytes = g_prefetch_bytes;
-	g_all_data = true;
-	setenv("PAGER_ALL_DATA", "1", 1);	/* the VMM child fills all pages */
+	g_all_data = !g_mixed;
+	if (g_all_data)
+		setenv("PAGER_ALL_DATA", "1", 1);	/* the VMM child fills all pages */
 	if (harness_start(h, &pcfg) || vmm_spawn(h, self, mib, 1)) {
 		tap_bail("harness setup failed");
 		return -1;
@@ -508,6 +517,67 @@ static int mode_wstream_sync(const char *self, uint64_t mib)
 	return mode_wstream(self, mib);
 }
 
+/* One sequential read through data pages with holes and zero pages among
+ * them (fault-around 1): each zero page is filled writable on its own
+ * fault, between the stream's runs of data pages, which came from the
+ * store protected and were only read - not a write stream.  Every data
+ * page stays CLEAN: none came back writable, the next offload writes
+ * nothing. */
+static int mode_seq_zero(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE;
+	struct pager_stats st, st0, st1;
+	long flt;
+	int err;
+
+	g_mixed = true;
+	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
+		return 1;
+	err = offload(&h);
+	st0 = stats(&h, NULL);
+	if (st0.dirty_tracking != PAGER_DIRTY_WP_ASYNC &&
+	    st0.dirty_tracking != PAGER_DIRTY_WP_SYNC) {
+		tap_skip("write-stream checks", "no dirty tracking here: %s",
+			 pager_dirty_tracking_name(st0.dirty_tracking));
+		vmm_quit(&h);
+		return harness_finish(&h);
+	}
+	tap(!err && st0.pages[PAGE_OFFLOADED] && st0.pages[PAGE_ZERO],
+	    "offload: %llu data pages out, %llu zero (dirty tracking %s)",
+	    (unsigned long long)st0.pages[PAGE_OFFLOADED],
+	    (unsigned long long)st0.pages[PAGE_ZERO],
+	    pager_dirty_tracking_name(st0.dirty_tracking));
+	resume(&h, PAGER_RESTORE_POLICY);
+	flt = touchall(&h, 1);
+	st = stats_settled(&h);
+	tap(flt >= 0 && st.fault_sequential - st0.fault_sequential >= npages / 8 &&
+	    st.zero_faults > st0.zero_faults &&
+	    st.dirty_stream_pages == st0.dirty_stream_pages &&
+	    st.pages[PAGE_CLEAN] == st0.pages[PAGE_OFFLOADED],
+	    "a read in order: %llu sequential faults, %llu zero fills; %llu pages came back "
+	    "as a write stream's, %llu of %llu data pages CLEAN",
+	    (unsigned long long)(st.fault_sequential - st0.fault_sequential),
+	    (unsigned long long)(st.zero_faults - st0.zero_faults),
+	    (unsigned long long)(st.dirty_stream_pages - st0.dirty_stream_pages),
+	    (unsigned long long)st.pages[PAGE_CLEAN],
+	    (unsigned long long)st0.pages[PAGE_OFFLOADED]);
+	err = offload(&h);
+	st1 = stats(&h, NULL);
+	tap(!err && st1.last_offload_written == 0, "the next offload writes nothing (%llu bytes)",
+	    (unsigned long long)st1.last_offload_written);
+	resume(&h, PAGER_RESTORE_POLICY);
+	verify_all(&h, "after the read and one more cycle");
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+static int mode_seq_zero_sync(const char *self, uint64_t mib)
+{
+	setenv("VMNAP_UFFD_WP", "sync", 1);	/* the mock VMM inherits it */
+	return mode_seq_zero(self, mib);
+}
+
 #define FA_MAX		16	/* the window's max here */
 #define FA_APART	64	/* pages between touches: never sequential */
 
@@ -681,6 +751,8 @@ static const struct {
 	{ "seq-small", mode_seq_small },
 	{ "faround", mode_faround },
 	{ "faround-sync", mode_faround_sync },
+	{ "seq-zero", mode_seq_zero },
+	{ "seq-zero-sync", mode_seq_zero_sync },
 	{ "wstream", mode_wstream },
 	{ "wstream-sync", mode_wstream_sync },
 };
@@ -693,6 +765,6 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[1], modes[i].name))
 			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
 	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot|seq|seq-small|faround|"
-		"faround-sync|wstream|wstream-sync [MiB]\n");
+		"faround-sync|seq-zero|seq-zero-sync|wstream|wstream-sync [MiB]\n");
 	return 2;
 }

@@ -177,15 +177,16 @@ enum pager_page_state {
  * more keeps them hot.  Two more restores come back writable on evidence
  * at hand: a write fault's page, when copied alone (protected, the write
  * would fault again at once; it becomes write-hot too), and a sequential
- * stream's window and read-ahead when at least half of the pages the
- * stream went through since its last window began are written already
- * (a report-only PAGEMAP_SCAN of them for wp_async, their states for
- * wp_sync): a guest filling or rewriting memory in order.  Such a stream
- * stays a write stream while it lasts (its writable pages read as
- * written); at its end up to two windows may come back writable unused,
- * which the next offload writes.  A prefetched page stays CLEAN and
- * protected: it is mapped by the access itself, read-only in a
- * write-protect-registered mapping, so unprotecting it would save no
+ * stream's window and read-ahead when at least half of its last run (as
+ * far as the stream went through it) is written already (a report-only
+ * PAGEMAP_SCAN of it for wp_async, its states for wp_sync): a guest
+ * filling or rewriting memory in order.  Only that run, restored from the
+ * store protected, is evidence - not the zero pages filled writable in
+ * between.  Such a stream stays a write stream while it lasts (its runs
+ * come back writable); at its end up to two windows may come back
+ * writable unused, which the next offload writes.  A prefetched page
+ * stays CLEAN and protected: it is mapped by the access itself, read-only
+ * in a write-protect-registered mapping, so unprotecting it would save no
  * fault.  While an offload runs every restore is protected (its scans
  * must see every write).
  */

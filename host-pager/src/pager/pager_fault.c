@@ -352,15 +352,23 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	pager_critical_note_locked(p, start, n);
 	if (pager_follow_fault_locked(p, pg, start, n))
 		pthread_cond_broadcast(&p->prefetch_cv);
-	/* a write stream: at least half of what the stream went through
-	 * since its last run began is written already (the guest fills or
+	/* a write stream: at least half of the stream's last run, as far as
+	 * it went through it, is written already (the guest fills or
 	 * rewrites memory in order), so its window and read-ahead come back
-	 * writable, as a run of write-hot pages does */
+	 * writable, as a run of write-hot pages does.  Only that run is
+	 * evidence: its pages came from the store, protected unless known
+	 * written, where a zero page the stream crossed was filled writable
+	 * by its own fault, written or not.  A stream found writing stays
+	 * one: its runs, writable, show no more. */
 	if (seq && wp && !p->offloading) {
-		uint64_t went = pg - m->seq[k].start;
+		const struct pager_stream *s = &m->seq[k];
+		uint64_t went = (s->end < pg ? s->end : pg) - s->start;
 
-		wstream = 2 * pager_dirty_written_locked(p, m, m->seq[k].start, went) >= went;
+		wstream = s->write ||
+			  (went && 2 * pager_dirty_written_locked(p, m, s->start, went) >= went);
 	}
+	cur.end = start + n;
+	cur.write = wstream;
 	/* writable: a run of write-hot pages, or a write stream's */
 	if (wp)
 		how = pager_wmap_locked(p, start, n, wstream);

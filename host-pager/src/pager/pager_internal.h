@@ -113,9 +113,12 @@ struct pager_mapper {
 	 * last faults may continue, most recent first */
 	struct pager_stream {
 		uint64_t start;		/* first page of its last fault's run */
-		uint64_t next;		/* page after it (and its readahead) */
+		uint64_t end;		/* page after that run */
+		uint64_t next;		/* ... and after its readahead */
 		uint32_t window;	/* its window (0: none); doubles while
 					 * sequential */
+		bool write;		/* a write stream: runs come back
+					 * writable */
 	} seq[PAGER_STREAMS];
 	/* zero fills (fault thread only): the last run [zlo, zhi) */
 	uint64_t zlo, zhi;
