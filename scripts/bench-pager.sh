@@ -20,12 +20,16 @@
 #           (reoffload_clean_gib_s: bytes dropped / offload time;
 #           reoffload_written_bytes: 0 with dirty tracking), and runs a
 #           write-heavy loop (8 passes, a word per page) over RAM restored
-#           by faults, two cycles, with tracking on and off
-#           (dirty_track_overhead_cold: the ratio of their times in the
-#           first cycle, every page's first write a write-protect fault;
+#           by faults, two cycles, with tracking on and off, in
+#           BENCH_WRITELOOP_PAIRS (default 3) pairs run one after the other,
+#           each pair's order the other way round from the last's so that
+#           drift over the pairs cancels (dirty_track_overhead_cold: the
+#           median of the pairs' ratios of their times in the first cycle,
+#           every page's first write a write-protect fault;
 #           dirty_track_overhead: in the second, the pages written in the
-#           first restored writable (write-hot); writeloop_faults: the
-#           faults the tracked loop took in each).  Last, the RAM is
+#           first restored writable (write-hot); *_pairs: every pair's
+#           ratio; writeloop_faults: the faults the tracked loop took in
+#           each cycle, in its first pair).  Last, the RAM is
 #           filled again and evicted through a pread copy, the fallback
 #           (evict_copy_gib_s).
 #   host    build/tests/bench/pager_bench maptouch: what touching a page
@@ -58,6 +62,7 @@ NOTES=$BUILD/bench/pager.notes
 RAW_QD=8
 RAW_BS=2M
 RAW_4K_IOS=4000
+WL_PAIRS=${BENCH_WRITELOOP_PAIRS:-3}
 SWAP_EXTRA_MIB=128
 HARNESS=$BUILD/tests/bench/pager_bench
 
@@ -89,11 +94,30 @@ pager=$(PAGER_STORE_DIR=$DIR/store "$HARNESS" bench "$MIB") || die "pager run fa
 echo "bench-pager: pager $pager" >&2
 
 # 1b. dirty tracking's cost to the VMM: a write-heavy loop (8 passes, a word
-# per page) over RAM restored by faults, tracking on vs off
-wl_on=$(PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$MIB" 8) || die "writeloop run failed"
-wl_off=$(VMNAPD_DIRTY_TRACKING=none PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$MIB" 8) ||
-	die "writeloop run (tracking off) failed"
-echo "bench-pager: writeloop tracking on $wl_on, off $wl_off" >&2
+# per page) over RAM restored by faults, tracking on vs off, in pairs whose
+# order alternates (on/off, off/on, ...): one pair's ratio is this machine's
+# drift as much as tracking's cost
+writeloop() {	# writeloop on|off: one run's JSON
+	if [ "$1" = on ]; then
+		PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$MIB" 8
+	else
+		VMNAPD_DIRTY_TRACKING=none PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$MIB" 8
+	fi || die "writeloop run (tracking $1) failed"
+}
+wl_on= wl_off=
+for ((i = 0; i < WL_PAIRS; i++)); do
+	if ((i % 2)); then
+		off=$(writeloop off)
+		on=$(writeloop on)
+	else
+		on=$(writeloop on)
+		off=$(writeloop off)
+	fi
+	echo "bench-pager: writeloop pair $((i + 1))/$WL_PAIRS: tracking on $on, off $off" >&2
+	wl_on=${wl_on:+$wl_on,}$on
+	wl_off=${wl_off:+$wl_off,}$off
+done
+wl_on="[$wl_on]" wl_off="[$wl_off]"
 
 # 1c. the host's own cost of mapping a page again
 host=$("$HARNESS" maptouch "$MIB") || die "maptouch run failed"
@@ -128,9 +152,15 @@ rm -f "$DIR/swapon.err"
 echo "bench-pager: swap $swap ${swap_note}" >&2
 
 python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" <<'EOF'
-import json, sys
+import json, statistics, sys
 out, pager, w, r, r4k, swap, wl_on, wl_off, host = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
 GIB = float(1 << 30)
+
+
+def ratios(key):
+    return [round(a[key] / b[key], 3) for a, b in zip(wl_on, wl_off)]
+
+
 res = {
     "bytes": pager["bytes"],
     "nonzero_bytes": pager["nonzero_bytes"],
@@ -149,10 +179,12 @@ res = {
     "swap_restore_gib_s": swap["swap_restore_gib_s"],
     "reoffload_clean_gib_s": pager["reoffload_clean_gib_s"],
     "reoffload_written_bytes": pager["reoffload_written_bytes"],
-    "dirty_tracking": wl_on["dirty_tracking"],
-    "dirty_track_overhead": round(wl_on["writeloop_ns"] / wl_off["writeloop_ns"], 3),
-    "dirty_track_overhead_cold": round(wl_on["writeloop_cold_ns"] / wl_off["writeloop_cold_ns"], 3),
-    "writeloop_faults": [wl_on["writeloop_cold_faults"], wl_on["writeloop_faults"]],
+    "dirty_tracking": wl_on[0]["dirty_tracking"],
+    "dirty_track_overhead": round(statistics.median(ratios("writeloop_ns")), 3),
+    "dirty_track_overhead_pairs": ratios("writeloop_ns"),
+    "dirty_track_overhead_cold": round(statistics.median(ratios("writeloop_cold_ns")), 3),
+    "dirty_track_overhead_cold_pairs": ratios("writeloop_cold_ns"),
+    "writeloop_faults": [wl_on[0]["writeloop_cold_faults"], wl_on[0]["writeloop_faults"]],
     "minor_fault_us": host["minor_fault_us"],
     "minor_fault_user_us": host["minor_fault_user_us"],
     "remap_touch_us": host["remap_touch_us"],
