@@ -67,6 +67,7 @@ SWAP_EXTRA_MIB=128
 HARNESS=$BUILD/tests/bench/pager_bench
 
 die() { echo "bench-pager: $*" >&2; exit 1; }
+[[ $WL_PAIRS =~ ^[1-9][0-9]*$ ]] || die "BENCH_WRITELOOP_PAIRS must be a positive count, not '$WL_PAIRS'"
 [ "$(id -u)" = 0 ] || die "needs root (userfaultfd of another process, swapon, cgroups)"
 [ -x "$HARNESS" ] || die "$HARNESS not built: make userspace"
 command -v fio >/dev/null || die "fio missing: make deps"

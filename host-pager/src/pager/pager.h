@@ -181,8 +181,8 @@ enum pager_page_state {
  * far as the stream went through it) is written already (a report-only
  * PAGEMAP_SCAN of it for wp_async, its states for wp_sync): a guest
  * filling or rewriting memory in order.  Only that run, restored from the
- * store protected, is evidence - not the zero pages filled writable in
- * between.  Such a stream stays a write stream while it lasts (its runs
+ * store (protected unless known written), is evidence - not the zero
+ * pages filled writable in between.  Such a stream stays a write stream while it lasts (its runs
  * come back writable); at its end up to two windows may come back
  * writable unused, which the next offload writes.  A prefetched page
  * stays CLEAN and protected: it is mapped by the access itself, read-only
