@@ -460,6 +460,22 @@ static int mode_hot(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+/* One offload (*@err its result, *@st the stats after it): true when
+ * writes are tracked (wp_async or wp_sync); else the write-stream checks
+ * are skipped, saying why, and the mock VMM quits. */
+static bool offload_tracked(struct harness *h, struct pager_stats *st, int *err)
+{
+	*err = offload(h);
+	*st = stats(h, NULL);
+	if (st->dirty_tracking == PAGER_DIRTY_WP_ASYNC ||
+	    st->dirty_tracking == PAGER_DIRTY_WP_SYNC)
+		return true;
+	tap_skip("write-stream checks", "no dirty tracking here: %s",
+		 pager_dirty_tracking_name(st->dirty_tracking));
+	vmm_quit(h);
+	return false;
+}
+
 /* Every page rewritten in order straight after an offload, each page's
  * first access a write (fault-around 1): the first page comes back
  * writable for its write fault, the rest as a write stream's (its window
@@ -475,15 +491,8 @@ static int mode_wstream(const char *self, uint64_t mib)
 
 	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
 		return 1;
-	err = offload(&h);
-	st0 = stats(&h, NULL);
-	if (st0.dirty_tracking != PAGER_DIRTY_WP_ASYNC &&
-	    st0.dirty_tracking != PAGER_DIRTY_WP_SYNC) {
-		tap_skip("write-stream checks", "no dirty tracking here: %s",
-			 pager_dirty_tracking_name(st0.dirty_tracking));
-		vmm_quit(&h);
+	if (!offload_tracked(&h, &st0, &err))
 		return harness_finish(&h);
-	}
 	tap(!err && st0.pages[PAGE_OFFLOADED] == npages, "offload: %llu of %llu pages out "
 	    "(dirty tracking %s)", (unsigned long long)st0.pages[PAGE_OFFLOADED],
 	    (unsigned long long)npages, pager_dirty_tracking_name(st0.dirty_tracking));
@@ -534,15 +543,8 @@ static int mode_seq_zero(const char *self, uint64_t mib)
 	g_mixed = true;
 	if (start(&h, self, mib, PAGER_RESTORE_LAZY))
 		return 1;
-	err = offload(&h);
-	st0 = stats(&h, NULL);
-	if (st0.dirty_tracking != PAGER_DIRTY_WP_ASYNC &&
-	    st0.dirty_tracking != PAGER_DIRTY_WP_SYNC) {
-		tap_skip("write-stream checks", "no dirty tracking here: %s",
-			 pager_dirty_tracking_name(st0.dirty_tracking));
-		vmm_quit(&h);
+	if (!offload_tracked(&h, &st0, &err))
 		return harness_finish(&h);
-	}
 	tap(!err && st0.pages[PAGE_OFFLOADED] && st0.pages[PAGE_ZERO],
 	    "offload: %llu data pages out, %llu zero (dirty tracking %s)",
 	    (unsigned long long)st0.pages[PAGE_OFFLOADED],
