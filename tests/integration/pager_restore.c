@@ -41,7 +41,7 @@
  *
  *   wstream every page rewritten in order straight after an offload: the
  *          first page comes back writable for its write fault, the rest
- *          as a write stream's (the stream's pages so far written), so
+ *          as a write stream's (its last run found written), so
  *          none is seen written behind a protection; the next offload
  *          writes them all and they come back as written; wstream-sync:
  *          the same with wp_sync tracking

@@ -182,13 +182,13 @@ enum pager_page_state {
  * PAGEMAP_SCAN of it for wp_async, its states for wp_sync): a guest
  * filling or rewriting memory in order.  Only that run, restored from the
  * store (protected unless known written), is evidence - not the zero
- * pages filled writable in between.  Such a stream stays a write stream while it lasts (its runs
- * come back writable); at its end up to two windows may come back
- * writable unused, which the next offload writes.  A prefetched page
- * stays CLEAN and protected: it is mapped by the access itself, read-only
- * in a write-protect-registered mapping, so unprotecting it would save no
- * fault.  While an offload runs every restore is protected (its scans
- * must see every write).
+ * pages filled writable in between.  Such a stream stays a write stream
+ * while it lasts (its runs come back writable); at its end up to two
+ * windows may come back writable unused, which the next offload writes.
+ * A prefetched page stays CLEAN and protected: it is mapped by the access
+ * itself, read-only in a write-protect-registered mapping, so unprotecting
+ * it would save no fault.  While an offload runs every restore is
+ * protected (its scans must see every write).
  */
 #define PAGER_HOT_CYCLES	4
 enum pager_dirty_tracking {
