@@ -210,6 +210,18 @@ static int64_t touch_set(struct vmm *v, unsigned int round)
 	return -1;
 }
 
+/* Write round @round's contents over every page of S. */
+static void write_set(struct vmm *v, unsigned int round)
+{
+	uint64_t pgs[CRIT_SET_MAX], want[PAGE / 8];
+	unsigned int n = crit_set(v->npages, pgs);
+
+	for (unsigned int k = 0; k < n; k++) {
+		page_pattern(pgs[k], round, want);
+		memcpy(v->mem + pgs[k] * PAGE, want, PAGE);
+	}
+}
+
 uint64_t touch_all(struct vmm *v, unsigned int streams)
 {
 	uint64_t t0 = mono_ns(), part = v->npages / streams;
@@ -583,6 +595,13 @@ static int vmm_serve(struct vmm *v, int in, int out)
 				send_line(out, "bad page %lld", (long long)bad);
 			else
 				send_line(out, "ok %ld", faults_since(RUSAGE_THREAD, &ru0));
+		} else if (sscanf(line, "writeset %u", &round) == 1) {
+			/* answers the host page faults the writes took */
+			struct rusage ru0;
+
+			getrusage(RUSAGE_THREAD, &ru0);
+			write_set(v, round);
+			send_line(out, "ok %ld", faults_since(RUSAGE_THREAD, &ru0));
 		} else if (sscanf(line, "writeloop %u", &round) == 1) {
 			/* a write-heavy loop: a word in every page, @round passes;
 			 * answers its time and the page faults it took */

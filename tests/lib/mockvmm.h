@@ -29,6 +29,8 @@
  *   pid      "ok PID" of the mapper's process
  *   touchset ROUND  read the set S (crit_set()) and check it is ROUND's:
  *            "ok N", N the host page faults the reads took
+ *   writeset ROUND  write ROUND's contents over S: "ok N", N the host page
+ *            faults the writes took
  *   touchall [K]  read a word of every page, upwards, in K interleaved
  *            streams (default 1) over K equal parts: "ok NS N", the time
  *            and the host page faults the reads took

@@ -18,6 +18,10 @@
  * protected: UFFDIO_COPY with UFFDIO_COPY_MODE_WP, or a pwrite into the
  * memfd behind the punched entry's uffd-wp marker.
  *
+ * An offload's scans leave alone (report, never protect again) the pages
+ * it keeps resident, the resume-critical set (struct pager_keep): they are
+ * RESIDENT once written, so a write to them needs no fault to be seen.
+ *
  * Because UFFDIO_REGISTER only adds modes and UNREGISTER drops every
  * protection, a tracked VM's ranges stay registered once its first offload
  * registered them (a never-touched page is then served by
@@ -221,7 +225,49 @@ static bool nth_range_locked(struct pager *p, unsigned int n, uint64_t pg, uint6
 #define PROTECT_TRIES		1000
 #define PROTECT_RETRY_US	1000
 
-int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t np)
+/* The first entry of @keep at or above page @pg (binary search). */
+static unsigned int keep_first(const struct pager_keep *keep, uint64_t pg)
+{
+	unsigned int lo = 0, hi = keep ? keep->nr : 0;
+
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+
+		if (keep->pg[mid] < pg)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * The segment of [lo, end) that starts at @lo: pages all in @keep (*kept)
+ * or none of them.  Its end; *k is an index into @keep at or before the
+ * segment's first entry (keep_first), and is advanced.
+ */
+static uint64_t keep_segment(const struct pager_keep *keep, unsigned int *k,
+			     uint64_t lo, uint64_t end, bool *kept)
+{
+	uint64_t hi = lo;
+
+	*kept = false;
+	if (!keep)
+		return end;
+	while (*k < keep->nr && keep->pg[*k] < lo)
+		(*k)++;
+	if (*k < keep->nr && keep->pg[*k] == lo) {
+		while (hi < end && *k < keep->nr && keep->pg[*k] == hi) {
+			(*k)++;
+			hi++;
+		}
+		*kept = true;
+		return hi;
+	}
+	return *k < keep->nr && keep->pg[*k] < end ? keep->pg[*k] : end;
+}
+
+static int protect_range(struct pager *p, uint64_t pg, uint64_t np)
 {
 	unsigned int n = 0, tries = 0;
 	int err = 0;
@@ -256,6 +302,22 @@ int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t np)
 	if (err) {
 		log_err(p->subject, "dirty tracking: UFFDIO_WRITEPROTECT: %s", strerror(-err));
 		pager_dirty_fallback(p, "UFFDIO_WRITEPROTECT failed");
+	}
+	return err;
+}
+
+int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t np,
+			const struct pager_keep *keep)
+{
+	unsigned int k = keep_first(keep, pg);
+	int err = 0;
+
+	for (uint64_t lo = pg, hi; lo < pg + np && !err; lo = hi) {
+		bool kept;
+
+		hi = keep_segment(keep, &k, lo, pg + np, &kept);
+		if (!kept)
+			err = protect_range(p, lo, hi - lo);
 	}
 	return err;
 }
@@ -309,17 +371,31 @@ static void note_written(void *arg, uint64_t lo, uint64_t hi)
 		w->written[w->sr->first_pg + (ad - w->sr->start) / PAGER_PAGE_SIZE - w->pg] = 1;
 }
 
+/* @sr's written pages, protected again but for those in @keep (reported
+ * only: they stay writable). */
 static int scan_one(const struct scan_range *sr, uint64_t pg, uint8_t *written,
-		    struct page_region *vec)
+		    struct page_region *vec, const struct pager_keep *keep)
 {
 	struct written_arg w = { .sr = sr, .pg = pg, .written = written };
+	uint64_t end = sr->first_pg + (sr->end - sr->start) / PAGER_PAGE_SIZE;
+	unsigned int k = keep_first(keep, sr->first_pg);
+	int err = 0;
 
-	return pager_pagemap_scan(sr->fd, sr->start, sr->end,
-				  PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC, PAGE_IS_WRITTEN,
-				  vec, note_written, &w);
+	for (uint64_t lo = sr->first_pg, hi; lo < end && !err; lo = hi) {
+		bool kept;
+
+		hi = keep_segment(keep, &k, lo, end, &kept);
+		err = pager_pagemap_scan(sr->fd,
+					 sr->start + (lo - sr->first_pg) * PAGER_PAGE_SIZE,
+					 sr->start + (hi - sr->first_pg) * PAGER_PAGE_SIZE,
+					 (kept ? 0 : PM_SCAN_WP_MATCHING) | PM_SCAN_CHECK_WPASYNC,
+					 PAGE_IS_WRITTEN, vec, note_written, &w);
+	}
+	return err;
 }
 
-int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
+int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
+		     const struct pager_keep *keep)
 {
 	struct scan_range *sr;
 	struct page_region *vec;
@@ -366,7 +442,7 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written)
 		err = -EOPNOTSUPP;
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned int i = 0; i < nr && !err; i++)
-		err = scan_one(&sr[i], pg, written, vec);
+		err = scan_one(&sr[i], pg, written, vec, keep);
 	pthread_mutex_unlock(&p->reg_lock);
 	free(sr);
 	free(vec);

@@ -569,11 +569,25 @@ static inline enum pager_page_state pager_clean_state_locked(struct pager *p, ui
 	p->state[pg] &= (uint8_t)~PG_WRITTEN;
 	return pager_tracking_locked(p) && !written ? PAGE_CLEAN : PAGE_RESIDENT;
 }
+/*
+ * Pages an offload leaves resident (the resume-critical set with
+ * critical_resident), sorted: the scans report their writes but do not
+ * protect them again, and wp_sync leaves them unprotected.  Such a page is
+ * written at almost every wake (kernel stacks, timers, socket buffers);
+ * protecting it again would cost a write fault per wake for a slot that
+ * matters only once the page leaves the set, and then, written, it is
+ * RESIDENT and its next offload writes it.
+ */
+struct pager_keep {
+	const uint64_t *pg;
+	unsigned int nr;
+};
 /* Scan every tracked mapper for pages of [pg, pg+n) written since the last
- * scan (re-protecting them); set written[i - pg] for each.  0 or -errno
- * (then tracking has fallen back: treat every page as written).  Neither
- * lock held. */
-int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written);
+ * scan (re-protecting them, but for @keep's; NULL: none); set
+ * written[i - pg] for each.  0 or -errno (then tracking has fallen back:
+ * treat every page as written).  Neither lock held. */
+int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
+		     const struct pager_keep *keep);
 /* PAGEMAP_SCAN of [start, end) in pagemap @fd for the pages in @category
  * (PAGE_IS_*), with @flags (PM_SCAN_*), PAGER_SCAN_VEC ranges of @vec at a
  * time: @fn(@arg, lo, hi) for each range found.  0 or -errno. */
@@ -589,10 +603,12 @@ int pager_pagemap_scan(int fd, uint64_t start, uint64_t end, uint64_t flags,
  * reg_lock is held). */
 uint64_t pager_dirty_written_locked(struct pager *p, struct pager_mapper *m,
 				    uint64_t pg, uint64_t n);
-/* wp_sync: write-protect pages [pg, pg+n) in every tracked mapper (all of
- * them at an offload's start; a batch's again once claimed).  0 or -errno
- * (then tracking has fallen back).  Neither lock held. */
-int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t n);
+/* wp_sync: write-protect pages [pg, pg+n) but for @keep's (NULL: none) in
+ * every tracked mapper (all of them at an offload's start; a batch's again
+ * once claimed).  0 or -errno (then tracking has fallen back).  Neither
+ * lock held. */
+int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t n,
+			const struct pager_keep *keep);
 /* Open the mapper's pagemap for scans (at add). */
 void pager_dirty_mapper_init(struct pager *p, struct pager_mapper *m);
 

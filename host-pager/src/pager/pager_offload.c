@@ -29,6 +29,8 @@
  * With critical_resident the resume-critical set's pages (a snapshot taken
  * at the start) are never claimed: they stay resident and mapped through
  * the wait, so the resume that follows neither restores them nor faults.
+ * Nor are they write-protected again (struct pager_keep): the guest's wake
+ * path writes most of them at every wake, each write a fault if they were.
  *
  * Pre-copy (pager_precopy_start) is the same walk on a running VM with
  * asynchronous dirty tracking, minus every punch: each batch is copied
@@ -118,6 +120,7 @@ struct offload {
 	 * its pages are not claimed (they stay resident and mapped) */
 	uint64_t keep[PAGER_CRITICAL_MAX_PAGES];
 	unsigned int keep_nr;
+	struct pager_keep kept_set;	/* the same, for the dirty scans */
 	uint64_t crit_kept;	/* pages so left */
 };
 
@@ -154,7 +157,8 @@ static void batch_finish(struct offload *o, struct batch *b)
 	 * the marker: a copy put back through the memfd would then be mapped
 	 * writable with no write fault while CLEAN.
 	 */
-	if (o->sync && !b->err && !b->cancelled && pager_dirty_protect(p, b->pg, b->n))
+	if (o->sync && !b->err && !b->cancelled &&
+	    pager_dirty_protect(p, b->pg, b->n, &o->kept_set))
 		o->sync = false;	/* fell back: no longer tracked */
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = 0; i < b->n; i++) {
@@ -230,7 +234,7 @@ static void batch_punch(struct offload *o, struct batch *b)
 		uint64_t found = 0;
 
 		memset(b->written, 0, b->n);
-		if (pager_dirty_scan(p, b->pg, b->n, b->written))
+		if (pager_dirty_scan(p, b->pg, b->n, b->written, &o->kept_set))
 			o->track = false;	/* fell back: this batch stays, the
 						 * next ones are punched unscanned */
 		pthread_mutex_lock(&p->lock);
@@ -552,7 +556,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 	 * began is protected again now that it is claimed, so a write from
 	 * here on waits in the fault thread until the page is out, and is
 	 * then made to the page faulted back in: never lost by the punch */
-	if (o->sync && pager_dirty_protect(p, b->pg, b->n))
+	if (o->sync && pager_dirty_protect(p, b->pg, b->n, &o->kept_set))
 		o->sync = false;	/* fell back: no longer tracked */
 	got = batch_read(o, b, off, len);
 	if (got < 0) {
@@ -802,7 +806,8 @@ static void discard_stale_slots(struct pager *p)
 /*
  * Dirty tracking: the pages written since the last scan (every mapper)
  * lose their CLEAN state before anything is claimed; the scan protects
- * them again, so what is written from now on shows in batch_punch's scan.
+ * them again (but the kept set's), so what is written from now on shows in
+ * batch_punch's scan.
  */
 static int offload_scan(struct offload *o)
 {
@@ -821,7 +826,7 @@ static int offload_scan(struct offload *o)
 	if (sync) {
 		/* a new epoch: every page protected, each first write faults;
 		 * what was written since the last one is RESIDENT already */
-		if (pager_dirty_protect(p, 0, p->npages))
+		if (pager_dirty_protect(p, 0, p->npages, &o->kept_set))
 			o->track = false;
 		else
 			o->sync = true;
@@ -830,7 +835,7 @@ static int offload_scan(struct offload *o)
 	written = calloc(p->npages, 1);
 	if (!written)
 		return -ENOMEM;
-	if (pager_dirty_scan(p, 0, p->npages, written))
+	if (pager_dirty_scan(p, 0, p->npages, written, &o->kept_set))
 		o->track = false;	/* fell back: every CLEAN page is RESIDENT */
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t pg = 0; pg < p->npages; pg++)
@@ -933,6 +938,7 @@ void *pager_offload_main(void *arg)
 	if (p->cfg.critical_resident)
 		o.keep_nr = pager_critical_snapshot_locked(p, o.keep);
 	pthread_mutex_unlock(&p->lock);
+	o.kept_set = (struct pager_keep){ .pg = o.keep, .nr = o.keep_nr };
 	err = offload_init(&o, p);
 	if (!err)
 		err = offload_scan(&o);
