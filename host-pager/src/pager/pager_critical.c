@@ -282,6 +282,17 @@ static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run 
 	return err;
 }
 
+/* Is a page of the set out?  Kept resident (critical_resident), none
+ * usually is: then there is nothing to sort, allocate or read.  Lock held. */
+static bool set_out_locked(const struct pager *p)
+{
+	for (unsigned int i = 0; i < p->crit_nr; i++)
+		if (pg_state(p, p->crit_pg[(p->crit_head + i) % PAGER_CRITICAL_MAX_PAGES]) ==
+		    PAGE_OFFLOADED)
+			return true;
+	return false;
+}
+
 int pager_resume_prepare(struct pager *p)
 {
 	uint64_t pgs[PAGER_CRITICAL_MAX_PAGES], t0 = now_ns(), restored = 0;
@@ -294,7 +305,7 @@ int pager_resume_prepare(struct pager *p)
 	pthread_mutex_lock(&p->lock);
 	/* whatever the restore policy: every resume, a lazy one (a guest
 	 * timer's) too, runs the same wake path up to RESUME_ACK */
-	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns ?
+	nr = p->count[PAGE_OFFLOADED] && p->cfg.critical_budget_ns && set_out_locked(p) ?
 	     pager_critical_snapshot_locked(p, pgs) : 0;
 	pthread_mutex_unlock(&p->lock);
 	if (nr) {
