@@ -572,11 +572,13 @@ static inline enum pager_page_state pager_clean_state_locked(struct pager *p, ui
 /*
  * Pages an offload leaves resident (the resume-critical set with
  * critical_resident), sorted: the scans report their writes but do not
- * protect them again, and wp_sync leaves them unprotected.  Such a page is
- * written at almost every wake (kernel stacks, timers, socket buffers);
- * protecting it again would cost a write fault per wake for a slot that
- * matters only once the page leaves the set, and then, written, it is
- * RESIDENT and its next offload writes it.
+ * protect them again, and wp_sync leaves those of them already written
+ * unprotected (the offload passes only those to pager_dirty_protect; a
+ * CLEAN page is protected again like any).  Such a page is written at
+ * almost every wake (kernel stacks, timers, socket buffers); protecting it
+ * again would cost a write fault per wake for a slot that matters only
+ * once the page leaves the set, and then, written, it is RESIDENT and its
+ * next offload writes it.
  */
 struct pager_keep {
 	const uint64_t *pg;

@@ -121,6 +121,12 @@ struct offload {
 	uint64_t keep[PAGER_CRITICAL_MAX_PAGES];
 	unsigned int keep_nr;
 	struct pager_keep kept_set;	/* the same, for the dirty scans */
+	/* ... those of them written already (RESIDENT), which wp_sync leaves
+	 * unprotected: a CLEAN one is protected again, as every page, so that
+	 * a mapper's entry without the protection (one registered since it
+	 * was) cannot write it unseen */
+	uint64_t keep_written[PAGER_CRITICAL_MAX_PAGES];
+	struct pager_keep kept_written;
 	uint64_t crit_kept;	/* pages so left */
 };
 
@@ -158,7 +164,7 @@ static void batch_finish(struct offload *o, struct batch *b)
 	 * writable with no write fault while CLEAN.
 	 */
 	if (o->sync && !b->err && !b->cancelled &&
-	    pager_dirty_protect(p, b->pg, b->n, &o->kept_set))
+	    pager_dirty_protect(p, b->pg, b->n, &o->kept_written))
 		o->sync = false;	/* fell back: no longer tracked */
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = 0; i < b->n; i++) {
@@ -556,7 +562,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 	 * began is protected again now that it is claimed, so a write from
 	 * here on waits in the fault thread until the page is out, and is
 	 * then made to the page faulted back in: never lost by the punch */
-	if (o->sync && pager_dirty_protect(p, b->pg, b->n, &o->kept_set))
+	if (o->sync && pager_dirty_protect(p, b->pg, b->n, &o->kept_written))
 		o->sync = false;	/* fell back: no longer tracked */
 	got = batch_read(o, b, off, len);
 	if (got < 0) {
@@ -826,7 +832,7 @@ static int offload_scan(struct offload *o)
 	if (sync) {
 		/* a new epoch: every page protected, each first write faults;
 		 * what was written since the last one is RESIDENT already */
-		if (pager_dirty_protect(p, 0, p->npages, &o->kept_set))
+		if (pager_dirty_protect(p, 0, p->npages, &o->kept_written))
 			o->track = false;
 		else
 			o->sync = true;
@@ -937,8 +943,12 @@ void *pager_offload_main(void *arg)
 	 * may evict a page the set gains meanwhile: it faults back) */
 	if (p->cfg.critical_resident)
 		o.keep_nr = pager_critical_snapshot_locked(p, o.keep);
-	pthread_mutex_unlock(&p->lock);
 	o.kept_set = (struct pager_keep){ .pg = o.keep, .nr = o.keep_nr };
+	o.kept_written.pg = o.keep_written;
+	for (unsigned int i = 0; i < o.keep_nr; i++)
+		if (pg_state(p, o.keep[i]) == PAGE_RESIDENT)
+			o.keep_written[o.kept_written.nr++] = o.keep[i];
+	pthread_mutex_unlock(&p->lock);
 	err = offload_init(&o, p);
 	if (!err)
 		err = offload_scan(&o);
