@@ -225,8 +225,7 @@ static bool nth_range_locked(struct pager *p, unsigned int n, uint64_t pg, uint6
 #define PROTECT_TRIES		1000
 #define PROTECT_RETRY_US	1000
 
-/* The first entry of @keep at or above page @pg (binary search). */
-static unsigned int keep_first(const struct pager_keep *keep, uint64_t pg)
+unsigned int pager_keep_first(const struct pager_keep *keep, uint64_t pg)
 {
 	unsigned int lo = 0, hi = keep ? keep->nr : 0;
 
@@ -244,7 +243,7 @@ static unsigned int keep_first(const struct pager_keep *keep, uint64_t pg)
 /*
  * The segment of [lo, end) that starts at @lo: pages all in @keep (*kept)
  * or none of them.  Its end; *k is an index into @keep at or before the
- * segment's first entry (keep_first), and is advanced.
+ * segment's first entry (pager_keep_first), and is advanced.
  */
 static uint64_t keep_segment(const struct pager_keep *keep, unsigned int *k,
 			     uint64_t lo, uint64_t end, bool *kept)
@@ -309,7 +308,7 @@ static int protect_range(struct pager *p, uint64_t pg, uint64_t np)
 int pager_dirty_protect(struct pager *p, uint64_t pg, uint64_t np,
 			const struct pager_keep *keep)
 {
-	unsigned int k = keep_first(keep, pg);
+	unsigned int k = pager_keep_first(keep, pg);
 	int err = 0;
 
 	for (uint64_t lo = pg, hi; lo < pg + np && !err; lo = hi) {
@@ -378,7 +377,7 @@ static int scan_one(const struct scan_range *sr, uint64_t pg, uint8_t *written,
 {
 	struct written_arg w = { .sr = sr, .pg = pg, .written = written };
 	uint64_t end = sr->first_pg + (sr->end - sr->start) / PAGER_PAGE_SIZE;
-	unsigned int k = keep_first(keep, sr->first_pg);
+	unsigned int k = pager_keep_first(keep, sr->first_pg);
 	int err = 0;
 
 	for (uint64_t lo = sr->first_pg, hi; lo < end && !err; lo = hi) {

@@ -584,6 +584,8 @@ struct pager_keep {
 	const uint64_t *pg;
 	unsigned int nr;
 };
+/* The first entry of @keep (NULL: none) at or above page @pg. */
+unsigned int pager_keep_first(const struct pager_keep *keep, uint64_t pg);
 /* Scan every tracked mapper for pages of [pg, pg+n) written since the last
  * scan (re-protecting them, but for @keep's; NULL: none); set
  * written[i - pg] for each.  0 or -errno (then tracking has fallen back:

@@ -497,22 +497,6 @@ static ssize_t batch_read(struct offload *o, struct batch *b, uint64_t off, uint
 	return got < 0 ? -errno : got;
 }
 
-/* The first entry of o->keep at or above page @pg. */
-static unsigned int keep_from(const struct offload *o, uint64_t pg)
-{
-	unsigned int lo = 0, hi = o->keep_nr;
-
-	while (lo < hi) {
-		unsigned int mid = lo + (hi - lo) / 2;
-
-		if (o->keep[mid] < pg)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /*
  * Claim [off, off+len) of region @r, read it, classify its pages, queue
  * the writes.  The claim comes first: a page read before it could be
@@ -534,7 +518,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 	b->cancelled = false;
 	b->punch_err = 0;
 	b->pending = 0;
-	k = keep_from(o, b->pg);
+	k = pager_keep_first(&o->kept_set, b->pg);
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t i = 0; i < b->n; i++) {
 		enum pager_page_state st = pg_state(p, b->pg + i);
