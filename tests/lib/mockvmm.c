@@ -213,13 +213,11 @@ static int64_t touch_set(struct vmm *v, unsigned int round)
 /* Write round @round's contents over every page of S. */
 static void write_set(struct vmm *v, unsigned int round)
 {
-	uint64_t pgs[CRIT_SET_MAX], want[PAGE / 8];
+	uint64_t pgs[CRIT_SET_MAX];
 	unsigned int n = crit_set(v->npages, pgs);
 
-	for (unsigned int k = 0; k < n; k++) {
-		page_pattern(pgs[k], round, want);
-		memcpy(v->mem + pgs[k] * PAGE, want, PAGE);
-	}
+	for (unsigned int k = 0; k < n; k++)
+		page_pattern(pgs[k], round, (uint64_t *)(void *)(v->mem + pgs[k] * PAGE));
 }
 
 uint64_t touch_all(struct vmm *v, unsigned int streams)

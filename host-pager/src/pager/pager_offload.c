@@ -116,11 +116,11 @@ struct offload {
 	bool sync;		/* ... by write faults (wp_sync) */
 	int err;
 	bool cancelled;		/* stopped early by pager_offload_cancel */
-	/* critical_resident: the resume-critical set at the start, sorted;
-	 * its pages are not claimed (they stay resident and mapped) */
+	/* critical_resident: the resume-critical set at the start, sorted
+	 * (kept_set.pg = keep); its pages are not claimed (they stay resident
+	 * and mapped) nor protected again by the dirty scans */
 	uint64_t keep[PAGER_CRITICAL_MAX_PAGES];
-	unsigned int keep_nr;
-	struct pager_keep kept_set;	/* the same, for the dirty scans */
+	struct pager_keep kept_set;
 	/* ... those of them written already (RESIDENT), which wp_sync leaves
 	 * unprotected: a CLEAN one is protected again, as every page, so that
 	 * a mapper's entry without the protection (one registered since it
@@ -528,9 +528,9 @@ static int batch_submit(struct offload *o, struct batch *b,
 			b->kind[i] = BP_SKIP;
 			continue;
 		}
-		while (k < o->keep_nr && o->keep[k] < b->pg + i)
+		while (k < o->kept_set.nr && o->keep[k] < b->pg + i)
 			k++;
-		if (k < o->keep_nr && o->keep[k] == b->pg + i) {
+		if (k < o->kept_set.nr && o->keep[k] == b->pg + i) {
 			b->kind[i] = BP_SKIP;	/* the resume-critical set stays */
 			o->crit_kept++;
 			continue;
@@ -925,11 +925,11 @@ void *pager_offload_main(void *arg)
 	o.precopy = p->precopy;
 	/* the set as the offload starts (one that runs while a mapper faults
 	 * may evict a page the set gains meanwhile: it faults back) */
+	o.kept_set.pg = o.keep;
 	if (p->cfg.critical_resident)
-		o.keep_nr = pager_critical_snapshot_locked(p, o.keep);
-	o.kept_set = (struct pager_keep){ .pg = o.keep, .nr = o.keep_nr };
+		o.kept_set.nr = pager_critical_snapshot_locked(p, o.keep);
 	o.kept_written.pg = o.keep_written;
-	for (unsigned int i = 0; i < o.keep_nr; i++)
+	for (unsigned int i = 0; i < o.kept_set.nr; i++)
 		if (pg_state(p, o.keep[i]) == PAGE_RESIDENT)
 			o.keep_written[o.kept_written.nr++] = o.keep[i];
 	pthread_mutex_unlock(&p->lock);
