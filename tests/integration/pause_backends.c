@@ -8,8 +8,10 @@
  *                creates with a child process in it (skips if the machine
  *                does not allow it).
  *   freezer v1   a real v1 freezer cgroup if one is mounted and writable
- *                (skips otherwise), and always a FAKE cgroupfs directory
- *                (a plain freezer.state file) - that one says so.
+ *                (skips otherwise), with the empty frozen cgroup the
+ *                backend keeps at the hierarchy's root while it is open,
+ *                and always a FAKE cgroupfs directory (a plain
+ *                freezer.state file) - that one says so.
  *   firecracker  and cloud-hypervisor: RECORDED request/response exchanges
  *                served by a unix-socket server in this test (no KVM here,
  *                so no real Firecracker or Cloud Hypervisor): the test checks
@@ -304,6 +306,80 @@ static void test_freezer_real(const char *root, const char *procs_name, const ch
 		usleep(10000);
 }
 
+/* Does @dir/freezer.state read @want? */
+static bool state_is(const char *dir, const char *want)
+{
+	char p[PATH_MAX + 32], buf[32] = "";
+	int fd;
+	ssize_t r;
+
+	snprintf(p, sizeof(p), "%s/freezer.state", dir);
+	fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return false;
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return r > 0 && !strncmp(buf, want, strlen(want));
+}
+
+/* Is the cgroup @dir without tasks? */
+static bool no_tasks(const char *dir)
+{
+	char p[PATH_MAX + 32], c;
+	int fd;
+	ssize_t r;
+
+	snprintf(p, sizeof(p), "%s/tasks", dir);
+	fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return false;
+	r = read(fd, &c, 1);
+	close(fd);
+	return r == 0;
+}
+
+/*
+ * The v1 freezer backend keeps an empty cgroup of its own frozen at the
+ * hierarchy's root while any backend is open (the kernel's freezer key
+ * stays on), removes it when the last one closes, and removes one left by
+ * a process that is gone.
+ */
+static void test_freezer_hold(const char *root)
+{
+	const char *what = "freezer v1 key hold";
+	struct pause_spec spec = { .kind = PAUSE_FREEZER, .timeout_ms = 3000 };
+	char stale[PATH_MAX], held[PATH_MAX];
+	struct pause_backend *a, *b;
+	pid_t dead = fork();
+
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	snprintf(spec.path, sizeof(spec.path), "%s/vmnap-test-hold-%d", root, getpid());
+	if (access(root, W_OK) < 0 || mkdir(spec.path, 0755) < 0) {
+		tap_skip(what, "cannot create a v1 freezer cgroup here");
+		return;
+	}
+	snprintf(stale, sizeof(stale), "%s/vmnap-hold.%d", root, (int)dead);
+	snprintf(held, sizeof(held), "%s/vmnap-hold.%d", root, (int)getpid());
+	mkdir(stale, 0755);
+	a = pause_new(&spec, "hold-a");
+	b = pause_new(&spec, "hold-b");
+	tap(!a->ops->probe(a) && !b->ops->probe(b), "%s: two backends probed", what);
+	tap(access(stale, F_OK) < 0 && errno == ENOENT,
+	    "%s: the hold of a process that is gone is removed", what);
+	tap(state_is(held, "FROZEN") && no_tasks(held),
+	    "%s: %s exists, frozen, no task in it", what, held);
+	tap(state_is(spec.path, "THAWED"), "%s: the VM's own cgroup is not frozen by it", what);
+	pause_free(a);
+	tap(state_is(held, "FROZEN"), "%s: kept while one backend is open", what);
+	pause_free(b);
+	tap(access(held, F_OK) < 0 && errno == ENOENT,
+	    "%s: removed when the last backend closes", what);
+	rmdir(stale);
+	rmdir(spec.path);
+}
+
 /* ---- QMP against real QEMU -------------------------------------------- */
 
 static bool qemu_status(const char *sock, const char *want)
@@ -379,6 +455,7 @@ int main(void)
 	    access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0)
 		test_freezer_real("/sys/fs/cgroup", "cgroup.procs", "freezer v2 (cgroup.freeze, root)");
 	test_freezer_real("/sys/fs/cgroup/freezer", "cgroup.procs", "freezer v1 (real freezer.state)");
+	test_freezer_hold("/sys/fs/cgroup/freezer");
 	test_qmp(dir);
 	rc = tap_done();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -80,6 +80,8 @@ struct pause_backend *pause_new(const struct pause_spec *spec, const char *subje
 
 static void pause_destroy(struct pause_backend *pb)
 {
+	if (pb->ops->close)
+		pb->ops->close(pb);
 	if (pb->efd >= 0)
 		close(pb->efd);
 	pthread_mutex_destroy(&pb->lock);

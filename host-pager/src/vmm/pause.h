@@ -94,6 +94,8 @@ struct pause_backend_ops {
 	int (*probe)(struct pause_backend *pb);
 	int (*pause)(struct pause_backend *pb);
 	int (*resume)(struct pause_backend *pb);
+	/* Optional: undo what probe set up, when the backend is freed. */
+	void (*close)(struct pause_backend *pb);
 };
 
 typedef void (*pause_done_fn)(struct pause_backend *pb, int err, void *arg);
@@ -103,6 +105,7 @@ struct pause_backend {
 	struct pause_spec spec;
 	char subject[96];		/* the caller's log subject, truncated */
 	bool paused;
+	bool key_held;		/* freezer v1: holds the kernel's static key (pause_freezer.c) */
 	pid_t peer_pid;		/* the VMM, when the socket told (SO_PEERCRED), else 0 */
 	struct pause_stats st;	/* written by the call's thread while busy */
 	/* pause_start(): one call in flight at a time */
