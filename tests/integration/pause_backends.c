@@ -306,36 +306,38 @@ static void test_freezer_real(const char *root, const char *procs_name, const ch
 		usleep(10000);
 }
 
+/* Up to @n - 1 bytes of @dir/@file into @buf (terminated); bytes read, -1. */
+static ssize_t read_small(const char *dir, const char *file, char *buf, size_t n)
+{
+	char p[PATH_MAX + 32];
+	ssize_t r;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	r = read(fd, buf, n - 1);
+	close(fd);
+	buf[r > 0 ? r : 0] = '\0';
+	return r;
+}
+
 /* Does @dir/freezer.state read @want? */
 static bool state_is(const char *dir, const char *want)
 {
-	char p[PATH_MAX + 32], buf[32] = "";
-	int fd;
-	ssize_t r;
+	char buf[32];
 
-	snprintf(p, sizeof(p), "%s/freezer.state", dir);
-	fd = open(p, O_RDONLY);
-	if (fd < 0)
-		return false;
-	r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return r > 0 && !strncmp(buf, want, strlen(want));
+	return read_small(dir, "freezer.state", buf, sizeof(buf)) > 0 &&
+	       !strncmp(buf, want, strlen(want));
 }
 
 /* Is the cgroup @dir without tasks? */
 static bool no_tasks(const char *dir)
 {
-	char p[PATH_MAX + 32], c;
-	int fd;
-	ssize_t r;
+	char buf[2];
 
-	snprintf(p, sizeof(p), "%s/tasks", dir);
-	fd = open(p, O_RDONLY);
-	if (fd < 0)
-		return false;
-	r = read(fd, &c, 1);
-	close(fd);
-	return r == 0;
+	return read_small(dir, "tasks", buf, sizeof(buf)) == 0;
 }
 
 /*
