@@ -25,7 +25,11 @@
  * set, the next offload stores S's last contents and they come back.
  * resident-sync: the same with wp_sync tracking (VMNAP_UFFD_WP=sync).
  *
- *   pager_critical [MiB [deliver|resident|resident-sync]]	(default 16)
+ * device: the ranges vmnapd's own device touches first on resume
+ * (pager_set_device_pages) stay in the memfd through offloads, checked
+ * against guest RAM, replaced by the next call.
+ *
+ *   pager_critical [MiB [deliver|resident|resident-sync|device]]	(default 16)
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -383,6 +387,113 @@ static int mode_resident(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
+/* pager_set_device_pages from the loop thread, as vmnapd calls it. */
+struct device_call {
+	const uint64_t *gpa, *len;
+	unsigned int n;
+};
+
+static void device_cb(struct harness *h, void *arg)
+{
+	struct device_call *dc = arg;
+
+	pager_set_device_pages(the_pager(h), dc->gpa, dc->len, dc->n);
+}
+
+/* Are pages @pg .. @pg+@n-1 in the memfd, with round @round's contents? */
+static bool pages_kept(struct harness *h, uint64_t pg, unsigned int n, unsigned int round)
+{
+	uint64_t want[PAGE / 8], got[PAGE / 8], off;
+	int fd;
+
+	if (pager_gpa_to_memfd(the_pager(h), 0, &fd, &off))
+		return false;
+	for (uint64_t i = pg; i < pg + n; i++) {
+		off_t at = (off_t)(off + i * PAGE);
+
+		page_pattern(i, round, want);
+		if (lseek(fd, at, SEEK_DATA) != at || pread(fd, got, PAGE, at) != PAGE ||
+		    memcmp(got, want, PAGE))
+			return false;
+	}
+	return true;
+}
+
+struct kept_call {
+	uint64_t pg;
+	unsigned int n, round;
+	bool kept;
+};
+
+static void kept_cb(struct harness *h, void *arg)
+{
+	struct kept_call *kc = arg;
+
+	kc->kept = pages_kept(h, kc->pg, kc->n, kc->round);
+}
+
+/*
+ * device: the ranges vmnapd's own device will touch first on resume
+ * (pager_set_device_pages) stay in the memfd through an offload, with
+ * their contents, while the other data pages go out; byte ranges cover
+ * whole pages; ranges outside guest RAM are left out and counted; a new
+ * call replaces the set, and what left it goes out with the next offload.
+ */
+#define DEV_PG		(7 * 100)	/* a data page (fill: i % 7 == 0) */
+#define DEV_PG2		(7 * 200)
+
+static int mode_device(const char *self, uint64_t mib)
+{
+	const uint64_t gpa[] = { DEV_PG * PAGE + 100, DEV_PG2 * PAGE, UINT64_MAX - 100,
+				 (uint64_t)mib << 40 };
+	const uint64_t len[] = { PAGE, 1, 200, PAGE };
+	struct device_call dc = { gpa, len, 4 };
+	struct kept_call kc;
+	struct harness h = { 0 };
+	struct pager_stats st;
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	if (!setup(&h, self, mib, true))
+		return 1;
+	vmm_cmd(&h, ans, "fill 1");
+	on_loop(&h, device_cb, &dc);
+	st = stats(&h, NULL);
+	/* the first range straddles two pages; the second is one byte */
+	tap(st.device_pages == 3 && st.device_ranges_refused == 2,
+	    "device ranges: %llu page(s) taken, %llu range(s) outside guest RAM refused",
+	    (unsigned long long)st.device_pages, (unsigned long long)st.device_ranges_refused);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	kc = (struct kept_call){ .pg = DEV_PG, .n = 2, .round = 1 };
+	on_loop(&h, kept_cb, &kc);
+	tap(!err && kc.kept, "offload kept the device's pages %u, %u in the memfd, "
+	    "round 1's contents", DEV_PG, DEV_PG + 1);
+	kc = (struct kept_call){ .pg = DEV_PG2, .n = 1, .round = 1 };
+	on_loop(&h, kept_cb, &kc);
+	tap(kc.kept && st.pages[PAGE_OFFLOADED] > 0 &&
+	    st.pages[PAGE_RESIDENT] + st.pages[PAGE_CLEAN] == 3,
+	    "... and %u: only those 3 stayed (%llu offloaded)", DEV_PG2,
+	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
+
+	/* replaced by an empty set: the next offload takes them too */
+	dc.n = 0;
+	on_loop(&h, device_cb, &dc);
+	vmm_cmd(&h, ans, "fill 2");
+	err = offload(&h);
+	st = stats(&h, NULL);
+	kc = (struct kept_call){ .pg = DEV_PG, .n = 1, .round = 2 };
+	on_loop(&h, kept_cb, &kc);
+	tap(!err && !st.device_pages && !kc.kept && !st.pages[PAGE_RESIDENT] &&
+	    !st.pages[PAGE_CLEAN], "set replaced by an empty one: offload 2 kept nothing");
+	vmm_cmd(&h, ans, "verify 2 2");
+	tap(!strcmp(ans, "ok"), "round 2: every byte verified (%s)", ans);
+	vmm_quit(&h);
+	return harness_finish(&h);
+}
+
 static int mode_resident_sync(const char *self, uint64_t mib)
 {
 	setenv("VMNAP_UFFD_WP", "sync", 1);	/* the mock VMM inherits it */
@@ -552,6 +663,8 @@ int main(int argc, char **argv)
 		return mode_deliver(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	if (argc > 2 && !strcmp(argv[2], "resident"))
 		return mode_resident(argv[0], mockvmm_arg(argc, argv, 1, 16));
+	if (argc > 2 && !strcmp(argv[2], "device"))
+		return mode_device(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	if (argc > 2 && !strcmp(argv[2], "resident-sync"))
 		return mode_resident_sync(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	return mode_critical(argv[0], mockvmm_arg(argc, argv, 1, 16));

@@ -113,6 +113,55 @@ static void test_chain_out_then_in(void **state)
 	assert_int_equal(virtq_pop(&f->vq, &ch), 0);
 }
 
+/*
+ * Peek: the next chains' buffers, in order, without popping, mapping or
+ * counting anything; a malformed chain (index out of range, indirect)
+ * ends the walk with what came before it.
+ */
+static void test_peek(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_chain ch;
+	uint64_t gpa[8];
+	uint32_t len[8];
+
+	set_desc(f, 1, BUF_GPA, 100, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 2);
+	set_desc(f, 2, BUF_GPA + 0x1000, 200, VRING_DESC_F_WRITE, 0);
+	set_desc(f, 4, BUF_GPA + 0x2000, 300, VRING_DESC_F_WRITE, 0);
+	set_desc(f, 5, BUF_GPA + 0x3000, 0, VRING_DESC_F_WRITE, 0);	/* empty: no range */
+	offer(f, 1);
+	offer(f, 4);
+	offer(f, 5);
+	assert_int_equal(virtq_peek(&f->vq, 8, gpa, len, 8), 3);
+	assert_int_equal(gpa[0], BUF_GPA);
+	assert_int_equal(len[0], 100);
+	assert_int_equal(gpa[1], BUF_GPA + 0x1000);
+	assert_int_equal(len[1], 200);
+	assert_int_equal(gpa[2], BUF_GPA + 0x2000);
+	assert_int_equal(len[2], 300);
+	/* bounded by chains and by room */
+	assert_int_equal(virtq_peek(&f->vq, 1, gpa, len, 8), 2);
+	assert_int_equal(virtq_peek(&f->vq, 8, gpa, len, 1), 1);
+	/* nothing popped, mapped or counted */
+	assert_int_equal(f->maps, 0);
+	assert_int_equal(f->vq.stats.chains, 0);
+	assert_int_equal(virtq_avail_count(&f->vq), 3);
+	assert_int_equal(virtq_pop(&f->vq, &ch), 1);
+	assert_int_equal(ch.head, 1);
+	/* after the pop, the walk starts at the next chain */
+	assert_int_equal(virtq_peek(&f->vq, 8, gpa, len, 8), 1);
+	assert_int_equal(gpa[0], BUF_GPA + 0x2000);
+	/* a next index out of range ends it, and so does an indirect one */
+	set_desc(f, 4, BUF_GPA + 0x2000, 300, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, QSZ + 3);
+	assert_int_equal(virtq_peek(&f->vq, 8, gpa, len, 8), 1);
+	set_desc(f, 4, BUF_GPA + 0x2000, 300, VRING_DESC_F_INDIRECT, 0);
+	assert_int_equal(virtq_peek(&f->vq, 8, gpa, len, 8), 0);
+	/* a head out of range too */
+	f->avail.ring[(f->vq.last_avail_idx) % QSZ] = QSZ + 1;
+	assert_int_equal(virtq_peek(&f->vq, 8, gpa, len, 8), 0);
+	assert_int_equal(f->vq.stats.bad_head + f->vq.stats.bad_next + f->vq.stats.indirect, 0);
+}
+
 /* A buffer not accessible yet: the chain stays in the ring, uncounted;
  * validation still comes first (a bad chain with such a buffer is bad). */
 static void test_not_yet_accessible_chain_stays(void **state)
@@ -347,6 +396,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_setup_rejects_bad_sizes, setup),
 		cmocka_unit_test_setup(test_chain_out_then_in, setup),
+		cmocka_unit_test_setup(test_peek, setup),
 		cmocka_unit_test_setup(test_not_yet_accessible_chain_stays, setup),
 		cmocka_unit_test_setup(test_loop_is_rejected, setup),
 		cmocka_unit_test_setup(test_self_loop_is_rejected, setup),

@@ -213,6 +213,9 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_critical_kept_pages_total", "counter",
 	      "resume-critical pages offloads left resident (critical_resident)",
 	      st.critical_kept_pages);
+	GAUGE("vmnap_device_ranges_refused_total", "counter",
+	      "ranges of vmnapd's own devices to keep resident left out: outside guest RAM",
+	      st.device_ranges_refused);
 	GAUGE("vmnap_critical_window_faults_total", "counter",
 	      "faults between a resume and its delivery (what the critical set avoids)",
 	      st.critical_window_faults);

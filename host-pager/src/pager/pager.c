@@ -800,6 +800,31 @@ static void page_align(uint64_t *gpa, uint64_t *len)
 	*len = (*len + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
 }
 
+void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t *len,
+			    unsigned int nr)
+{
+	pthread_mutex_lock(&p->lock);
+	p->dev_nr = 0;
+	for (unsigned int i = 0; i < nr; i++) {
+		uint64_t g = gpa[i], l = len[i], pg, n;
+		bool log_now = false;
+
+		page_align(&g, &l);
+		if (g + l < g || gpa_range_check_locked(p, g, l, &log_now)) {
+			p->dev_refused++;
+			continue;
+		}
+		while (l && p->dev_nr < PAGER_DEVICE_MAX_PAGES &&
+		       !pager_gpa_chunk_locked(p, g, l, &pg, &n) && n) {
+			for (uint64_t k = 0; k < n && p->dev_nr < PAGER_DEVICE_MAX_PAGES; k++)
+				p->dev_pg[p->dev_nr++] = pg + k;
+			g += n * PAGER_PAGE_SIZE;
+			l -= n * PAGER_PAGE_SIZE;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
 int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 {
 	bool log_now = false;
@@ -1281,6 +1306,8 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_in_flight_faults = p->fault_in_flight_faults;
 	st->fault_seq_ns_sum = p->fault_seq_ns_sum;
 	st->critical_set_pages = p->crit_nr;
+	st->device_pages = p->dev_nr;
+	st->device_ranges_refused = p->dev_refused;
 	st->critical_kept_pages = p->crit_kept_pages;
 	st->critical_restored_pages = p->crit_restored_pages;
 	st->critical_mapped_pages = p->crit_mapped_pages;

@@ -57,6 +57,8 @@
  * evicted); by default the restore stops after this long
  * (pager_config.critical_budget_ns). */
 #define PAGER_CRITICAL_MAX_PAGES	1024
+/* Pages of vmnapd's own devices kept resident (pager_set_device_pages). */
+#define PAGER_DEVICE_MAX_PAGES		64
 #define PAGER_CRITICAL_BUDGET_NS	5000000ull	/* 5 ms */
 /* Fault-order prefetch (pager_config.follow_pages): the fault orders of
  * the last PAGER_FOLLOW_CYCLES data cycles are kept, at most
@@ -289,6 +291,9 @@ struct pager_stats {
 					 * a sequential stream's window */
 	/* resume-critical set (pager_resume_prepare) */
 	uint64_t critical_set_pages;		/* pages in the set now */
+	uint64_t device_pages;			/* of vmnapd's devices, kept
+						 * with it (pager_set_device_pages) */
+	uint64_t device_ranges_refused;		/* device ranges outside guest RAM */
 	uint64_t critical_restored_pages;	/* restored before a resume */
 	uint64_t critical_mapped_pages;		/* ... of them mapped into the
 						 * VMM (UFFDIO_COPY), not only
@@ -476,6 +481,19 @@ void pager_set_resident_cb(struct pager *p, void (*cb)(struct pager *p, void *ar
 int pager_offload_start(struct pager *p,
 			void (*done)(struct pager *p, int err, void *arg),
 			void *arg);
+/*
+ * The guest ranges vmnapd's own devices touch first when the VM runs again
+ * (a vsock device's rings and next RX buffers): with critical_resident,
+ * offloads leave their resident pages resident, as they do the
+ * resume-critical set, so the device need not wait for store reads before
+ * the guest hears of a resume.  Replaces the last call's set; at most
+ * PAGER_DEVICE_MAX_PAGES pages are taken, in order.  The ranges may be
+ * guest-written: parts outside guest RAM (or any, while the guest-physical
+ * map is only guessed) are left out and counted (device_pages_refused).
+ * Loop thread, before pager_offload_start.
+ */
+void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t *len,
+			    unsigned int nr);
 /*
  * Pre-copy: write the resident pages that have no valid store copy (dirty
  * and never-stored) to the store while the VM runs, punching nothing, so

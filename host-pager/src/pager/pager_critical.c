@@ -98,15 +98,17 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Sorted, without duplicates: the set's pages in guest-RAM order. */
+/* Sorted, without duplicates: the set's pages and the devices' (they
+ * are kept and read back alike) in guest-RAM order. */
 unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs)
 {
-	unsigned int n = 0;
+	unsigned int all = p->crit_nr + p->dev_nr, n = 0;
 
 	for (unsigned int i = 0; i < p->crit_nr; i++)
 		pgs[i] = p->crit_pg[(p->crit_head + i) % PAGER_CRITICAL_MAX_PAGES];
-	qsort(pgs, p->crit_nr, sizeof(*pgs), cmp_u64);
-	for (unsigned int i = 0; i < p->crit_nr; i++)
+	memcpy(pgs + p->crit_nr, p->dev_pg, p->dev_nr * sizeof(*pgs));
+	qsort(pgs, all, sizeof(*pgs), cmp_u64);
+	for (unsigned int i = 0; i < all; i++)
 		if (!n || pgs[n - 1] != pgs[i])
 			pgs[n++] = pgs[i];
 	return n;
@@ -290,12 +292,15 @@ static bool set_out_locked(const struct pager *p)
 		if (pg_state(p, p->crit_pg[(p->crit_head + i) % PAGER_CRITICAL_MAX_PAGES]) ==
 		    PAGE_OFFLOADED)
 			return true;
+	for (unsigned int i = 0; i < p->dev_nr; i++)
+		if (pg_state(p, p->dev_pg[i]) == PAGE_OFFLOADED)
+			return true;
 	return false;
 }
 
 int pager_resume_prepare(struct pager *p)
 {
-	uint64_t pgs[PAGER_CRITICAL_MAX_PAGES], t0 = now_ns(), restored = 0;
+	uint64_t pgs[PAGER_KEEP_MAX_PAGES], t0 = now_ns(), restored = 0;
 	struct crit_run runs[CRITICAL_QUEUE_DEPTH];
 	unsigned int nr, i = 0;
 	bool budget_hit = false, ring_broken = false, buf_busy = false;

@@ -289,6 +289,10 @@ struct pager {
 	 * in while a resume was being delivered, a ring in fault order */
 	uint64_t crit_pg[PAGER_CRITICAL_MAX_PAGES];
 	unsigned int crit_head, crit_nr;	/* oldest entry, entries */
+	/* pager_set_device_pages (under lock): kept with the set */
+	uint64_t dev_pg[PAGER_DEVICE_MAX_PAGES];
+	unsigned int dev_nr;
+	uint64_t dev_refused;		/* ranges left out: outside guest RAM */
 	unsigned int crit_window_nr;	/* of them noted in this window */
 	bool crit_recording;		/* resume .. delivered */
 	struct io_uring crit_ring;	/* loop thread only */
@@ -482,8 +486,10 @@ void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n);
 void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
 /* Free what the pre-resume restore keeps between resumes (detach). */
 void pager_critical_release(struct pager *p);
-/* The set's pages, sorted, without duplicates, into @pgs (room for
- * PAGER_CRITICAL_MAX_PAGES); how many.  p->lock held. */
+/* The set's pages and the devices' (pager_set_device_pages), sorted,
+ * without duplicates, into @pgs (room for PAGER_KEEP_MAX_PAGES); how
+ * many.  p->lock held. */
+#define PAGER_KEEP_MAX_PAGES	(PAGER_CRITICAL_MAX_PAGES + PAGER_DEVICE_MAX_PAGES)
 unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs);
 
 /* pager_offload.c */

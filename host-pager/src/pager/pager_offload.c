@@ -119,13 +119,13 @@ struct offload {
 	/* critical_resident: the resume-critical set at the start, sorted
 	 * (kept_set.pg = keep); its pages are not claimed (they stay resident
 	 * and mapped) nor protected again by the dirty scans */
-	uint64_t keep[PAGER_CRITICAL_MAX_PAGES];
+	uint64_t keep[PAGER_KEEP_MAX_PAGES];
 	struct pager_keep kept_set;
 	/* ... those of them written already (RESIDENT), which wp_sync leaves
 	 * unprotected: a CLEAN one is protected again, as every page, so that
 	 * a mapper's entry without the protection (one registered since it
 	 * was) cannot write it unseen */
-	uint64_t keep_written[PAGER_CRITICAL_MAX_PAGES];
+	uint64_t keep_written[PAGER_KEEP_MAX_PAGES];
 	struct pager_keep kept_written;
 	uint64_t crit_kept;	/* pages so left */
 };

@@ -1387,6 +1387,43 @@ void vhost_vsock_memory_ready(struct vhost_vsock *vs)
 		schedule(vs);
 }
 
+unsigned int vhost_vsock_resume_ranges(struct vhost_vsock *vs, uint64_t *gpa, uint64_t *len,
+				       unsigned int nr)
+{
+	uint64_t bgpa[VHOST_VSOCK_RESUME_RX_CHAINS * 2];
+	uint32_t blen[VHOST_VSOCK_RESUME_RX_CHAINS * 2];
+	uint64_t room = VHOST_VSOCK_RESUME_RX_BYTES;
+	unsigned int n = 0, nb;
+	struct virtq *vq;
+
+	if (!vs)
+		return 0;
+	for (unsigned int q = 0; q < VSOCK_NQUEUES; q++) {
+		uint64_t g[3], l[3];
+
+		if (vhost_user_queue_rings(vs->vu, q, g, l))
+			continue;
+		for (unsigned int i = 0; i < 3 && n < nr; i++)
+			if (l[i]) {
+				gpa[n] = g[i];
+				len[n++] = l[i];
+			}
+	}
+	/* the buffers only with the rings resident: reading them must not
+	 * fault (queue_get asks for them otherwise, and they come back) */
+	vq = queue_get(vs, VSOCK_RXQ);
+	nb = vq ? virtq_peek(vq, VHOST_VSOCK_RESUME_RX_CHAINS, bgpa, blen,
+			     VHOST_VSOCK_RESUME_RX_CHAINS * 2) : 0;
+	for (unsigned int i = 0; i < nb && n < nr && room; i++) {
+		uint64_t take = blen[i] < room ? blen[i] : room;
+
+		gpa[n] = bgpa[i];
+		len[n++] = take;
+		room -= take;
+	}
+	return n;
+}
+
 void vhost_vsock_set_paused(struct vhost_vsock *vs, bool paused)
 {
 	if (!vs || vs->paused == paused)

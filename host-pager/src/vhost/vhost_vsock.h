@@ -147,6 +147,20 @@ void vhost_vsock_free(struct vhost_vsock *vs);
 void vhost_vsock_memory_ready(struct vhost_vsock *vs);
 /* While paused, guest RAM is not touched; resuming catches up at once. */
 void vhost_vsock_set_paused(struct vhost_vsock *vs, bool paused);
+/*
+ * The guest ranges the device touches first when the VM runs again: the
+ * three rings of each queue and the buffers of the next
+ * VHOST_VSOCK_RESUME_RX_CHAINS chains the guest posted on the RX queue
+ * (where the guest link's next message lands), at most
+ * VHOST_VSOCK_RESUME_RX_BYTES of those.  The pager keeps them resident
+ * through an offload, so a resume does not wait for store reads before
+ * the guest hears of it.  Up to @nr ranges into @gpa, @len; how many.
+ * Guest-written (the buffers): the pager checks them.  NULL-safe.
+ */
+#define VHOST_VSOCK_RESUME_RX_CHAINS	4U
+#define VHOST_VSOCK_RESUME_RX_BYTES	(64U * 1024U)
+unsigned int vhost_vsock_resume_ranges(struct vhost_vsock *vs, uint64_t *gpa, uint64_t *len,
+				       unsigned int nr);
 bool vhost_vsock_front_end_connected(const struct vhost_vsock *vs);
 unsigned int vhost_vsock_nr_conns(const struct vhost_vsock *vs);
 void vhost_vsock_get_stats(const struct vhost_vsock *vs, struct vhost_vsock_stats *st);

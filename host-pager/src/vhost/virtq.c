@@ -194,6 +194,37 @@ int virtq_pop(struct virtq *vq, struct virtq_chain *ch)
 	return 1;
 }
 
+unsigned int virtq_peek(struct virtq *vq, unsigned int chains, uint64_t *gpa, uint32_t *len,
+			unsigned int nr)
+{
+	unsigned int limit = vq->num < VIRTQ_CHAIN_MAX ? vq->num : VIRTQ_CHAIN_MAX;
+	unsigned int avail = virtq_avail_count(vq), n = 0;
+
+	for (unsigned int c = 0; c < chains && c < avail && n < nr; c++) {
+		uint16_t i = le16toh(__atomic_load_n(
+			&vq->avail->ring[(uint16_t)(vq->last_avail_idx + c) % vq->num],
+			__ATOMIC_RELAXED));
+
+		for (unsigned int k = 0; i < vq->num && k < limit && n < nr; k++) {
+			struct vring_desc d;
+
+			memcpy(&d, &vq->desc[i], sizeof(d));	/* one fetch */
+			if (le16toh(d.flags) & VRING_DESC_F_INDIRECT)
+				return n;
+			if (le32toh(d.len)) {
+				gpa[n] = le64toh(d.addr);
+				len[n++] = le32toh(d.len);
+			}
+			if (!(le16toh(d.flags) & VRING_DESC_F_NEXT))
+				break;
+			i = le16toh(d.next);
+		}
+		if (i >= vq->num)
+			return n;	/* malformed: the walk ends */
+	}
+	return n;
+}
+
 void virtq_unpop(struct virtq *vq)
 {
 	vq->last_avail_idx--;

@@ -113,6 +113,15 @@ unsigned int virtq_avail_count(struct virtq *vq);
  * the ring, nothing counted; call again once it is.
  */
 int virtq_pop(struct virtq *vq, struct virtq_chain *ch);
+/*
+ * Where the next @chains chains' buffers are, without popping or touching
+ * them: (@gpa[i], @len[i]) for up to @nr buffers; how many.  A hint (what
+ * the device will touch next), so nothing is checked beyond the ring's
+ * bounds and nothing is counted: a malformed chain ends the walk, and
+ * the ranges are guest-written (check them before use).
+ */
+unsigned int virtq_peek(struct virtq *vq, unsigned int chains, uint64_t *gpa, uint32_t *len,
+			unsigned int nr);
 /* Give back the chain popped last, unused (it is popped again next). */
 void virtq_unpop(struct virtq *vq);
 /* Mark chain @head used with @len bytes written into its writable part. */

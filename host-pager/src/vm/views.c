@@ -77,6 +77,10 @@ json_t *pager_stats_json(struct pager *p)
 				    json_integer((json_int_t)st.offload_cancels));
 		json_object_set_new(o, "critical_set_pages",
 				    json_integer((json_int_t)st.critical_set_pages));
+		json_object_set_new(o, "device_pages",
+				    json_integer((json_int_t)st.device_pages));
+		json_object_set_new(o, "device_ranges_refused",
+				    json_integer((json_int_t)st.device_ranges_refused));
 		json_object_set_new(o, "critical_restored_pages",
 				    json_integer((json_int_t)st.critical_restored_pages));
 		json_object_set_new(o, "critical_mapped_pages",

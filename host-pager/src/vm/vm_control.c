@@ -27,6 +27,8 @@
 #define VMM_MEM_SAMPLE_NS	1000000000ull	/* VMM PSS, cgroup memory: every 1 s */
 /* Pre-copy while a waiting VM runs only when it has this much to write. */
 #define PRECOPY_MIN_BYTES	(1ull << 20)
+/* The vsock device's rings (3 queues x 3) and its next RX buffers. */
+#define VM_DEVICE_RANGES	(9U + 2U * VHOST_VSOCK_RESUME_RX_CHAINS)
 #define NS_PER_SEC_F		1e9
 #define GIB_F			1073741824.0
 /*
@@ -278,6 +280,12 @@ static int ctl_offload(void *arg)
 	if (!vm->pager)
 		return -ENODEV;
 	vm->control->offload_running = true;
+	if (vm->vsock) {	/* what the device touches first on resume */
+		uint64_t gpa[VM_DEVICE_RANGES], len[VM_DEVICE_RANGES];
+		unsigned int n = vhost_vsock_resume_ranges(vm->vsock, gpa, len, VM_DEVICE_RANGES);
+
+		pager_set_device_pages(vm->pager, gpa, len, n);
+	}
 	err = pager_offload_start(vm->pager, offload_done, vm);
 	if (err)
 		vm->control->offload_running = false;
