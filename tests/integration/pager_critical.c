@@ -436,17 +436,20 @@ static void kept_cb(struct harness *h, void *arg)
  * device: the ranges vmnapd's own device will touch first on resume
  * (pager_set_device_pages) stay in the memfd through an offload, with
  * their contents, while the other data pages go out; byte ranges cover
- * whole pages; ranges outside guest RAM are left out and counted; a new
- * call replaces the set, and what left it goes out with the next offload.
+ * whole pages; ranges outside guest RAM are left out and counted; a page
+ * already out when named is read back at once; a new call replaces the
+ * set, and what left it goes out with the next offload.
  */
 #define DEV_PG		(7 * 100)	/* a data page (fill: i % 7 == 0) */
 #define DEV_PG2		(7 * 200)
+#define DEV_PG3		(7 * 300)
 
 static int mode_device(const char *self, uint64_t mib)
 {
 	const uint64_t gpa[] = { DEV_PG * PAGE + 100, DEV_PG2 * PAGE, UINT64_MAX - 100,
 				 (uint64_t)mib << 40 };
 	const uint64_t len[] = { PAGE, 1, 200, PAGE };
+	const uint64_t gpa3 = DEV_PG3 * PAGE, len3 = PAGE;
 	struct device_call dc = { gpa, len, 4 };
 	struct kept_call kc;
 	struct harness h = { 0 };
@@ -475,6 +478,17 @@ static int mode_device(const char *self, uint64_t mib)
 	    st.pages[PAGE_RESIDENT] + st.pages[PAGE_CLEAN] == 3,
 	    "... and %u: only those 3 stayed (%llu offloaded)", DEV_PG2,
 	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
+	/* a page already out when named (a buffer posted since) is read back
+	 * at once, while the VM is paused, not before its next resume */
+	dc = (struct device_call){ &gpa3, &len3, 1 };
+	on_loop(&h, device_cb, &dc);
+	kc = (struct kept_call){ .pg = DEV_PG3, .n = 1, .round = 1 };
+	for (int i = 0; i < 3000 && !kc.kept; i++) {
+		usleep(1000);
+		on_loop(&h, kept_cb, &kc);
+	}
+	tap(kc.kept, "page %u, out when named, read back into the memfd with round 1's "
+	    "contents", DEV_PG3);
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 

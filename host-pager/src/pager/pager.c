@@ -800,31 +800,6 @@ static void page_align(uint64_t *gpa, uint64_t *len)
 	*len = (*len + PAGER_PAGE_SIZE - 1) & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
 }
 
-void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t *len,
-			    unsigned int nr)
-{
-	pthread_mutex_lock(&p->lock);
-	p->dev_nr = 0;
-	for (unsigned int i = 0; i < nr; i++) {
-		uint64_t g = gpa[i], l = len[i], pg, n;
-		bool log_now = false;
-
-		page_align(&g, &l);
-		if (g + l < g || gpa_range_check_locked(p, g, l, &log_now)) {
-			p->dev_refused++;
-			continue;
-		}
-		while (l && p->dev_nr < PAGER_DEVICE_MAX_PAGES &&
-		       !pager_gpa_chunk_locked(p, g, l, &pg, &n) && n) {
-			for (uint64_t k = 0; k < n && p->dev_nr < PAGER_DEVICE_MAX_PAGES; k++)
-				p->dev_pg[p->dev_nr++] = pg + k;
-			g += n * PAGER_PAGE_SIZE;
-			l -= n * PAGER_PAGE_SIZE;
-		}
-	}
-	pthread_mutex_unlock(&p->lock);
-}
-
 int pager_make_resident(struct pager *p, uint64_t gpa, uint64_t len)
 {
 	bool log_now = false;
@@ -894,6 +869,39 @@ int pager_make_resident_async(struct pager *p, uint64_t gpa, uint64_t len)
 	if (queued)
 		pthread_cond_signal(&p->resident_cv);
 	return err;
+}
+
+void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t *len,
+			    unsigned int nr)
+{
+	bool queued = false;
+
+	pthread_mutex_lock(&p->lock);
+	p->dev_nr = 0;
+	for (unsigned int i = 0; i < nr; i++) {
+		uint64_t g = gpa[i], l = len[i], pg, n;
+		bool log_now = false;
+
+		page_align(&g, &l);
+		if (g + l < g || gpa_range_check_locked(p, g, l, &log_now)) {
+			p->dev_refused++;
+			continue;
+		}
+		/* out already (posted since the last offload): read back now,
+		 * while the VM is paused, not before its next cont */
+		if (!range_resident_locked(p, g, l))
+			pager_resident_ask_locked(p, g, l, &queued);
+		while (l && p->dev_nr < PAGER_DEVICE_MAX_PAGES &&
+		       !pager_gpa_chunk_locked(p, g, l, &pg, &n) && n) {
+			for (uint64_t k = 0; k < n && p->dev_nr < PAGER_DEVICE_MAX_PAGES; k++)
+				p->dev_pg[p->dev_nr++] = pg + k;
+			g += n * PAGER_PAGE_SIZE;
+			l -= n * PAGER_PAGE_SIZE;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (queued)
+		pthread_cond_signal(&p->resident_cv);
 }
 
 /*
