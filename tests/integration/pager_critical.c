@@ -323,6 +323,9 @@ static int mode_resident(const char *self, uint64_t mib)
 	tap(!err && sc.resident == sc.n && sc.contents_ok,
 	    "offload 2 left S in the memfd: %u of %u pages, round 2's contents", sc.resident,
 	    sc.n);
+	tap(st.kept_dirty_pages > 0 && st.kept_dirty_pages == st.pages[PAGE_RESIDENT],
+	    "the set's written pages, %llu, counted as kept (the next offload will not "
+	    "write them)", (unsigned long long)st.kept_dirty_pages);
 	tap(kept >= sc.n && kept <= st.critical_set_pages && in == kept &&
 	    st.pages[PAGE_OFFLOADED] > 0,
 	    "only the set stayed: %llu page(s) kept of %llu in the set, %llu resident, "

@@ -1314,6 +1314,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_in_flight_faults = p->fault_in_flight_faults;
 	st->fault_seq_ns_sum = p->fault_seq_ns_sum;
 	st->critical_set_pages = p->crit_nr;
+	st->kept_dirty_pages = pager_kept_dirty_locked(p);
 	st->device_pages = p->dev_nr;
 	st->device_ranges_refused = p->dev_refused;
 	st->critical_kept_pages = p->crit_kept_pages;

@@ -294,6 +294,10 @@ struct pager_stats {
 	uint64_t device_pages;			/* of vmnapd's devices, kept
 						 * with it (pager_set_device_pages) */
 	uint64_t device_ranges_refused;		/* device ranges outside guest RAM */
+	uint64_t kept_dirty_pages;		/* RESIDENT pages of the set and
+						 * the devices': an offload keeps
+						 * them, so it will not write them
+						 * (critical_resident; else 0) */
 	uint64_t critical_restored_pages;	/* restored before a resume */
 	uint64_t critical_mapped_pages;		/* ... of them mapped into the
 						 * VMM (UFFDIO_COPY), not only

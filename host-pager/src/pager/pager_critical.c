@@ -284,6 +284,20 @@ static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run 
 	return err;
 }
 
+uint64_t pager_kept_dirty_locked(const struct pager *p)
+{
+	uint64_t n = 0;
+
+	if (!p->cfg.critical_resident)
+		return 0;
+	for (unsigned int i = 0; i < p->crit_nr; i++)
+		n += pg_state(p, p->crit_pg[(p->crit_head + i) % PAGER_CRITICAL_MAX_PAGES]) ==
+		     PAGE_RESIDENT;
+	for (unsigned int i = 0; i < p->dev_nr; i++)
+		n += pg_state(p, p->dev_pg[i]) == PAGE_RESIDENT;
+	return n < p->count[PAGE_RESIDENT] ? n : p->count[PAGE_RESIDENT];
+}
+
 /* Is a page of the set out?  Kept resident (critical_resident), none
  * usually is: then there is nothing to sort, allocate or read.  Lock held. */
 static bool set_out_locked(const struct pager *p)

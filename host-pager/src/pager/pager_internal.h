@@ -486,6 +486,10 @@ void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n);
 void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
 /* Free what the pre-resume restore keeps between resumes (detach). */
 void pager_critical_release(struct pager *p);
+/* RESIDENT pages the next offload keeps (the set's and the devices',
+ * with critical_resident): it will not write them.  A page in both counts
+ * twice (at most count[PAGE_RESIDENT] in all).  p->lock held. */
+uint64_t pager_kept_dirty_locked(const struct pager *p);
 /* The set's pages and the devices' (pager_set_device_pages), sorted,
  * without duplicates, into @pgs (room for PAGER_KEEP_MAX_PAGES); how
  * many.  p->lock held. */
