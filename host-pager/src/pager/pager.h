@@ -490,11 +490,13 @@ int pager_offload_start(struct pager *p,
  * (a vsock device's rings and next RX buffers): with critical_resident,
  * offloads leave their resident pages resident, as they do the
  * resume-critical set, so the device need not wait for store reads before
- * the guest hears of a resume.  Replaces the last call's set; at most
- * PAGER_DEVICE_MAX_PAGES pages are taken, in order.  The ranges may be
- * guest-written: parts outside guest RAM (or any, while the guest-physical
- * map is only guessed) are left out and counted (device_pages_refused).
- * Loop thread, before pager_offload_start.
+ * the guest hears of a resume; a range already out is read back at once by
+ * the residency worker (the VM is paused), not before the next resume.
+ * Replaces the last call's set; at most PAGER_DEVICE_MAX_PAGES pages are
+ * taken, in order.  The ranges may be guest-written: one outside guest RAM
+ * (or any, while the guest-physical map is only guessed) is left out and
+ * counted (device_ranges_refused).  Loop thread, before
+ * pager_offload_start.
  */
 void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t *len,
 			    unsigned int nr);

@@ -116,9 +116,10 @@ struct offload {
 	bool sync;		/* ... by write faults (wp_sync) */
 	int err;
 	bool cancelled;		/* stopped early by pager_offload_cancel */
-	/* critical_resident: the resume-critical set at the start, sorted
-	 * (kept_set.pg = keep); its pages are not claimed (they stay resident
-	 * and mapped) nor protected again by the dirty scans */
+	/* critical_resident: the resume-critical set and the devices' pages
+	 * (pager_set_device_pages) at the start, sorted (kept_set.pg = keep);
+	 * their pages are not claimed (they stay resident and mapped) nor
+	 * protected again by the dirty scans */
 	uint64_t keep[PAGER_KEEP_MAX_PAGES];
 	struct pager_keep kept_set;
 	/* ... those of them written already (RESIDENT), which wp_sync leaves
