@@ -98,15 +98,22 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Entry @i of the pages kept with the set: the set's, oldest first, then
+ * the devices' (pager_set_device_pages).  Lock held. */
+static uint64_t kept_pg(const struct pager *p, unsigned int i)
+{
+	return i < p->crit_nr ? p->crit_pg[(p->crit_head + i) % PAGER_CRITICAL_MAX_PAGES] :
+				p->dev_pg[i - p->crit_nr];
+}
+
 /* Sorted, without duplicates: the set's pages and the devices' (they
  * are kept and read back alike) in guest-RAM order. */
 unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs)
 {
 	unsigned int all = p->crit_nr + p->dev_nr, n = 0;
 
-	for (unsigned int i = 0; i < p->crit_nr; i++)
-		pgs[i] = p->crit_pg[(p->crit_head + i) % PAGER_CRITICAL_MAX_PAGES];
-	memcpy(pgs + p->crit_nr, p->dev_pg, p->dev_nr * sizeof(*pgs));
+	for (unsigned int i = 0; i < all; i++)
+		pgs[i] = kept_pg(p, i);
 	qsort(pgs, all, sizeof(*pgs), cmp_u64);
 	for (unsigned int i = 0; i < all; i++)
 		if (!n || pgs[n - 1] != pgs[i])
@@ -284,32 +291,34 @@ static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run 
 	return err;
 }
 
-uint64_t pager_kept_dirty_locked(const struct pager *p)
+/* How many pages of the set and the devices' are in state @s (a page in
+ * both counts twice); with @first, 1 at the first one found.  Lock held. */
+static uint64_t kept_in_state_locked(const struct pager *p, enum pager_page_state s,
+				     bool first)
 {
 	uint64_t n = 0;
 
+	for (unsigned int i = 0; i < p->crit_nr + p->dev_nr && !(first && n); i++)
+		n += pg_state(p, kept_pg(p, i)) == s;
+	return n;
+}
+
+uint64_t pager_kept_dirty_locked(const struct pager *p)
+{
+	uint64_t n;
+
 	if (!p->cfg.critical_resident)
 		return 0;
-	for (unsigned int i = 0; i < p->crit_nr; i++)
-		n += pg_state(p, p->crit_pg[(p->crit_head + i) % PAGER_CRITICAL_MAX_PAGES]) ==
-		     PAGE_RESIDENT;
-	for (unsigned int i = 0; i < p->dev_nr; i++)
-		n += pg_state(p, p->dev_pg[i]) == PAGE_RESIDENT;
+	n = kept_in_state_locked(p, PAGE_RESIDENT, false);
 	return n < p->count[PAGE_RESIDENT] ? n : p->count[PAGE_RESIDENT];
 }
 
-/* Is a page of the set out?  Kept resident (critical_resident), none
- * usually is: then there is nothing to sort, allocate or read.  Lock held. */
+/* Is a page of the set (or the devices') out?  Kept resident
+ * (critical_resident), none usually is: then there is nothing to sort,
+ * allocate or read.  Lock held. */
 static bool set_out_locked(const struct pager *p)
 {
-	for (unsigned int i = 0; i < p->crit_nr; i++)
-		if (pg_state(p, p->crit_pg[(p->crit_head + i) % PAGER_CRITICAL_MAX_PAGES]) ==
-		    PAGE_OFFLOADED)
-			return true;
-	for (unsigned int i = 0; i < p->dev_nr; i++)
-		if (pg_state(p, p->dev_pg[i]) == PAGE_OFFLOADED)
-			return true;
-	return false;
+	return kept_in_state_locked(p, PAGE_OFFLOADED, true);
 }
 
 int pager_resume_prepare(struct pager *p)

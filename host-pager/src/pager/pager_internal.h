@@ -580,8 +580,8 @@ static inline enum pager_page_state pager_clean_state_locked(struct pager *p, ui
 	return pager_tracking_locked(p) && !written ? PAGE_CLEAN : PAGE_RESIDENT;
 }
 /*
- * Pages an offload leaves resident (the resume-critical set with
- * critical_resident), sorted: the scans report their writes but do not
+ * Pages an offload leaves resident (the resume-critical set and the
+ * devices' pages, with critical_resident), sorted: the scans report their writes but do not
  * protect them again, and wp_sync leaves those of them already written
  * unprotected (the offload passes only those to pager_dirty_protect; a
  * CLEAN page is protected again like any).  Such a page is written at

@@ -532,7 +532,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 		while (k < o->kept_set.nr && o->keep[k] < b->pg + i)
 			k++;
 		if (k < o->kept_set.nr && o->keep[k] == b->pg + i) {
-			b->kind[i] = BP_SKIP;	/* the resume-critical set stays */
+			b->kind[i] = BP_SKIP;	/* the set (and devices' pages) stay */
 			o->crit_kept++;
 			continue;
 		}
