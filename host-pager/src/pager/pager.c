@@ -874,17 +874,23 @@ int pager_make_resident_async(struct pager *p, uint64_t gpa, uint64_t len)
 void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t *len,
 			    unsigned int nr)
 {
-	bool queued = false;
+	uint64_t log_gpa = 0, log_len = 0;
+	bool queued = false, log_now = false;
 
 	pthread_mutex_lock(&p->lock);
 	p->dev_nr = 0;
 	for (unsigned int i = 0; i < nr; i++) {
 		uint64_t g = gpa[i], l = len[i], pg, n;
-		bool log_now = false;
+		bool first = false;
 
 		page_align(&g, &l);
-		if (g + l < g || gpa_range_check_locked(p, g, l, &log_now)) {
+		if (g + l < g || gpa_range_check_locked(p, g, l, &first)) {
 			p->dev_refused++;
+			if (first) {	/* the map's one warning: say it below */
+				log_now = true;
+				log_gpa = g;
+				log_len = l;
+			}
 			continue;
 		}
 		/* out already (posted since the last offload): read back now,
@@ -902,6 +908,8 @@ void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t
 	pthread_mutex_unlock(&p->lock);
 	if (queued)
 		pthread_cond_signal(&p->resident_cv);
+	if (log_now)
+		gpa_refused_log(p, "device pages", log_gpa, log_len);
 }
 
 /*
