@@ -27,7 +27,8 @@
  *
  * device: the ranges vmnapd's own device touches first on resume
  * (pager_set_device_pages) stay in the memfd through offloads, checked
- * against guest RAM, replaced by the next call.
+ * against guest RAM; one out when named is read back; replaced by the
+ * next call.
  *
  *   pager_critical [MiB [deliver|resident|resident-sync|device]]	(default 16)
  */
@@ -130,10 +131,25 @@ struct set_resident_call {
 	bool contents_ok;
 };
 
+/* Is page @pg in the memfd @fd (guest RAM from @off)?  If so, *@ok is
+ * cleared unless it holds round @round's contents. */
+static bool page_in_memfd(int fd, uint64_t off, uint64_t pg, unsigned int round, bool *ok)
+{
+	uint64_t want[PAGE / 8], got[PAGE / 8];
+	off_t at = (off_t)(off + pg * PAGE);
+
+	if (lseek(fd, at, SEEK_DATA) != at)
+		return false;
+	page_pattern(pg, round, want);
+	if (pread(fd, got, PAGE, at) != PAGE || memcmp(got, want, PAGE))
+		*ok = false;
+	return true;
+}
+
 static void set_resident_cb(struct harness *h, void *arg)
 {
 	struct set_resident_call *sc = arg;
-	uint64_t pgs[CRIT_SET_MAX], want[PAGE / 8], got[PAGE / 8], off;
+	uint64_t pgs[CRIT_SET_MAX], off;
 	struct pager_stats st;
 	int fd;
 
@@ -141,15 +157,8 @@ static void set_resident_cb(struct harness *h, void *arg)
 	sc->n = crit_set(st.pages_total, pgs);
 	sc->resident = 0;
 	sc->contents_ok = !pager_gpa_to_memfd(the_pager(h), 0, &fd, &off);
-	for (unsigned int k = 0; k < sc->n; k++) {
-		off_t at = (off_t)(off + pgs[k] * PAGE);
-		bool in = lseek(fd, at, SEEK_DATA) == at;
-
-		sc->resident += in;
-		page_pattern(pgs[k], sc->round, want);
-		if (in && (pread(fd, got, PAGE, at) != PAGE || memcmp(got, want, PAGE)))
-			sc->contents_ok = false;
-	}
+	for (unsigned int k = 0; k < sc->n; k++)
+		sc->resident += page_in_memfd(fd, off, pgs[k], sc->round, &sc->contents_ok);
 }
 
 /* Is page @pg in the memfd (allocated, not a hole)? */
@@ -406,20 +415,16 @@ static void device_cb(struct harness *h, void *arg)
 /* Are pages @pg .. @pg+@n-1 in the memfd, with round @round's contents? */
 static bool pages_kept(struct harness *h, uint64_t pg, unsigned int n, unsigned int round)
 {
-	uint64_t want[PAGE / 8], got[PAGE / 8], off;
+	bool ok = true;
+	uint64_t off;
 	int fd;
 
 	if (pager_gpa_to_memfd(the_pager(h), 0, &fd, &off))
 		return false;
-	for (uint64_t i = pg; i < pg + n; i++) {
-		off_t at = (off_t)(off + i * PAGE);
-
-		page_pattern(i, round, want);
-		if (lseek(fd, at, SEEK_DATA) != at || pread(fd, got, PAGE, at) != PAGE ||
-		    memcmp(got, want, PAGE))
+	for (uint64_t i = pg; i < pg + n && ok; i++)
+		if (!page_in_memfd(fd, off, i, round, &ok))
 			return false;
-	}
-	return true;
+	return ok;
 }
 
 struct kept_call {
