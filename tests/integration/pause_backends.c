@@ -11,7 +11,9 @@
  *                (skips otherwise), with the empty frozen cgroup the
  *                backend keeps at the hierarchy's root while it is open,
  *                and always a FAKE cgroupfs directory (a plain
- *                freezer.state file) - that one says so.
+ *                freezer.state file) - that one says so.  On the fake
+ *                one, calls through pause_start() on a loop: one worker
+ *                thread for all, and a release that resumes and ends it.
  *   firecracker  and cloud-hypervisor: RECORDED request/response exchanges
  *                served by a unix-socket server in this test (no KVM here,
  *                so no real Firecracker or Cloud Hypervisor): the test checks
@@ -34,6 +36,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "loop.h"
 #include "pause.h"
 #include "tap.h"
 
@@ -244,6 +247,99 @@ static void test_freezer_fake(const char *dir)
 	pause_free(pb);
 }
 
+/* Threads of this process. */
+static int nr_threads(void)
+{
+	char buf[256] = "";
+	int fd = open("/proc/self/stat", O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	const char *p = n > 0 ? strrchr(buf, ')') : NULL;
+	int nr = -1;
+
+	if (fd >= 0)
+		close(fd);
+	/* ") S ppid pgrp session tty tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime cutime cstime priority nice num_threads" */
+	if (p)
+		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %d",
+		       &nr);
+	return nr;
+}
+
+struct async_run {
+	struct loop *loop;
+	char state[PATH_MAX + 16];
+	int calls, left, errors, wrong_state, threads_max;
+};
+
+static void async_done(struct pause_backend *pb, int err, void *arg)
+{
+	struct async_run *r = arg;
+	char buf[32] = "";
+	int fd = open(r->state, O_RDONLY);
+	int t = nr_threads();
+
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) < 0)
+		buf[0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	r->calls++;
+	r->errors += err != 0;
+	r->wrong_state += strncmp(buf, pb->paused ? "FROZEN" : "THAWED", 6) != 0;
+	if (t > r->threads_max)
+		r->threads_max = t;
+	/* end paused: the release below must resume */
+	if (--r->left == 0 || pause_start(pb, r->loop, !pb->paused, async_done, r))
+		loop_stop(r->loop);
+}
+
+/* pause_start(): every call on one worker, done on the loop, and a release
+ * resumes a paused VM and ends the worker. */
+static void test_async(const char *dir)
+{
+	struct pause_spec spec = { .kind = PAUSE_FREEZER, .timeout_ms = 1000 };
+	struct async_run r = { .left = 21 };
+	char buf[32] = "";
+	struct pause_backend *pb;
+	int before = nr_threads(), fd, err;
+	unsigned int live;
+	FILE *f;
+
+	snprintf(spec.path, sizeof(spec.path), "%s/async-freezer", dir);
+	mkdir(spec.path, 0700);
+	snprintf(r.state, sizeof(r.state), "%s/freezer.state", spec.path);
+	f = fopen(r.state, "w");
+	fputs("THAWED\n", f);
+	fclose(f);
+	r.loop = loop_new();
+	pb = pause_new(&spec, "async");
+	err = pause_start(pb, r.loop, true, async_done, &r);
+	tap(pause_start(pb, r.loop, false, async_done, &r) == -EBUSY,
+	    "pause_start: a second call while one is in flight is refused (EBUSY)");
+	if (!err)
+		loop_run(r.loop);
+	tap(!err && r.calls == 21 && !r.errors && !r.wrong_state,
+	    "pause_start: 21 calls done on the loop, each with the state it asked "
+	    "(%d done, %d errors, %d wrong)", r.calls, r.errors, r.wrong_state);
+	tap(r.threads_max == before + 1 && pb->paused,
+	    "pause_start: one worker thread for all of them (%d threads, %d before)",
+	    r.threads_max, before);
+	pause_release(pb, true);
+	live = pause_released_wait(5000);
+	/* the worker has freed the backend; let it exit (bounded, not timed) */
+	for (int i = 0; i < 500 && nr_threads() != before; i++)
+		usleep(10000);
+	fd = open(r.state, O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) < 0)
+		buf[0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	tap(!live && !strncmp(buf, "THAWED", 6) && nr_threads() == before,
+	    "pause_release(resume): the worker resumed the VM, freed the backend and "
+	    "ended (%u left, %d threads)", live, nr_threads());
+	loop_free(r.loop);
+}
+
 /* Child in cgroup @cg (its procs file @procs); returns its pid or -1. */
 static pid_t child_in(const char *procs)
 {
@@ -452,6 +548,7 @@ int main(void)
 	test_rest("firecracker", PAUSE_FIRECRACKER, fc_exchanges, 3, dir);
 	test_rest("chv", PAUSE_CHV, chv_exchanges, 3, dir);
 	test_freezer_fake(dir);
+	test_async(dir);
 	test_freezer_real("/sys/fs/cgroup/unified", "cgroup.procs", "freezer v2 (cgroup.freeze)");
 	if (access("/sys/fs/cgroup/cgroup.freeze", F_OK) == 0 ||
 	    access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0)

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * pause.c - pause backend dispatch: one thread per call; see pause.h.
+ * pause.c - pause backend dispatch: one worker thread per backend; see
+ * pause.h.
  *
- * The loop never waits for a call's thread.  A backend released while its
- * call is in flight (the VM deleted, vmnapd stopping, a wedged VMM) is
- * handed to that thread: @lock orders the hand-over against the thread's
- * end, and whichever comes second - the release or the thread's end -
- * decides who finishes: the thread frees the backend (after resuming the
- * VM if asked) when it was orphaned first, else the owner does.
+ * The loop never waits for the worker: it queues a call under @lock and
+ * reads the result when the worker's eventfd says it is done.  Released
+ * (the VM deleted, vmnapd stopping, a wedged VMM), a backend is handed to
+ * its worker, which finishes the call in hand, resumes the VM if asked and
+ * frees the backend.  A backend that never had a worker (only blocking
+ * calls) is finished by its owner, or for a last resume by a thread of its
+ * own.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -73,6 +75,7 @@ struct pause_backend *pause_new(const struct pause_spec *spec, const char *subje
 	pb->ops = kinds[spec->kind].ops;
 	pb->efd = -1;
 	pthread_mutex_init(&pb->lock, NULL);
+	pthread_cond_init(&pb->wake, NULL);
 	pb->spec = *spec;
 	snprintf(pb->subject, sizeof(pb->subject), "%s", subject ? subject : "pause");
 	return pb;
@@ -84,6 +87,7 @@ static void pause_destroy(struct pause_backend *pb)
 		pb->ops->close(pb);
 	if (pb->efd >= 0)
 		close(pb->efd);
+	pthread_cond_destroy(&pb->wake);
 	pthread_mutex_destroy(&pb->lock);
 	free(pb);
 }
@@ -116,9 +120,26 @@ static void *pause_orphan_thread(void *arg)
 	return NULL;
 }
 
+/* Run @fn(@arg) on a detached thread; 0 or an errno. */
+static int detached_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int err = pthread_attr_init(&attr);
+
+	if (err)
+		return err;
+	err = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (!err)
+		err = pthread_create(&t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return err;
+}
+
 void pause_release(struct pause_backend *pb, bool resume)
 {
 	bool in_flight;
+	int err;
 
 	if (!pb)
 		return;
@@ -127,30 +148,20 @@ void pause_release(struct pause_backend *pb, bool resume)
 		loop_del_fd(pb->loop, pb->efd);	/* no completion reaches the owner */
 	pthread_mutex_lock(&pb->lock);
 	pb->resume_on_release = resume;
-	in_flight = pb->busy && !pb->thread_done;
-	if (in_flight) {
-		/* the call's thread finishes and frees @pb: not ours after unlock */
+	if (pb->worker) {
+		/* the worker finishes its call, then frees @pb: not ours after unlock */
 		pb->orphaned = true;
-		pthread_detach(pb->thread);
-		log_info(pb->subject, "%s call still in flight: it finishes on its own thread",
-			 pb->ops->name);
+		in_flight = pb->queued || (pb->busy && !pb->call_done);
+		pthread_cond_signal(&pb->wake);
+		if (in_flight)
+			log_info(pb->subject, "%s call still in flight: it finishes on its own thread",
+				 pb->ops->name);
 		pthread_mutex_unlock(&pb->lock);
 		return;
 	}
 	pthread_mutex_unlock(&pb->lock);
-	if (pb->busy)		/* done, its completion not yet read: no wait */
-		pthread_join(pb->thread, NULL);
-	pb->busy = false;
-	if (resume && pb->paused) {
-		pthread_t t;
-		pthread_attr_t attr;
-		int err = pthread_attr_init(&attr);
-
-		if (!err) {
-			pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-			err = pthread_create(&t, &attr, pause_orphan_thread, pb);
-			pthread_attr_destroy(&attr);
-		}
+	if (resume && pb->paused) {	/* paused by a blocking call: resume off the loop */
+		err = detached_thread(pause_orphan_thread, pb);
 		if (!err)
 			return;
 		log_warn(pb->subject, "no thread for the last resume (%s): resuming here",
@@ -164,38 +175,64 @@ void pause_free(struct pause_backend *pb)
 	pause_release(pb, false);
 }
 
-static void *pause_thread(void *arg)
+/*
+ * The backend's worker: runs each call pause_start() queues, signals the
+ * loop through @efd, and waits for the next.  Released, it finishes the
+ * call in hand, then the backend.  Nobody joins it: a worker the scheduler
+ * is slow to run again after its signal holds up no one.
+ */
+static void *pause_worker(void *arg)
 {
 	struct pause_backend *pb = arg;
 	uint64_t one = 1;
 	bool orphaned;
+	int result;
 
-	pb->result = pb->op_pause ? pause_vm(pb) : pause_resume_vm(pb);
 	pthread_mutex_lock(&pb->lock);
-	orphaned = pb->orphaned;
-	pb->thread_done = true;
-	pthread_mutex_unlock(&pb->lock);
-	if (orphaned) {
-		pause_orphan_finish(pb);
-		return NULL;
+	for (;;) {
+		while (!pb->queued && !pb->orphaned)
+			pthread_cond_wait(&pb->wake, &pb->lock);
+		if (!pb->queued)
+			break;		/* released with nothing asked */
+		pb->queued = false;
+		pthread_mutex_unlock(&pb->lock);
+		result = pb->op_pause ? pause_vm(pb) : pause_resume_vm(pb);
+		pthread_mutex_lock(&pb->lock);
+		pb->result = result;
+		pb->call_done = true;
+		orphaned = pb->orphaned;
+		pthread_mutex_unlock(&pb->lock);
+		/* unlocked: the loop, woken, must not wait for us to run again;
+		 * @efd is closed by this thread only (pause_destroy) */
+		if (!orphaned && write(pb->efd, &one, sizeof(one)) != sizeof(one))
+			log_err(pb->subject, "pause: cannot signal completion: %s",
+				strerror(errno));
+		pthread_mutex_lock(&pb->lock);
 	}
-	if (write(pb->efd, &one, sizeof(one)) != sizeof(one))
-		log_err(pb->subject, "pause: cannot signal completion: %s", strerror(errno));
+	pthread_mutex_unlock(&pb->lock);
+	pause_orphan_finish(pb);
 	return NULL;
 }
 
 static void on_pause_done(struct loop *l, int fd, uint32_t events, void *arg)
 {
 	struct pause_backend *pb = arg;
+	bool done;
 	uint64_t v;
+	int result;
 
 	(void)l;
 	(void)events;
 	if (read(fd, &v, sizeof(v)) != sizeof(v) || !pb->busy)
 		return;
-	pthread_join(pb->thread, NULL);	/* it has signalled: returns at once */
+	pthread_mutex_lock(&pb->lock);	/* orders the worker's writes before ours */
+	done = pb->call_done;
+	result = pb->result;
+	pthread_mutex_unlock(&pb->lock);
+	if (!done)
+		return;
 	pb->busy = false;
-	pb->done(pb, pb->result, pb->done_arg);
+	pb->done(pb, result, pb->done_arg);
 }
 
 int pause_start(struct pause_backend *pb, struct loop *l, bool pause, pause_done_fn done,
@@ -217,16 +254,21 @@ int pause_start(struct pause_backend *pb, struct loop *l, bool pause, pause_done
 		}
 		pb->loop = l;
 	}
+	if (!pb->worker) {
+		err = detached_thread(pause_worker, pb);
+		if (err)
+			return -err;
+		pb->worker = true;
+	}
+	pthread_mutex_lock(&pb->lock);
 	pb->op_pause = pause;
 	pb->done = done;
 	pb->done_arg = arg;
+	pb->call_done = false;
+	pb->queued = true;
+	pthread_cond_signal(&pb->wake);
+	pthread_mutex_unlock(&pb->lock);
 	pb->busy = true;
-	pb->thread_done = false;
-	err = pthread_create(&pb->thread, NULL, pause_thread, pb);
-	if (err) {
-		pb->busy = false;
-		return -err;
-	}
 	return 0;
 }
 

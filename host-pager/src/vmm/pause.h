@@ -10,7 +10,8 @@
  *
  * The backends' calls are blocking and bounded by the backend's timeout
  * (default PAUSE_DEFAULT_TIMEOUT_MS).  vmnapd uses them through
- * pause_start(), which runs the call on a short-lived thread and reports
+ * pause_start(), which runs the call on the backend's worker thread (one
+ * per backend, started at the first call, idle between calls) and reports
  * back on the loop: the loop must keep running while QEMU stops, because
  * QEMU's "stop" waits for vmnapd's own vhost-user device to answer
  * GET_VRING_BASE (a synchronous call would deadlock until the timeout).
@@ -107,17 +108,19 @@ struct pause_backend {
 	bool paused;
 	bool key_held;		/* freezer v1: holds the kernel's static key (pause_freezer.c) */
 	pid_t peer_pid;		/* the VMM, when the socket told (SO_PEERCRED), else 0 */
-	struct pause_stats st;	/* written by the call's thread while busy */
-	/* pause_start(): one call in flight at a time */
+	struct pause_stats st;	/* written by the worker while busy */
+	/* pause_start(): one call in flight at a time, on the backend's worker */
 	struct loop *loop;
-	int efd;		/* eventfd: the thread is done; -1 until first use */
-	pthread_t thread;
-	bool busy;		/* a thread was started, its completion not yet read */
-	bool op_pause;
-	/* release while a call is in flight (pause.c): under @lock */
+	int efd;		/* eventfd: the call is done; -1 until first use */
+	bool worker;		/* the worker thread was started (pause.c) */
+	bool busy;		/* a call was queued, its completion not yet read */
+	/* shared with the worker: under @lock */
 	pthread_mutex_t lock;
-	bool thread_done;	/* the call returned */
-	bool orphaned;		/* released first: the thread frees the backend */
+	pthread_cond_t wake;	/* a call is queued, or the backend released */
+	bool queued;		/* a call waits for the worker */
+	bool op_pause;
+	bool call_done;		/* the queued call returned; @result is its */
+	bool orphaned;		/* released: the worker frees the backend */
 	bool resume_on_release;
 	int result;
 	pause_done_fn done;
