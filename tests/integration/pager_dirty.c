@@ -196,6 +196,7 @@ static void own_write_cb(struct harness *h, void *arg)
 struct precopy_race {
 	int precopy_err, offload_err;	/* the starts' */
 	int stopped_err;		/* the pre-copy's done callback */
+	int cancel_err;			/* pager_offload_cancel's */
 	bool stopped;
 };
 
@@ -217,6 +218,16 @@ static void precopy_then_offload_cb(struct harness *h, void *arg)
 	r->precopy_err = pager_precopy_start(the_pager(h), precopy_stopped, r);
 	offload_cb(h, &oc);
 	r->offload_err = oc.err;
+}
+
+/* On the loop: a pre-copy, an offload queued behind it, and at once a
+ * cancel (the resume came before the offload could start). */
+static void precopy_offload_cancel_cb(struct harness *h, void *arg)
+{
+	struct precopy_race *r = arg;
+
+	precopy_then_offload_cb(h, r);
+	r->cancel_err = pager_offload_cancel(the_pager(h));
 }
 
 /* wp_async: pre-copy while the mappers write, and an offload cutting one
@@ -284,6 +295,30 @@ static void precopy_checks(struct harness *h, uint64_t ndata)
 	err = offload(h);
 	tap(!err, "one more cycle: %s", strerror(-err));
 	storm_check(h, "and after one more cycle");
+
+	/* an offload queued behind a pre-copy and cancelled never starts */
+	storm(h, true);
+	nap_ms(50);
+	storm(h, false);
+	st1 = stats(h, NULL);
+	memset(&race, 0, sizeof(race));
+	on_loop(h, precopy_offload_cancel_cb, &race);
+	if (!race.offload_err)
+		while (sem_wait(&h->offload_done) && errno == EINTR)
+			;
+	st = stats(h, NULL);
+	tap(!race.precopy_err && !race.offload_err && !race.cancel_err &&
+	    race.stopped && h->offload_err == -ECANCELED &&
+	    st.offload_cancels == st1.offload_cancels + 1 && st.offloads == st1.offloads &&
+	    st.pages[PAGE_OFFLOADED] == st1.pages[PAGE_OFFLOADED],
+	    "an offload cancelled while it waits for the pre-copy: the pre-copy stops "
+	    "(%s), the offload ends -ECANCELED (%s) unstarted, nothing punched (%llu out)",
+	    strerror(-race.stopped_err), strerror(-h->offload_err),
+	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
+	storm_check(h, "after the cancelled queued offload");
+	err = offload(h);
+	tap(!err, "and the next offload runs: %s", strerror(-err));
+	storm_check(h, "and after it");
 }
 
 static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking want)

@@ -91,7 +91,7 @@ static void offload_job_finish(struct pager *p)
 	int err;
 
 	pthread_mutex_lock(&p->lock);
-	if (!p->offloading) {	/* a pre-copy an offload start finished */
+	if (!p->offloading) {	/* torn down meanwhile */
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
@@ -102,6 +102,32 @@ static void offload_job_finish(struct pager *p)
 	pager_maybe_unregister(p);
 	if (p->offload_done)
 		p->offload_done(p, err, p->offload_arg);
+}
+
+static int offload_start_now(struct pager *p,
+			     void (*done)(struct pager *p, int err, void *arg), void *arg);
+
+/* The pre-copy an offload waited for has stopped: start that offload. */
+static void offload_queued_start(struct pager *p)
+{
+	void (*done)(struct pager *p, int err, void *arg) = p->queued_done;
+	void *arg = p->queued_arg;
+	int err;
+
+	if (!p->offload_queued)
+		return;
+	err = p->queued_cancelled ? -ECANCELED : 0;
+	p->offload_queued = false;
+	p->queued_cancelled = false;
+	if (!err)
+		err = offload_start_now(p, done, arg);
+	if (err == -ECANCELED) {
+		pthread_mutex_lock(&p->lock);
+		p->offload_cancels++;
+		pthread_mutex_unlock(&p->lock);
+	}
+	if (err)
+		done(p, err, arg);	/* the start was asynchronous: so is its end */
 }
 
 /* Loop callback: the offload thread finished. */
@@ -116,24 +142,7 @@ static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
 		return;
 	/* the thread still tidies the store: joined by the next offload */
 	offload_job_finish(p);
-}
-
-/*
- * An offload is about to start: stop a running pre-copy and wait for it
- * (its batches in flight complete first), then tell its owner (-ECANCELED,
- * or how it ended before the stop).
- */
-static void precopy_supersede(struct pager *p)
-{
-	uint64_t v;
-
-	if (!p->offloading || !p->precopy)
-		return;
-	atomic_store(&p->offload_abort, true);
-	offload_thread_join(p);
-	if (read(p->offload_done_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		log_warn(p->subject, "pre-copy: completion eventfd: %s", strerror(errno));
-	offload_job_finish(p);
+	offload_queued_start(p);
 }
 
 static const char *const gpa_source_names[PAGER_GPA_SOURCES] = {
@@ -478,6 +487,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	offload_thread_join(p);
 	p->offloading = false;
 	p->precopy = false;
+	p->offload_queued = false;	/* its owner is going: no callback */
 	/* The fault thread keeps serving while pages come back. */
 	pthread_mutex_lock(&p->lock);
 	restore = live && p->count[PAGE_OFFLOADED];
@@ -1081,20 +1091,16 @@ static int offload_thread_start(struct pager *p)
 	return -err;
 }
 
-int pager_offload_start(struct pager *p,
-			void (*done)(struct pager *p, int err, void *arg),
-			void *arg)
+static int offload_start_now(struct pager *p,
+			     void (*done)(struct pager *p, int err, void *arg), void *arg)
 {
 	int err;
 
-	if (!p->evictable) {
+	if (!p->evictable) {	/* may have changed while it was queued */
 		log_warn(p->subject, "offload refused: not evictable: %s",
 			 p->not_evictable_reason);
 		return -EPERM;
 	}
-	precopy_supersede(p);
-	if (p->offloading)
-		return -EBUSY;
 	offload_thread_join(p);
 	pager_prefetch_quiesce(p);
 	/* reg_lock until p->offloading is set: nothing unregisters between */
@@ -1120,6 +1126,27 @@ int pager_offload_start(struct pager *p,
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->reg_lock);
 	return offload_thread_start(p);
+}
+
+int pager_offload_start(struct pager *p,
+			void (*done)(struct pager *p, int err, void *arg),
+			void *arg)
+{
+	if (!p->evictable || !p->offloading)
+		return offload_start_now(p, done, arg);	/* -EPERM, or it starts */
+	if (!p->precopy || p->offload_queued)
+		return -EBUSY;
+	/*
+	 * Stop the pre-copy at its next batch boundary and start when its
+	 * thread has ended (offload_done_cb).  Waiting here for its batches
+	 * in flight held the loop for 3-10 ms.
+	 */
+	atomic_store(&p->offload_abort, true);
+	p->offload_queued = true;
+	p->queued_cancelled = false;
+	p->queued_done = done;
+	p->queued_arg = arg;
+	return 0;
 }
 
 int pager_precopy_start(struct pager *p,
@@ -1153,6 +1180,12 @@ void pager_set_writer_gate(struct pager *p, int (*gate)(bool stop, void *arg), v
 
 int pager_offload_cancel(struct pager *p)
 {
+	if (p->offload_queued) {
+		if (!p->queued_cancelled)
+			log_info(p->subject, "offload cancel requested before it started");
+		p->queued_cancelled = true;
+		return 0;
+	}
 	if (!p->offloading)
 		return -EALREADY;
 	if (!atomic_exchange(&p->offload_abort, true))

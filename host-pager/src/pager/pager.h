@@ -480,7 +480,12 @@ void pager_set_resident_cb(struct pager *p, void (*cb)(struct pager *p, void *ar
  * store and then punched.  Only while the VM is paused and every mapper is
  * registered.  Asynchronous: @done runs on the loop thread with 0 or
  * -errno (-ENOSPC, -EIO: aborted, what was not written stays resident).
- * -EBUSY if an offload is running, -EPERM if not evictable.
+ * -EBUSY if an offload is running, -EPERM if not evictable.  While a
+ * pre-copy runs the offload is queued: the pre-copy stops at its next
+ * batch boundary, its @done comes first (-ECANCELED, or how it ended),
+ * then the offload starts; a start that then fails (-ENOTCONN, a
+ * registration error) or was cancelled meanwhile (-ECANCELED) is reported
+ * through @done.
  */
 int pager_offload_start(struct pager *p,
 			void (*done)(struct pager *p, int err, void *arg),
@@ -512,9 +517,8 @@ void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t
  * an offload or pre-copy runs; -EPERM if not evictable.  Asynchronous:
  * @done on the loop thread with 0 or -errno (a store error is counted
  * and logged as an offload's is; no page is affected).  An offload
- * started meanwhile stops it at its next batch boundary, waits for it and
- * calls @done (-ECANCELED, or how it ended first) before going on.  Loop
- * thread.
+ * started meanwhile stops it at its next batch boundary and waits for it
+ * without holding the loop (pager_offload_start).  Loop thread.
  */
 int pager_precopy_start(struct pager *p,
 			void (*done)(struct pager *p, int err, void *arg),
@@ -538,7 +542,9 @@ void pager_set_writer_gate(struct pager *p, int (*gate)(bool stop, void *arg), v
  * (a pre-copy too: its done callback gets -ECANCELED).
  * Pages already punched stay OFFLOADED (served by faults), every other
  * page stays RESIDENT, none is lost; the done callback follows with
- * -ECANCELED (or 0 / -errno if the offload ended first).  Loop thread.
+ * -ECANCELED (or 0 / -errno if the offload ended first).  An offload
+ * still queued behind a pre-copy never starts: its done callback gets
+ * -ECANCELED once the pre-copy has stopped.  Loop thread.
  * 0, or -EALREADY if no offload is running.
  */
 int pager_offload_cancel(struct pager *p);

@@ -231,6 +231,12 @@ struct pager {
 	uint64_t offload_t0;
 	void (*offload_done)(struct pager *p, int err, void *arg);
 	void *offload_arg;
+	/* an offload asked for while a pre-copy stops (loop thread only):
+	 * started when the pre-copy's thread has ended (pager.c) */
+	bool offload_queued;
+	bool queued_cancelled;		/* pager_offload_cancel() came first */
+	void (*queued_done)(struct pager *p, int err, void *arg);
+	void *queued_arg;
 	int (*writer_gate)(bool stop, void *arg);	/* pager_set_writer_gate */
 	void *writer_gate_arg;
 
