@@ -154,7 +154,7 @@ void pause_release(struct pause_backend *pb, bool resume)
 		in_flight = pb->queued || (pb->busy && !pb->call_done);
 		pthread_cond_signal(&pb->wake);
 		if (in_flight)
-			log_info(pb->subject, "%s call still in flight: it finishes on its own thread",
+			log_info(pb->subject, "%s call still in flight: its worker finishes it",
 				 pb->ops->name);
 		pthread_mutex_unlock(&pb->lock);
 		return;
