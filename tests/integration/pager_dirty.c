@@ -215,7 +215,7 @@ static void precopy_then_offload_cb(struct harness *h, void *arg)
 	struct precopy_race *r = arg;
 	struct offload_call oc;
 
-	r->precopy_err = pager_precopy_start(the_pager(h), precopy_stopped, r);
+	r->precopy_err = precopy_start_retry(the_pager(h), precopy_stopped, r);
 	offload_cb(h, &oc);
 	r->offload_err = oc.err;
 }

@@ -1050,12 +1050,27 @@ void offload_cb(struct harness *h, void *arg)
 	oc->err = p ? pager_offload_start(p, offload_done, h) : -ENOENT;
 }
 
+int precopy_start_retry(struct pager *p, void (*done)(struct pager *p, int err, void *arg),
+			void *arg)
+{
+	int err = -EBUSY;
+
+	for (int i = 0; i < PRECOPY_BUSY_TRIES && err == -EBUSY; i++) {
+		const struct timespec ts = { .tv_nsec = 10 * 1000000L };
+
+		if (i)
+			nanosleep(&ts, NULL);
+		err = pager_precopy_start(p, done, arg);
+	}
+	return err;
+}
+
 static void precopy_cb(struct harness *h, void *arg)
 {
 	struct offload_call *oc = arg;
 	struct pager *p = the_pager(h);
 
-	oc->err = p ? pager_precopy_start(p, offload_done, h) : -ENOENT;
+	oc->err = p ? precopy_start_retry(p, offload_done, h) : -ENOENT;
 }
 
 /* Start an offload or a pre-copy with @start on the loop, and wait for it. */

@@ -230,6 +230,15 @@ int offload(struct harness *h);
  * callback's error. */
 int precopy(struct harness *h);
 /*
+ * pager_precopy_start(), tried again while it answers -EBUSY because the
+ * last offload's thread still discards stale store slots (at most
+ * PRECOPY_BUSY_TRIES times, 10 ms apart; the pager needs no loop callback
+ * for that, so a caller on the loop may wait).
+ */
+#define PRECOPY_BUSY_TRIES	500
+int precopy_start_retry(struct pager *p, void (*done)(struct pager *p, int err, void *arg),
+			void *arg);
+/*
  * pager_make_resident_async(gpa, len) on the loop thread: its answer; on
  * -EAGAIN, waits (at most RESIDENT_WAIT_S) for the pager's resident
  * callback, *@told says whether it came.

@@ -1079,7 +1079,10 @@ static void offload_job_set_locked(struct pager *p, bool precopy,
 /* Run the job offload_job_set_locked() set; undone if the thread cannot start. */
 static int offload_thread_start(struct pager *p)
 {
-	int err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
+	int err;
+
+	atomic_store(&p->offload_thread_ended, false);
+	err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
 
 	p->offload_thread_live = !err;
 	if (err) {
@@ -1157,7 +1160,11 @@ int pager_precopy_start(struct pager *p,
 
 	if (!p->evictable)
 		return -EPERM;
-	if (p->offloading)
+	/* The last offload's thread may still discard its stale slots (10-30
+	 * ms after a cancel): a pre-copy can wait for a later chance, the
+	 * loop should not wait for that join. */
+	if (p->offloading ||
+	    (p->offload_thread_live && !atomic_load(&p->offload_thread_ended)))
 		return -EBUSY;
 	offload_thread_join(p);
 	/* reg_lock: no mapper comes or goes until p->offloading is set */

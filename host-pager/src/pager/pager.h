@@ -514,7 +514,8 @@ void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t
  * are.  Data is copied with pread, not mapped.  Only with asynchronous
  * dirty tracking (wp_async: a write never waits for us) and mappers
  * registered by an earlier offload: -EOPNOTSUPP otherwise; -EBUSY while
- * an offload or pre-copy runs; -EPERM if not evictable.  Asynchronous:
+ * an offload or pre-copy runs, or the last offload's thread still discards
+ * the store slots it left stale; -EPERM if not evictable.  Asynchronous:
  * @done on the loop thread with 0 or -errno (a store error is counted
  * and logged as an offload's is; no page is affected).  An offload
  * started meanwhile stops it at its next batch boundary and waits for it

@@ -223,6 +223,7 @@ struct pager {
 	/* offload */
 	pthread_t offload_thread;
 	bool offload_thread_live;	/* not joined yet (loop thread only) */
+	atomic_bool offload_thread_ended;	/* its last step done: a join is short */
 	bool offloading;		/* an offload or a pre-copy runs */
 	bool precopy;			/* ... a pre-copy (pager_precopy_start) */
 	atomic_bool offload_abort;

@@ -959,5 +959,6 @@ void *pager_offload_main(void *arg)
 			o.precopy ? "pre-copy" : "offload", strerror(errno));
 	if (!o.precopy)	/* a pre-copy's stale slots wait for the next offload */
 		discard_stale_slots(p);	/* after done: the VM need not wait for it */
+	atomic_store(&p->offload_thread_ended, true);
 	return NULL;
 }
