@@ -31,11 +31,12 @@ def resume_figures(fig):
     """A run's figures from vmnapd's events (vmnapd_event_figures): pauses,
     offloads, offloaded bytes, vmnapd's delivery p50/p99, the offload
     decisions by reason, p50/p99 of every resume phase (ms) and of the
-    faults taken between the resume request and its end, and the faults
-    served while commands ran (count, service and store-read seconds, and
-    how many continued a sequential stream; the seconds they waited for the
-    pager's lock and for pages in flight, and the sequential ones' service
-    seconds)."""
+    faults taken between the resume request and its end, of the faults
+    (count, service ms) a data resume took up to the data's delivery, and
+    the faults served while commands ran (count, service and store-read
+    seconds, and how many continued a sequential stream; the seconds they
+    waited for the pager's lock and for pages in flight, and the sequential
+    ones' service seconds)."""
     out = {"pauses": fig["pauses"], "offloads": fig["offloads"],
            "offloaded_bytes": fig["offloaded_bytes"], "offload_decisions": fig["decisions"],
            "resumes": fig["resumes"], "resumes_lazy": fig["resumes_lazy"],
@@ -54,6 +55,10 @@ def resume_figures(fig):
     for p in (50, 99):
         v = percentile(fig["resume_faults"], p)
         out[f"resume_faults_p{p}"] = None if v is None else round(v, 1)
+        v = percentile(fig["data_delivery_faults"], p)
+        out[f"data_delivery_faults_p{p}"] = None if v is None else round(v, 1)
+        v = percentile(fig["data_delivery_fault_ms"], p)
+        out[f"data_delivery_fault_p{p}_ms"] = None if v is None else round(v, 3)
     return out
 
 

@@ -101,6 +101,7 @@ def vmnapd_event_figures(path):
     out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": [],
            "decisions": {}, "resumes": 0, "resumes_lazy": 0,
            "resume_ms": {p: [] for p in RESUME_PHASES}, "resume_faults": [],
+           "data_delivery_faults": [], "data_delivery_fault_ms": [],
            "command_faults": 0, "command_fault_s": 0.0, "command_fault_read_s": 0.0,
            "command_faults_sequential": 0}
     # the parts of their service time, and one kind's (absent from an older
@@ -146,6 +147,11 @@ def vmnapd_event_figures(path):
                         out["offloaded_bytes"] += before - after
             elif ev.get("type") == "delivered" and isinstance(ev.get("latency_ns"), int):
                 out["delivered_ms"].append(ev["latency_ns"] / 1e6)
+                # a delivery by a data resume: the faults from its request
+                if isinstance(ev.get("resume_faults"), int) and \
+                        isinstance(ev.get("resume_fault_ns"), int):
+                    out["data_delivery_faults"].append(ev["resume_faults"])
+                    out["data_delivery_fault_ms"].append(ev["resume_fault_ns"] / 1e6)
             elif ev.get("type") == "offload_decision":
                 key = ("offload" if ev.get("offload") else "no") + ":" + str(ev.get("reason"))
                 out["decisions"][key] = out["decisions"].get(key, 0) + 1

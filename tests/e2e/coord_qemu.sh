@@ -150,6 +150,15 @@ data = [e for e in ev if e["reason"] == "data_ready"]
 sys.exit(0 if timer and all(e["restore"] == "lazy" for e in timer) and
          all(e["restore"] == "working-set" and e["total_ns"] > 0 for e in data) else 1)
 PY
+check "the data resume's delivery counts its faults from the resume's request" python3 - "$W/events.jsonl" <<'PY'
+import json, sys
+ev = list(map(json.loads, open(sys.argv[1])))
+res = [e for e in ev if e["type"] == "resume" and e["reason"] == "data_ready"]
+dl = [e for e in ev if e["type"] == "delivered" and e.get("wait") == "w1"]
+ok = res and len(dl) == 1 and all(isinstance(dl[0].get(k), int) for k in
+        ("resume_faults", "resume_fault_pages", "resume_zero_faults", "resume_fault_ns"))
+sys.exit(0 if ok and dl[0]["resume_faults"] >= res[0]["faults"] else 1)
+PY
 api -X POST "http://vmnapd/vms/$VM/waits/w2/ready" >/dev/null
 check "data ready: RUNNING" wait_state RUNNING "$STATE_WAIT"
 guest_send "$VM" "echo ALIVE-2"

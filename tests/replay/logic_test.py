@@ -257,6 +257,22 @@ def _():
     assert abs(r["resume_total_p99_ms"] - 29.73) < 1e-6, r
     assert r["resume_faults_p50"] == 5.5 and r["vmnapd_delivery_p50_ms"] is None
     assert r["command_faults"] == 0
+    assert r["data_delivery_faults_p50"] is None and r["data_delivery_fault_p50_ms"] is None
+
+
+@t("data deliveries: faults from a data resume's request to the delivery")
+def _():
+    evs = [{"type": "delivered", "vm": "a", "wait": "w0", "latency_ns": 9000000}]
+    for i in range(1, 5):
+        evs.append({"type": "delivered", "vm": "a", "wait": f"w{i}",
+                    "latency_ns": 10000000, "resume_faults": i, "resume_fault_pages": i,
+                    "resume_zero_faults": 0, "resume_fault_ns": i * 500000})
+    evs.append({"type": "delivered", "vm": "a", "wait": "w9", "latency_ns": 1,
+                "resume_faults": "x", "resume_fault_ns": 1})
+    r = event_figures(evs)
+    assert r["vmnapd_delivery_p50_ms"] == 10.0, r
+    assert r["data_delivery_faults_p50"] == 2.5, r
+    assert r["data_delivery_fault_p50_ms"] == 1.25, r
 
 
 @t("command faults: the counters' growth while RUNNING, per VM, nothing else")

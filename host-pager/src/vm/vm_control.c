@@ -50,6 +50,10 @@ struct vm_control {
 	bool precopy_running;
 	uint64_t precopy_written0, precopy_cleaned0;	/* pager counters at its start */
 	uint64_t resume_faults0, resume_fault_pages0;	/* pager counters at its request */
+	uint64_t resume_fault_ns0, resume_zero_faults0;
+	/* the last resume was for data: its delivery's faults, from its
+	 * request (the same counters), go in the "delivered" event */
+	bool data_resume;
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
 	uint64_t last_unquiesce_ns;	/* from the last RESUME_ACK */
@@ -452,6 +456,8 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 	json_t *f;
 
 	memxtime_sample(vm);
+	if (from == COORD_RUNNING && to == COORD_WAITING)
+		vm->control->data_resume = false;	/* a new wait: its delivery is not */
 	f = json_pack("{s:s,s:s,s:s}", "from", coord_state_name(from),
 			      "to", coord_state_name(to), "why", why);
 
@@ -492,10 +498,28 @@ static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
 
 	/* data in a guest timer's cycle (no resume of its own): the command
 	 * it starts is data work for the pager; else a no-op */
+	struct pager_stats st;
+	json_t *f = json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns);
+
 	if (vm->pager)
 		pager_data_arrived(vm->pager);
-	events_emit(vm->d, vm->name, "delivered",
-		    json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns));
+	if (vm->control->data_resume && f) {
+		/* what the data path faulted on, from the resume's request */
+		vm->control->data_resume = false;
+		pager_get_stats(vm->pager, &st);
+		json_object_set_new(f, "resume_faults",
+				    json_integer((json_int_t)(st.faults - vm->control->resume_faults0)));
+		json_object_set_new(f, "resume_fault_pages",
+				    json_integer((json_int_t)(st.fault_pages -
+							      vm->control->resume_fault_pages0)));
+		json_object_set_new(f, "resume_zero_faults",
+				    json_integer((json_int_t)(st.zero_faults -
+							      vm->control->resume_zero_faults0)));
+		json_object_set_new(f, "resume_fault_ns",
+				    json_integer((json_int_t)(st.fault_lat_ns_sum -
+							      vm->control->resume_fault_ns0)));
+	}
+	events_emit(vm->d, vm->name, "delivered", f);
 }
 
 /* What an offload now would write: the resident pages with no valid store
@@ -573,6 +597,9 @@ static void ctl_restore(void *arg, enum coord_restore how)
 	}
 	vm->control->resume_faults0 = st.faults;
 	vm->control->resume_fault_pages0 = st.fault_pages;
+	vm->control->resume_fault_ns0 = st.fault_lat_ns_sum;
+	vm->control->resume_zero_faults0 = st.zero_faults;
+	vm->control->data_resume = false;
 }
 
 static void ctl_resume_breakdown(void *arg, const struct coord_resume_breakdown *b)
@@ -595,6 +622,7 @@ static void ctl_resume_breakdown(void *arg, const struct coord_resume_breakdown 
 		      "total_ns", (json_int_t)b->total_ns,
 		      "faults", (json_int_t)(st.faults - vm->control->resume_faults0),
 		      "fault_pages", (json_int_t)(st.fault_pages - vm->control->resume_fault_pages0));
+	vm->control->data_resume = vm->pager && b->reason == COORD_RESUME_DATA_READY;
 	events_emit(vm->d, vm->name, "resume", f);
 }
 
