@@ -496,14 +496,14 @@ static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
 {
 	struct vm *vm = arg;
 
+	json_t *f = json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns);
+	struct pager_stats st;
+
 	/* data in a guest timer's cycle (no resume of its own): the command
 	 * it starts is data work for the pager; else a no-op */
-	struct pager_stats st;
-	json_t *f = json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns);
-
 	if (vm->pager)
 		pager_data_arrived(vm->pager);
-	if (vm->control->data_resume && f) {
+	if (vm->control->data_resume && vm->pager && f) {
 		/* what the data path faulted on, from the resume's request */
 		vm->control->data_resume = false;
 		pager_get_stats(vm->pager, &st);
