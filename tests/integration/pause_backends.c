@@ -338,6 +338,23 @@ static void test_async(const char *dir)
 	    "pause_release(resume): the worker resumed the VM, freed the backend and "
 	    "ended (%u left, %d threads)", live, nr_threads());
 	loop_free(r.loop);
+
+	/* paused by a blocking call, no worker yet: one is started to resume */
+	pb = pause_new(&spec, "blocking");
+	err = pause_vm(pb);
+	pause_release(pb, true);
+	live = pause_released_wait(5000);
+	for (int i = 0; i < 500 && nr_threads() != before; i++)
+		usleep(10000);
+	fd = open(r.state, O_RDONLY);
+	buf[0] = '\0';
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) < 0)
+		buf[0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	tap(!err && !live && !strncmp(buf, "THAWED", 6) && nr_threads() == before,
+	    "pause_release(resume) after a blocking pause: resumed off the caller, freed "
+	    "(%u left, %d threads)", live, nr_threads());
 }
 
 /* Child in cgroup @cg (its procs file @procs); returns its pid or -1. */

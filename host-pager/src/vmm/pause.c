@@ -8,8 +8,8 @@
  * (the VM deleted, vmnapd stopping, a wedged VMM), a backend is handed to
  * its worker, which finishes the call in hand, resumes the VM if asked and
  * frees the backend.  A backend that never had a worker (only blocking
- * calls) is finished by its owner, or for a last resume by a thread of its
- * own.
+ * calls) is finished by its owner, or, for a last resume, by a worker
+ * started for it.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -114,11 +114,7 @@ unsigned int pause_released_wait(uint32_t ms)
 	return atomic_load(&released_live);
 }
 
-static void *pause_orphan_thread(void *arg)
-{
-	pause_orphan_finish(arg);
-	return NULL;
-}
+static void *pause_worker(void *arg);
 
 /* Run @fn(@arg) on a detached thread; 0 or an errno. */
 static int detached_thread(void *(*fn)(void *), void *arg)
@@ -146,12 +142,20 @@ void pause_release(struct pause_backend *pb, bool resume)
 	atomic_fetch_add(&released_live, 1);	/* until pause_orphan_finish() */
 	if (pb->efd >= 0 && pb->loop)
 		loop_del_fd(pb->loop, pb->efd);	/* no completion reaches the owner */
+	if (!pb->worker && resume && pb->paused) {
+		/* paused by a blocking call: a worker resumes it, off the loop */
+		err = detached_thread(pause_worker, pb);
+		if (err)
+			log_warn(pb->subject, "no thread for the last resume (%s): resuming here",
+				 strerror(err));
+		pb->worker = !err;
+	}
 	pthread_mutex_lock(&pb->lock);
 	pb->resume_on_release = resume;
 	if (pb->worker) {
 		/* the worker finishes its call, then frees @pb: not ours after unlock */
 		pb->orphaned = true;
-		in_flight = pb->queued || (pb->busy && !pb->call_done);
+		in_flight = pb->busy && !pb->call_done;
 		pthread_cond_signal(&pb->wake);
 		if (in_flight)
 			log_info(pb->subject, "%s call still in flight: its worker finishes it",
@@ -160,13 +164,6 @@ void pause_release(struct pause_backend *pb, bool resume)
 		return;
 	}
 	pthread_mutex_unlock(&pb->lock);
-	if (resume && pb->paused) {	/* paused by a blocking call: resume off the loop */
-		err = detached_thread(pause_orphan_thread, pb);
-		if (!err)
-			return;
-		log_warn(pb->subject, "no thread for the last resume (%s): resuming here",
-			 strerror(err));
-	}
 	pause_orphan_finish(pb);
 }
 
