@@ -91,7 +91,7 @@ static void offload_job_finish(struct pager *p)
 	int err;
 
 	pthread_mutex_lock(&p->lock);
-	if (!p->offloading) {	/* torn down meanwhile */
+	if (!p->offloading) {	/* no job ran: a stray wakeup */
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
@@ -112,19 +112,20 @@ static void offload_queued_start(struct pager *p)
 {
 	void (*done)(struct pager *p, int err, void *arg) = p->queued_done;
 	void *arg = p->queued_arg;
+	bool cancelled = p->queued_cancelled;
 	int err;
 
 	if (!p->offload_queued)
 		return;
-	err = p->queued_cancelled ? -ECANCELED : 0;
 	p->offload_queued = false;
 	p->queued_cancelled = false;
-	if (!err)
-		err = offload_start_now(p, done, arg);
-	if (err == -ECANCELED) {
+	if (cancelled) {
 		pthread_mutex_lock(&p->lock);
 		p->offload_cancels++;
 		pthread_mutex_unlock(&p->lock);
+		err = -ECANCELED;
+	} else {
+		err = offload_start_now(p, done, arg);
 	}
 	if (err)
 		done(p, err, arg);	/* the start was asynchronous: so is its end */
