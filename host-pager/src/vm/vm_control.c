@@ -49,10 +49,9 @@ struct vm_control {
 	bool offload_running;
 	bool precopy_running;
 	uint64_t precopy_written0, precopy_cleaned0;	/* pager counters at its start */
-	uint64_t resume_faults0, resume_fault_pages0;	/* pager counters at its request */
-	uint64_t resume_fault_ns0, resume_zero_faults0;
+	struct pager_stats resume_st0;	/* pager counters at the last resume's request */
 	/* the last resume was for data: its delivery's faults, from its
-	 * request (the same counters), go in the "delivered" event */
+	 * request, go in the "delivered" event */
 	bool data_resume;
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
@@ -495,29 +494,27 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
 {
 	struct vm *vm = arg;
-
-	json_t *f = json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns);
+	const struct pager_stats *st0 = &vm->control->resume_st0;
 	struct pager_stats st;
+	json_t *f;
 
 	/* data in a guest timer's cycle (no resume of its own): the command
 	 * it starts is data work for the pager; else a no-op */
 	if (vm->pager)
 		pager_data_arrived(vm->pager);
-	if (vm->control->data_resume && vm->pager && f) {
+	if (vm->control->data_resume && vm->pager) {
 		/* what the data path faulted on, from the resume's request */
 		vm->control->data_resume = false;
 		pager_get_stats(vm->pager, &st);
-		json_object_set_new(f, "resume_faults",
-				    json_integer((json_int_t)(st.faults - vm->control->resume_faults0)));
-		json_object_set_new(f, "resume_fault_pages",
-				    json_integer((json_int_t)(st.fault_pages -
-							      vm->control->resume_fault_pages0)));
-		json_object_set_new(f, "resume_zero_faults",
-				    json_integer((json_int_t)(st.zero_faults -
-							      vm->control->resume_zero_faults0)));
-		json_object_set_new(f, "resume_fault_ns",
-				    json_integer((json_int_t)(st.fault_lat_ns_sum -
-							      vm->control->resume_fault_ns0)));
+		f = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}", "wait", wait_id,
+			      "latency_ns", (json_int_t)latency_ns,
+			      "resume_faults", (json_int_t)(st.faults - st0->faults),
+			      "resume_fault_pages", (json_int_t)(st.fault_pages - st0->fault_pages),
+			      "resume_zero_faults", (json_int_t)(st.zero_faults - st0->zero_faults),
+			      "resume_fault_ns",
+			      (json_int_t)(st.fault_lat_ns_sum - st0->fault_lat_ns_sum));
+	} else {
+		f = json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns);
 	}
 	events_emit(vm->d, vm->name, "delivered", f);
 }
@@ -595,10 +592,7 @@ static void ctl_restore(void *arg, enum coord_restore how)
 				     PAGER_RESTORE_LAZY : PAGER_RESTORE_POLICY);
 		pager_get_stats(vm->pager, &st);
 	}
-	vm->control->resume_faults0 = st.faults;
-	vm->control->resume_fault_pages0 = st.fault_pages;
-	vm->control->resume_fault_ns0 = st.fault_lat_ns_sum;
-	vm->control->resume_zero_faults0 = st.zero_faults;
+	vm->control->resume_st0 = st;
 	vm->control->data_resume = false;
 }
 
@@ -620,8 +614,9 @@ static void ctl_resume_breakdown(void *arg, const struct coord_resume_breakdown 
 		      "resumed_ns", (json_int_t)b->resumed_ns,
 		      "ack_ns", (json_int_t)b->ack_ns,
 		      "total_ns", (json_int_t)b->total_ns,
-		      "faults", (json_int_t)(st.faults - vm->control->resume_faults0),
-		      "fault_pages", (json_int_t)(st.fault_pages - vm->control->resume_fault_pages0));
+		      "faults", (json_int_t)(st.faults - vm->control->resume_st0.faults),
+		      "fault_pages",
+		      (json_int_t)(st.fault_pages - vm->control->resume_st0.fault_pages));
 	vm->control->data_resume = vm->pager && b->reason == COORD_RESUME_DATA_READY;
 	events_emit(vm->d, vm->name, "resume", f);
 }
