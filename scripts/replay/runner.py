@@ -46,19 +46,17 @@ def resume_figures(fig):
            "command_faults_sequential": fig["command_faults_sequential"]}
     for k in ("command_fault_lock_s", "command_fault_in_flight_s", "command_fault_sequential_s"):
         out[k] = None if fig[k] is None else round(fig[k], 3)
-    series = [("vmnapd_delivery", fig["delivered_ms"])]
+    series = [("vmnapd_delivery", fig["delivered_ms"]),
+              ("data_delivery_fault", fig["data_delivery_fault_ms"])]
     series += [(f"resume_{p}", fig["resume_ms"][p]) for p in RESUME_PHASES]
     for name, vals in series:
         for p in (50, 99):
             v = percentile(vals, p)
             out[f"{name}_p{p}_ms"] = None if v is None else round(v, 3)
-    for p in (50, 99):
-        v = percentile(fig["resume_faults"], p)
-        out[f"resume_faults_p{p}"] = None if v is None else round(v, 1)
-        v = percentile(fig["data_delivery_faults"], p)
-        out[f"data_delivery_faults_p{p}"] = None if v is None else round(v, 1)
-        v = percentile(fig["data_delivery_fault_ms"], p)
-        out[f"data_delivery_fault_p{p}_ms"] = None if v is None else round(v, 3)
+    for name in ("resume_faults", "data_delivery_faults"):
+        for p in (50, 99):
+            v = percentile(fig[name], p)
+            out[f"{name}_p{p}"] = None if v is None else round(v, 1)
     return out
 
 
