@@ -76,16 +76,7 @@ static int config_check(const struct pager_config *c)
 	return 0;
 }
 
-/* Wait for the last offload thread (it may still be discarding slots). */
-static void offload_thread_join(struct pager *p)
-{
-	if (p->offload_thread_live) {
-		pthread_join(p->offload_thread, NULL);
-		p->offload_thread_live = false;
-	}
-}
-
-/* The offload thread's job (an offload or a pre-copy) ended: tell its owner. */
+/* The offload worker's job (an offload or a pre-copy) ended: tell its owner. */
 static void offload_job_finish(struct pager *p)
 {
 	int err;
@@ -131,7 +122,7 @@ static void offload_queued_start(struct pager *p)
 		done(p, err, arg);	/* the start was asynchronous: so is its end */
 }
 
-/* Loop callback: the offload thread finished. */
+/* Loop callback: the offload worker finished a job. */
 static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
 {
 	struct pager *p = arg;
@@ -141,7 +132,7 @@ static void offload_done_cb(struct loop *l, int fd, uint32_t events, void *arg)
 	(void)events;
 	if (read(fd, &v, sizeof(v)) != sizeof(v))
 		return;
-	/* the thread still tidies the store: joined by the next offload */
+	/* the worker may still tidy the store: the next job waits for it */
 	offload_job_finish(p);
 	offload_queued_start(p);
 }
@@ -284,6 +275,7 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	pthread_cond_init(&p->state_cv, NULL);
 	pthread_cond_init(&p->prefetch_cv, NULL);
 	pthread_cond_init(&p->resident_cv, NULL);
+	pthread_cond_init(&p->offload_cv, NULL);
 	err = regions_init(p, rd, nr);
 	if (err)
 		goto fail;
@@ -379,6 +371,7 @@ fail:
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
 	pthread_cond_destroy(&p->resident_cv);
+	pthread_cond_destroy(&p->offload_cv);
 	free(p->subject_own);
 	free(p);
 	return err;
@@ -485,7 +478,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	pager_prefetch_thread_stop(p);
 	if (p->offloading)
 		atomic_store(&p->offload_abort, true);
-	offload_thread_join(p);
+	pager_offload_worker_stop(p);
 	p->offloading = false;
 	p->precopy = false;
 	p->offload_queued = false;	/* its owner is going: no callback */
@@ -541,6 +534,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	pthread_cond_destroy(&p->state_cv);
 	pthread_cond_destroy(&p->prefetch_cv);
 	pthread_cond_destroy(&p->resident_cv);
+	pthread_cond_destroy(&p->offload_cv);
 	log_info(p->subject, "pager detached");
 	free(p->subject_own);
 	free(p);
@@ -1064,7 +1058,7 @@ int pager_set_gpa_map(struct pager *p, const struct pager_mem_table_region *mt,
 	return 0;
 }
 
-/* The offload thread's next job (@precopy: a pre-copy).  Lock held. */
+/* The offload worker's next job (@precopy: a pre-copy).  Lock held. */
 static void offload_job_set_locked(struct pager *p, bool precopy,
 				   void (*done)(struct pager *p, int err, void *arg), void *arg)
 {
@@ -1073,26 +1067,7 @@ static void offload_job_set_locked(struct pager *p, bool precopy,
 	p->offload_err = 0;
 	p->offload_done = done;
 	p->offload_arg = arg;
-	p->offload_t0 = now_ns();
 	atomic_store(&p->offload_abort, false);
-}
-
-/* Run the job offload_job_set_locked() set; undone if the thread cannot start. */
-static int offload_thread_start(struct pager *p)
-{
-	int err;
-
-	atomic_store(&p->offload_thread_ended, false);
-	err = pthread_create(&p->offload_thread, NULL, pager_offload_main, p);
-
-	p->offload_thread_live = !err;
-	if (err) {
-		pthread_mutex_lock(&p->lock);
-		p->offloading = false;
-		p->precopy = false;
-		pthread_mutex_unlock(&p->lock);
-	}
-	return -err;
 }
 
 static int offload_start_now(struct pager *p,
@@ -1105,7 +1080,6 @@ static int offload_start_now(struct pager *p,
 			 p->not_evictable_reason);
 		return -EPERM;
 	}
-	offload_thread_join(p);
 	pager_prefetch_quiesce(p);
 	/* reg_lock until p->offloading is set: nothing unregisters between */
 	pthread_mutex_lock(&p->reg_lock);
@@ -1129,7 +1103,7 @@ static int offload_start_now(struct pager *p,
 	offload_job_set_locked(p, false, done, arg);
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->reg_lock);
-	return offload_thread_start(p);
+	return pager_offload_worker_kick(p);
 }
 
 int pager_offload_start(struct pager *p,
@@ -1161,13 +1135,8 @@ int pager_precopy_start(struct pager *p,
 
 	if (!p->evictable)
 		return -EPERM;
-	/* The last offload's thread may still discard its stale slots (10-30
-	 * ms after a cancel): a pre-copy can wait for a later chance, the
-	 * loop should not wait for that join. */
-	if (p->offloading ||
-	    (p->offload_thread_live && !atomic_load(&p->offload_thread_ended)))
+	if (p->offloading)
 		return -EBUSY;
-	offload_thread_join(p);
 	/* reg_lock: no mapper comes or goes until p->offloading is set */
 	pthread_mutex_lock(&p->reg_lock);
 	pthread_mutex_lock(&p->lock);
@@ -1177,7 +1146,7 @@ int pager_precopy_start(struct pager *p,
 		offload_job_set_locked(p, true, done, arg);
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->reg_lock);
-	return err ? err : offload_thread_start(p);
+	return err ? err : pager_offload_worker_kick(p);
 }
 
 void pager_set_writer_gate(struct pager *p, int (*gate)(bool stop, void *arg), void *arg)

@@ -22,8 +22,9 @@
  *
  * Threads: every function here is called from the event-loop thread unless
  * it says otherwise; the pager runs its own fault-service, prefetch,
- * residency (make_resident_async) and offload threads and reports back to
- * the loop (offload done, errors, memory made resident) through eventfds;
+ * residency (make_resident_async) and offload threads (each one per pager,
+ * named vmnap-*) and reports back to the loop (offload done, errors,
+ * memory made resident) through eventfds;
  * pager_free_async leaves its teardown to a reaper thread.  The page-state
  * table is shared under one mutex.
  *
@@ -485,7 +486,9 @@ void pager_set_resident_cb(struct pager *p, void (*cb)(struct pager *p, void *ar
  * batch boundary, its @done comes first (-ECANCELED, or how it ended),
  * then the offload starts; a start that then fails (-ENOTCONN, a
  * registration error) or was cancelled meanwhile (-ECANCELED) is reported
- * through @done.
+ * through @done.  Offloads and pre-copies run one at a time on the
+ * pager's offload worker; one asked for while the worker still discards
+ * the last offload's stale store slots waits there, not on the loop.
  */
 int pager_offload_start(struct pager *p,
 			void (*done)(struct pager *p, int err, void *arg),
@@ -514,8 +517,7 @@ void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t
  * are.  Data is copied with pread, not mapped.  Only with asynchronous
  * dirty tracking (wp_async: a write never waits for us) and mappers
  * registered by an earlier offload: -EOPNOTSUPP otherwise; -EBUSY while
- * an offload or pre-copy runs, or the last offload's thread still discards
- * the store slots it left stale; -EPERM if not evictable.  Asynchronous:
+ * an offload or pre-copy runs; -EPERM if not evictable.  Asynchronous:
  * @done on the loop thread with 0 or -errno (a store error is counted
  * and logged as an offload's is; no page is affected).  An offload
  * started meanwhile stops it at its next batch boundary and waits for it

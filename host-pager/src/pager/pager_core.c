@@ -645,12 +645,13 @@ int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf)
 }
 
 int pager_thread_start(struct pager *p, pthread_t *t, bool *started,
-		       void *(*fn)(void *))
+		       void *(*fn)(void *), const char *name)
 {
 	int err = pthread_create(t, NULL, fn, p);
 
 	if (err)
 		return -err;
+	pthread_setname_np(*t, name);	/* only a label: a failure is harmless */
 	*started = true;
 	return 0;
 }

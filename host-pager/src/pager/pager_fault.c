@@ -1051,7 +1051,8 @@ static void *fault_main(void *arg)
 
 int pager_fault_thread_start(struct pager *p)
 {
-	return pager_thread_start(p, &p->fault_thread, &p->fault_thread_started, fault_main);
+	return pager_thread_start(p, &p->fault_thread, &p->fault_thread_started,
+				  fault_main, "vmnap-fault");
 }
 
 void pager_fault_thread_stop(struct pager *p)

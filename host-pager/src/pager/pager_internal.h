@@ -220,10 +220,19 @@ struct pager {
 	bool ra_write;			/* that stream writes what it reads */
 	atomic_bool prefetch_abort;
 
-	/* offload */
+	/*
+	 * offload: one worker per pager (pager_offload.c), started with the
+	 * first job and stopped only by teardown.  It runs one job at a time
+	 * (an offload or a pre-copy, set by offload_job_set_locked()), signals
+	 * offload_done_fd, then tidies (an offload's stale store slots) before
+	 * it takes the next: a job asked for meanwhile waits for the worker,
+	 * the loop never waits for a thread.
+	 */
 	pthread_t offload_thread;
-	bool offload_thread_live;	/* not joined yet (loop thread only) */
-	atomic_bool offload_thread_ended;	/* its last step done: a join is short */
+	bool offload_thread_started;	/* loop thread and teardown only */
+	pthread_cond_t offload_cv;	/* with lock: a job, or exit */
+	bool offload_job;		/* under lock: set, not taken yet */
+	bool offload_exit;		/* under lock: teardown stops the worker */
 	bool offloading;		/* an offload or a pre-copy runs */
 	bool precopy;			/* ... a pre-copy (pager_precopy_start) */
 	atomic_bool offload_abort;
@@ -423,9 +432,10 @@ int pager_gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
  * 0 or -errno of the first failed read. */
 int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf);
 #define RESTORE_RUN_MAX_PAGES	256
-/* Start @fn(@p) as one of the pager's threads: *@started set.  -errno. */
+/* Start @fn(@p) as one of the pager's threads, named @name (what top -H
+ * and perf show, at most 15 characters): *@started set.  -errno. */
 int pager_thread_start(struct pager *p, pthread_t *t, bool *started,
-		       void *(*fn)(void *));
+		       void *(*fn)(void *), const char *name);
 
 /* pager_fault.c */
 int pager_fault_thread_start(struct pager *p);
@@ -504,7 +514,12 @@ uint64_t pager_kept_dirty_locked(const struct pager *p);
 unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs);
 
 /* pager_offload.c */
-void *pager_offload_main(void *arg);
+/* Hand the job offload_job_set_locked() set to the offload worker,
+ * starting it at the first job.  -errno (the job is dropped: p->offloading
+ * cleared) if the worker cannot start. */
+int pager_offload_worker_kick(struct pager *p);
+/* Stop the worker (a job it has not taken never runs) and join it. */
+void pager_offload_worker_stop(struct pager *p);
 
 /* pager_dirty.c */
 /* Is dirty tracking on (restored pages become CLEAN)?  Lock held. */

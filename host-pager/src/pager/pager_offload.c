@@ -42,6 +42,11 @@
  * working-set cycle does not end, holes are not marked ZERO (the guest may
  * be filling them) and no stale slot is discarded.
  *
+ * Both run on the pager's one offload worker (offload_worker_main), a job
+ * at a time: it signals the job's end, then discards the store slots of
+ * pages that came back (an offload's stale slots, long after a cancel)
+ * before it takes the next job, which waits for it there.
+ *
  * Crash safety: each written page's crc32c is taken when the batch is read;
  * between "writes completed" and "punch" the batch's slot map entries
  * (written pages stored with their checksum, zero pages not stored) are
@@ -914,9 +919,9 @@ static void offload_account(struct pager *p, const struct offload *o, int err, u
 	}
 }
 
-void *pager_offload_main(void *arg)
+/* One job of the worker: the offload or pre-copy p->precopy names. */
+static void offload_job_run(struct pager *p)
 {
-	struct pager *p = arg;
 	struct offload o = { 0 };
 	uint64_t one = 1, ns;
 	int err;
@@ -924,6 +929,7 @@ void *pager_offload_main(void *arg)
 	o.ring.ring_fd = -1;
 	pthread_mutex_lock(&p->lock);
 	o.precopy = p->precopy;
+	p->offload_t0 = now_ns();	/* not while it waited for a tidy */
 	/* the set as the offload starts (one that runs while a mapper faults
 	 * may evict a page the set gains meanwhile: it faults back) */
 	o.kept_set.pg = o.keep;
@@ -959,6 +965,54 @@ void *pager_offload_main(void *arg)
 			o.precopy ? "pre-copy" : "offload", strerror(errno));
 	if (!o.precopy)	/* a pre-copy's stale slots wait for the next offload */
 		discard_stale_slots(p);	/* after done: the VM need not wait for it */
-	atomic_store(&p->offload_thread_ended, true);
+}
+
+static void *offload_worker_main(void *arg)
+{
+	struct pager *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->offload_job && !p->offload_exit)
+			pthread_cond_wait(&p->offload_cv, &p->lock);
+		if (p->offload_exit)
+			break;
+		p->offload_job = false;
+		pthread_mutex_unlock(&p->lock);
+		offload_job_run(p);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
 	return NULL;
+}
+
+int pager_offload_worker_kick(struct pager *p)
+{
+	int err = 0;
+
+	if (!p->offload_thread_started)
+		err = pager_thread_start(p, &p->offload_thread, &p->offload_thread_started,
+					 offload_worker_main, "vmnap-offload");
+	pthread_mutex_lock(&p->lock);
+	if (err) {
+		p->offloading = false;
+		p->precopy = false;
+	} else {
+		p->offload_job = true;
+		pthread_cond_signal(&p->offload_cv);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return err;
+}
+
+void pager_offload_worker_stop(struct pager *p)
+{
+	if (!p->offload_thread_started)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->offload_exit = true;
+	pthread_cond_signal(&p->offload_cv);
+	pthread_mutex_unlock(&p->lock);
+	pthread_join(p->offload_thread, NULL);
+	p->offload_thread_started = false;
 }

@@ -356,7 +356,8 @@ out:
 
 int pager_prefetch_thread_start(struct pager *p)
 {
-	return pager_thread_start(p, &p->prefetch_thread, &p->prefetch_thread_started, prefetch_main);
+	return pager_thread_start(p, &p->prefetch_thread, &p->prefetch_thread_started,
+				  prefetch_main, "vmnap-prefetch");
 }
 
 void pager_prefetch_quiesce(struct pager *p)

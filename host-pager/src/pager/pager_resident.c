@@ -130,7 +130,8 @@ void pager_set_resident_cb(struct pager *p, void (*cb)(struct pager *p, void *ar
 
 int pager_resident_thread_start(struct pager *p)
 {
-	return pager_thread_start(p, &p->resident_thread, &p->resident_thread_started, resident_main);
+	return pager_thread_start(p, &p->resident_thread, &p->resident_thread_started,
+				  resident_main, "vmnap-resident");
 }
 
 void pager_resident_thread_stop(struct pager *p)

@@ -185,6 +185,8 @@ static void *pause_worker(void *arg)
 	bool orphaned;
 	int result;
 
+	/* a label for top -H and perf; set here, as the thread is detached */
+	pthread_setname_np(pthread_self(), "vmnap-pause");
 	pthread_mutex_lock(&pb->lock);
 	for (;;) {
 		while (!pb->queued && !pb->orphaned)
