@@ -119,6 +119,10 @@ static int mode_cancel(const char *self, uint64_t mib)
 	    "a full offload after the cancel: %s", strerror(-err));
 	nw = threads_named("vmnap-offload", &tid);
 	tap(nw == 1 && tid == worker, "the same worker ran it (%d, tid %ld)", nw, tid);
+	/* the worker ran the cancelled offload's tidy before this one */
+	tap(st.stale_discards_deferred == 1,
+	    "the cancelled offload's tidy was left to this one (%llu deferred)",
+	    (unsigned long long)st.stale_discards_deferred);
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "every byte verified again (%s)", ans);
 	err = offload(&h);

@@ -1157,6 +1157,7 @@ void pager_set_writer_gate(struct pager *p, int (*gate)(bool stop, void *arg), v
 
 int pager_offload_cancel(struct pager *p)
 {
+	atomic_store(&p->tidy_stop, true);	/* the VM is about to run */
 	if (p->offload_queued) {
 		if (!p->queued_cancelled)
 			log_info(p->subject, "offload cancel requested before it started");
@@ -1306,6 +1307,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->offloads = p->offloads;
 	st->offload_errors = p->offload_errors;
 	st->offload_cancels = p->offload_cancels;
+	st->stale_discards_deferred = p->stale_discards_deferred;
 	st->fault_errors = p->fault_errors;
 	st->restore_errors = p->restore_errors;
 	st->resident_asked = p->resident_asked;

@@ -257,6 +257,8 @@ struct pager_stats {
 	uint64_t offloads;		/* completed offloads */
 	uint64_t offload_errors;	/* aborted offloads (ENOSPC, EIO, ...) */
 	uint64_t offload_cancels;	/* offloads stopped by pager_offload_cancel */
+	uint64_t stale_discards_deferred; /* tidies of stale store slots left
+					   * to the next offload: a resume began */
 	uint64_t fault_errors;		/* faults that could not be served (yet) */
 	uint64_t restore_errors;	/* store reads failed: prefetch, make_resident */
 	uint64_t resident_asked;	/* make_resident_async ranges queued */
@@ -547,7 +549,8 @@ void pager_set_writer_gate(struct pager *p, int (*gate)(bool stop, void *arg), v
  * page stays RESIDENT, none is lost; the done callback follows with
  * -ECANCELED (or 0 / -errno if the offload ended first).  An offload
  * still queued behind a pre-copy never starts: its done callback gets
- * -ECANCELED once the pre-copy has stopped.  Loop thread.
+ * -ECANCELED once the pre-copy has stopped.  Loop thread.  The cancelled
+ * offload's tidy is left to the next offload (see pager_resume_prepare).
  * 0, or -EALREADY if no offload is running.
  */
 int pager_offload_cancel(struct pager *p);
@@ -565,7 +568,10 @@ int pager_offload_cancel(struct pager *p);
  * pages in place, so only those of it that were out (a page new to the
  * set since, one the guest gave back) are read.  Loop thread.  Pages
  * restored, or -errno (-ENOMEM; a store error leaves the pages offloaded,
- * to be served by faults).
+ * to be served by faults).  It also stops the offload worker's tidy (the
+ * store slots of pages that came back, discarded after an offload): the
+ * hole punches take the store file's lock that the resume's fault reads
+ * need, so the rest is left to the next offload's tidy.
  */
 int pager_resume_prepare(struct pager *p);
 /* The guest has its data again (RESUME_ACK): stop recording the set. */

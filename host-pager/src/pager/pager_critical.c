@@ -330,6 +330,7 @@ int pager_resume_prepare(struct pager *p)
 	char *buf = NULL;
 	int err = 0;
 
+	atomic_store(&p->tidy_stop, true);	/* no punch under its fault reads */
 	pthread_mutex_lock(&p->lock);
 	/* whatever the restore policy: every resume, a lazy one (a guest
 	 * timer's) too, runs the same wake path up to RESUME_ACK */

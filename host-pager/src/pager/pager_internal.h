@@ -234,6 +234,9 @@ struct pager {
 	bool offload_job;		/* under lock: set, not taken yet */
 	bool offload_exit;		/* under lock: teardown stops the worker */
 	bool offloading;		/* an offload or a pre-copy runs */
+	atomic_bool tidy_stop;		/* a resume began: the worker's tidy
+					 * stops, the next job's does the rest */
+	uint64_t stale_discards_deferred;	/* under lock */
 	bool precopy;			/* ... a pre-copy (pager_precopy_start) */
 	atomic_bool offload_abort;
 	int offload_done_fd;		/* eventfd watched by the loop */

@@ -44,8 +44,10 @@
  *
  * Both run on the pager's one offload worker (offload_worker_main), a job
  * at a time: it signals the job's end, then discards the store slots of
- * pages that came back (an offload's stale slots, long after a cancel)
- * before it takes the next job, which waits for it there.
+ * pages that came back (an offload's stale slots) before it takes the next
+ * job, which waits for it there.  That tidy stops at a resume or a cancel
+ * (p->tidy_stop): each hole punch takes the store file's lock, which a
+ * resuming VM's fault reads need; the next offload's tidy does the rest.
  *
  * Crash safety: each written page's crc32c is taken when the batch is read;
  * between "writes completed" and "punch" the batch's slot map entries
@@ -777,6 +779,17 @@ static void discard_stale_slots(struct pager *p)
 	for (uint64_t pg = 0; pg < p->npages;) {
 		uint64_t run = 0;
 
+		/* a resuming VM's fault reads wait for each punch (the store
+		 * file's lock): the next offload's tidy does the rest */
+		if (atomic_load(&p->tidy_stop)) {
+			pthread_mutex_lock(&p->lock);
+			p->stale_discards_deferred++;
+			pthread_mutex_unlock(&p->lock);
+			log_debug(p->subject, "stale store slots: tidy left to the next offload "
+				  "(the VM resumes)");
+			return;
+		}
+
 		pthread_mutex_lock(&p->lock);
 		while (pg < p->npages && pg_state(p, pg) != PAGE_RESIDENT &&
 		       pg_state(p, pg) != PAGE_ZERO)
@@ -930,6 +943,8 @@ static void offload_job_run(struct pager *p)
 	pthread_mutex_lock(&p->lock);
 	o.precopy = p->precopy;
 	p->offload_t0 = now_ns();	/* not while it waited for a tidy */
+	if (!o.precopy)	/* its tidy runs after it, while the VM stays paused */
+		atomic_store(&p->tidy_stop, false);
 	/* the set as the offload starts (one that runs while a mapper faults
 	 * may evict a page the set gains meanwhile: it faults back) */
 	o.kept_set.pg = o.keep;
