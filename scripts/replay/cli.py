@@ -12,7 +12,9 @@ and measures what each wait costs in memory, cohort by cohort:
   offload-seed  the same with the seed's fixed offload rule (50 ms into a
             wait, 1 s of guest timer budget, 5 s between offloads)
   offload-lazy  the cost policy, pages back by faults only after a resume
-            (vmnapd's default restore, asked for explicitly)
+            (vmnapd's default restore, asked for explicitly), and nothing
+            held through a wait (critical_resident false: the resume-
+            critical set goes out too and is read back before each resume)
   offload-ws  optional: the cost policy, working-set restore (the last
             cycle's working set streams back after a data resume)
   offload-eager  optional: the cost policy, eager restore (every offloaded

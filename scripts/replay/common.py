@@ -40,9 +40,12 @@ COHORT_POLICY = {
 # brings the last cycle's working set back after a data resume,
 # offload-eager every offloaded page.  offload takes vmnapd's default.
 COHORT_RESTORE = {"offload-lazy": "lazy", "offload-ws": "working-set", "offload-eager": "eager"}
-# vmnapd settings (its -c file) where a cohort changes one: offload-nofollow
-# turns the fault-order prefetch off.
-COHORT_SETTINGS = {"offload-nofollow": {"follow_pages": 0}}
+# vmnapd settings (its -c file) where a cohort changes one: offload-lazy
+# holds nothing through a wait (the resume-critical set goes out with the
+# rest and is read back before each resume: lazy in full, the frugal peer
+# of swap), offload-nofollow turns the fault-order prefetch off.
+COHORT_SETTINGS = {"offload-lazy": {"critical_resident": False},
+                   "offload-nofollow": {"follow_pages": 0}}
 # vmnapd's environment where a cohort changes it: offload-notrack turns
 # dirty tracking off (every restored page RESIDENT, no write-protect
 # faults; every offload writes every resident page).

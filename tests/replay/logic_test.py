@@ -204,10 +204,12 @@ def _():
         conf = json.load(f)
     assert conf["restore"] == "lazy"
     # settings a cohort changes are vmnapd.conf keys, set otherwise there
-    assert common.COHORT_SETTINGS == {"offload-nofollow": {"follow_pages": 0}}
+    assert common.COHORT_SETTINGS == {"offload-lazy": {"critical_resident": False},
+                                      "offload-nofollow": {"follow_pages": 0}}
     for c, s in common.COHORT_SETTINGS.items():
         assert c in common.VMNAP_COHORTS and set(s) <= set(conf), (c, s)
-    assert conf["follow_pages"] > 0
+    # what those cohorts turn off is on by default
+    assert conf["follow_pages"] > 0 and conf["critical_resident"] is True
     # an environment a cohort changes: vmnapd's dirty-tracking switch only
     assert common.COHORT_ENV == {"offload-notrack": {"VMNAPD_DIRTY_TRACKING": "none"}}
     for c in common.COHORT_ENV:
