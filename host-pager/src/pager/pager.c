@@ -282,10 +282,12 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	p->state = calloc(p->npages, 1);	/* all RESIDENT */
 	p->hot = calloc(p->npages, 1);
 	p->fa = calloc(p->npages, 1);
-	if (!p->state || !p->hot || !p->fa) {
+	p->slot_data = malloc(p->npages);
+	if (!p->state || !p->hot || !p->fa || !p->slot_data) {
 		err = -ENOMEM;
 		goto fail;
 	}
+	memset(p->slot_data, 1, p->npages);	/* the first tidy looks at every slot */
 	err = pager_follow_init(p);
 	if (err)
 		goto fail;
@@ -365,6 +367,7 @@ fail:
 	free(p->state);
 	free(p->hot);
 	free(p->fa);
+	free(p->slot_data);
 	pager_follow_free(p);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);
@@ -528,6 +531,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	free(p->state);
 	free(p->hot);
 	free(p->fa);
+	free(p->slot_data);
 	pager_follow_free(p);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->reg_lock);

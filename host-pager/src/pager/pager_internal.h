@@ -236,6 +236,11 @@ struct pager {
 	bool offloading;		/* an offload or a pre-copy runs */
 	atomic_bool tidy_stop;		/* a resume began: the worker's tidy
 					 * stops, the next job's does the rest */
+	uint8_t *slot_data;		/* offload worker only, per page: its
+					 * store slot was written since the
+					 * tidy last punched it (all set at
+					 * start: an adopted store's are
+					 * unknown) */
 	uint64_t stale_discards_deferred;	/* under lock */
 	bool precopy;			/* ... a pre-copy (pager_precopy_start) */
 	atomic_bool offload_abort;

@@ -592,6 +592,7 @@ static int batch_submit(struct offload *o, struct batch *b,
 			b->err = -EBUSY;
 			break;
 		}
+		memset(&p->slot_data[b->pg + i], 1, run);	/* punched by a tidy */
 		w = &b->req[nreq++];
 		*w = (struct write_req){
 			.b = b, .op = REQ_WRITE, .buf_off = (uint32_t)(i * PAGER_PAGE_SIZE),
@@ -766,14 +767,23 @@ static void offload_fini(struct offload *o)
 
 /*
  * Slots of RESIDENT and ZERO pages hold stale copies (the page came back
- * and was written, or was dropped; a CLEAN page's slot is valid): give their blocks back so store_file_bytes tracks what
- * is stored.  Runs after the offload reported done (it is bookkeeping, not
- * on the VM's path), so the VM may run meanwhile: the lock is held only to
- * find a run, never over the fallocate.  A RESIDENT or ZERO page cannot
- * become OFFLOADED meanwhile (only an offload does that, and the next one
- * joins this thread first); IN_FLIGHT pages may be reading their slot and
- * are skipped.
+ * and was written, or was dropped; a CLEAN page's slot is valid): give
+ * their blocks back so store_file_bytes tracks what is stored.  Only slots
+ * written since their last punch (p->slot_data): the zero pages and the
+ * kept set, punched at every offload before, made it some 480 punches
+ * each time.  Runs after the offload reported done (it is bookkeeping,
+ * not on the VM's path), so the VM may run meanwhile: the lock is held
+ * only to find a run, never over the fallocate.  A RESIDENT or ZERO page
+ * cannot become OFFLOADED meanwhile (only an offload does that, and the
+ * next one runs on this worker after this); IN_FLIGHT pages may be
+ * reading their slot and are skipped.
  */
+static bool stale_slot_locked(const struct pager *p, uint64_t pg)
+{
+	return p->slot_data[pg] &&
+	       (pg_state(p, pg) == PAGE_RESIDENT || pg_state(p, pg) == PAGE_ZERO);
+}
+
 static void discard_stale_slots(struct pager *p)
 {
 	for (uint64_t pg = 0; pg < p->npages;) {
@@ -791,11 +801,9 @@ static void discard_stale_slots(struct pager *p)
 		}
 
 		pthread_mutex_lock(&p->lock);
-		while (pg < p->npages && pg_state(p, pg) != PAGE_RESIDENT &&
-		       pg_state(p, pg) != PAGE_ZERO)
+		while (pg < p->npages && !stale_slot_locked(p, pg))
 			pg++;
-		while (pg + run < p->npages && (pg_state(p, pg + run) == PAGE_RESIDENT ||
-						pg_state(p, pg + run) == PAGE_ZERO))
+		while (pg + run < p->npages && stale_slot_locked(p, pg + run))
 			run++;
 		pthread_mutex_unlock(&p->lock);
 		if (run) {
@@ -807,6 +815,7 @@ static void discard_stale_slots(struct pager *p)
 			if (named)
 				store_slots_forget(&p->store, pg, run);
 			store_discard(&p->store, pg_store_off(pg), run * PAGER_PAGE_SIZE);
+			memset(&p->slot_data[pg], 0, run);
 		}
 		pg += run;
 	}
