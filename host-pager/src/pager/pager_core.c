@@ -655,3 +655,16 @@ int pager_thread_start(struct pager *p, pthread_t *t, bool *started,
 	*started = true;
 	return 0;
 }
+
+void pager_thread_stop(struct pager *p, pthread_t t, bool *started, bool *exit,
+		       pthread_cond_t *cv)
+{
+	if (!*started)
+		return;
+	pthread_mutex_lock(&p->lock);
+	*exit = true;
+	pthread_cond_broadcast(cv);
+	pthread_mutex_unlock(&p->lock);
+	pthread_join(t, NULL);
+	*started = false;
+}

@@ -444,6 +444,10 @@ int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf);
  * and perf show, at most 15 characters): *@started set.  -errno. */
 int pager_thread_start(struct pager *p, pthread_t *t, bool *started,
 		       void *(*fn)(void *), const char *name);
+/* Stop that thread if *@started: *@exit set and @cv broadcast under the
+ * lock, then joined; *@started cleared. */
+void pager_thread_stop(struct pager *p, pthread_t t, bool *started, bool *exit,
+		       pthread_cond_t *cv);
 
 /* pager_fault.c */
 int pager_fault_thread_start(struct pager *p);

@@ -1031,12 +1031,6 @@ int pager_offload_worker_kick(struct pager *p)
 
 void pager_offload_worker_stop(struct pager *p)
 {
-	if (!p->offload_thread_started)
-		return;
-	pthread_mutex_lock(&p->lock);
-	p->offload_exit = true;
-	pthread_cond_signal(&p->offload_cv);
-	pthread_mutex_unlock(&p->lock);
-	pthread_join(p->offload_thread, NULL);
-	p->offload_thread_started = false;
+	pager_thread_stop(p, p->offload_thread, &p->offload_thread_started,
+			  &p->offload_exit, &p->offload_cv);
 }

@@ -377,12 +377,8 @@ void pager_prefetch_thread_stop(struct pager *p)
 	if (!p->prefetch_thread_started)
 		return;
 	pager_prefetch_quiesce(p);
-	pthread_mutex_lock(&p->lock);
-	p->prefetch_exit = true;
-	pthread_cond_broadcast(&p->prefetch_cv);
-	pthread_mutex_unlock(&p->lock);
-	pthread_join(p->prefetch_thread, NULL);
-	p->prefetch_thread_started = false;
+	pager_thread_stop(p, p->prefetch_thread, &p->prefetch_thread_started,
+			  &p->prefetch_exit, &p->prefetch_cv);
 }
 
 /* Pagemap entries read per pread (8 bytes each). */

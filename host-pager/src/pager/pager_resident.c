@@ -139,10 +139,8 @@ void pager_resident_thread_stop(struct pager *p)
 	if (!p->resident_thread_started)
 		return;
 	pthread_mutex_lock(&p->lock);
-	p->resident_exit = true;
-	p->rq_n = 0;
-	pthread_cond_broadcast(&p->resident_cv);
+	p->rq_n = 0;	/* nothing queued is read any more */
 	pthread_mutex_unlock(&p->lock);
-	pthread_join(p->resident_thread, NULL);
-	p->resident_thread_started = false;
+	pager_thread_stop(p, p->resident_thread, &p->resident_thread_started,
+			  &p->resident_exit, &p->resident_cv);
 }
