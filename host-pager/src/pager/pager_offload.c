@@ -789,22 +789,20 @@ static void discard_stale_slots(struct pager *p)
 	for (uint64_t pg = 0; pg < p->npages;) {
 		uint64_t run = 0;
 
+		pthread_mutex_lock(&p->lock);
+		while (pg < p->npages && !stale_slot_locked(p, pg))
+			pg++;
+		while (pg + run < p->npages && stale_slot_locked(p, pg + run))
+			run++;
 		/* a resuming VM's fault reads wait for each punch (the store
 		 * file's lock): the next offload's tidy does the rest */
-		if (atomic_load(&p->tidy_stop)) {
-			pthread_mutex_lock(&p->lock);
+		if (run && atomic_load(&p->tidy_stop)) {
 			p->stale_discards_deferred++;
 			pthread_mutex_unlock(&p->lock);
 			log_debug(p->subject, "stale store slots: tidy left to the next offload "
 				  "(the VM resumes)");
 			return;
 		}
-
-		pthread_mutex_lock(&p->lock);
-		while (pg < p->npages && !stale_slot_locked(p, pg))
-			pg++;
-		while (pg + run < p->npages && stale_slot_locked(p, pg + run))
-			run++;
 		pthread_mutex_unlock(&p->lock);
 		if (run) {
 			bool named = false;
