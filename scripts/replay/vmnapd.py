@@ -148,8 +148,10 @@ def vmnapd_event_figures(path):
             elif ev.get("type") == "delivered" and isinstance(ev.get("latency_ns"), int):
                 out["delivered_ms"].append(ev["latency_ns"] / 1e6)
                 # a delivery by a data resume: the faults from its request
+                # (data taken in running counts from its arrival: left out)
                 if isinstance(ev.get("resume_faults"), int) and \
-                        isinstance(ev.get("resume_fault_ns"), int):
+                        isinstance(ev.get("resume_fault_ns"), int) and \
+                        ev.get("faults_from", "resume") == "resume":
                     out["data_delivery_faults"].append(ev["resume_faults"])
                     out["data_delivery_fault_ms"].append(ev["resume_fault_ns"] / 1e6)
             elif ev.get("type") == "offload_decision":

@@ -157,7 +157,8 @@ res = [e for e in ev if e["type"] == "resume" and e["reason"] == "data_ready"]
 dl = [e for e in ev if e["type"] == "delivered" and e.get("wait") == "w1"]
 ok = res and len(dl) == 1 and all(isinstance(dl[0].get(k), int) for k in
         ("resume_faults", "resume_fault_pages", "resume_zero_faults", "resume_fault_ns"))
-sys.exit(0 if ok and dl[0]["resume_faults"] >= res[0]["faults"] else 1)
+sys.exit(0 if ok and dl[0]["resume_faults"] >= res[0]["faults"] and
+         dl[0].get("faults_from") == "resume" else 1)
 PY
 api -X POST "http://vmnapd/vms/$VM/waits/w2/ready" >/dev/null
 check "data ready: RUNNING" wait_state RUNNING "$STATE_WAIT"

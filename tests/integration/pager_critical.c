@@ -25,12 +25,18 @@
  * set, the next offload stores S's last contents and they come back.
  * resident-sync: the same with wp_sync tracking (VMNAP_UFFD_WP=sync).
  *
+ * data: data taken in while the VM runs after a timer's resume (its
+ * window closed at RESUME_ACK): without pager_data_window() S's faults
+ * are not recorded and the next offload takes S out; with it they are,
+ * and the next offload keeps S.  Before any offload nothing is out and
+ * no window opens.
+ *
  * device: the ranges vmnapd's own device touches first on resume
  * (pager_set_device_pages) stay in the memfd through offloads, checked
  * against guest RAM; one out when named is read back; replaced by the
  * next call.
  *
- *   pager_critical [MiB [deliver|resident|resident-sync|device]]	(default 16)
+ *   pager_critical [MiB [deliver|resident|resident-sync|data|device]]	(default 16)
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -159,6 +165,12 @@ static void set_resident_cb(struct harness *h, void *arg)
 	sc->contents_ok = !pager_gpa_to_memfd(the_pager(h), 0, &fd, &off);
 	for (unsigned int k = 0; k < sc->n; k++)
 		sc->resident += page_in_memfd(fd, off, pgs[k], sc->round, &sc->contents_ok);
+}
+
+static void data_window_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_data_window(the_pager(h));
 }
 
 /* Is page @pg in the memfd (allocated, not a hole)? */
@@ -395,6 +407,72 @@ static int mode_resident(const char *self, uint64_t mib)
 	vmm_cmd(&h, ans, "verify 2 2");
 	tap(!strcmp(ans, "ok"), "cycle 3: every byte verified (%s)", ans);
 	on_loop(&h, delivered_cb, NULL);
+	vmm_quit(&h);
+	return harness_finish(&h);
+}
+
+/* A timer's resume after an offload: its window opens and ends (RESUME_ACK)
+ * before any data comes. */
+static void timer_resume(struct harness *h)
+{
+	struct prepare_call pc;
+
+	on_loop(h, prepare_cb, &pc);
+	on_loop(h, delivered_cb, NULL);
+}
+
+static int mode_data(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	struct set_resident_call sc = { .round = 1 };
+	struct pager_stats st, st1;
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	if (!setup(&h, self, mib, true))
+		return 1;
+	on_loop(&h, data_window_cb, NULL);
+	st = stats(&h, NULL);
+	tap(!st.critical_data_windows, "nothing out yet: no window opened (%llu)",
+	    (unsigned long long)st.critical_data_windows);
+
+	/* data taken in with no window: S faults back unrecorded and goes
+	 * out with the rest at the next offload */
+	err = offload(&h);
+	timer_resume(&h);
+	st = stats(&h, NULL);
+	vmm_cmd(&h, ans, "touchset 1");
+	st1 = stats_settled(&h);
+	tap(!err && !strncmp(ans, "ok", 2) && st1.faults > st.faults &&
+	    st1.critical_window_faults == st.critical_window_faults && !st1.critical_set_pages,
+	    "without a window: S's %llu fault(s) not recorded, the set empty (%s)",
+	    (unsigned long long)(st1.faults - st.faults), ans);
+	err = offload(&h);
+	on_loop(&h, set_resident_cb, &sc);
+	tap(!err && sc.n > 0 && sc.resident == 0, "so the next offload took S out (%u of %u "
+	    "pages in the memfd)", sc.resident, sc.n);
+
+	/* the same with the window opened for the data */
+	timer_resume(&h);
+	on_loop(&h, data_window_cb, NULL);
+	st = stats(&h, NULL);
+	vmm_cmd(&h, ans, "touchset 1");
+	st1 = stats_settled(&h);
+	on_loop(&h, delivered_cb, NULL);
+	tap(!strncmp(ans, "ok", 2) && st1.critical_data_windows == 1 &&
+	    st1.critical_window_faults - st.critical_window_faults == st1.faults - st.faults &&
+	    st1.faults > st.faults && st1.critical_set_pages >= sc.n,
+	    "data window: S's %llu fault(s) recorded, %llu page(s) in the set (%s)",
+	    (unsigned long long)(st1.faults - st.faults),
+	    (unsigned long long)st1.critical_set_pages, ans);
+	err = offload(&h);
+	sc = (struct set_resident_call){ .round = 1 };
+	on_loop(&h, set_resident_cb, &sc);
+	tap(!err && sc.resident == sc.n && sc.contents_ok,
+	    "the next offload kept S: %u of %u pages in the memfd, their contents", sc.resident,
+	    sc.n);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 	vmm_quit(&h);
 	return harness_finish(&h);
 }
@@ -685,6 +763,8 @@ int main(int argc, char **argv)
 		return mode_deliver(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	if (argc > 2 && !strcmp(argv[2], "resident"))
 		return mode_resident(argv[0], mockvmm_arg(argc, argv, 1, 16));
+	if (argc > 2 && !strcmp(argv[2], "data"))
+		return mode_data(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	if (argc > 2 && !strcmp(argv[2], "device"))
 		return mode_device(argv[0], mockvmm_arg(argc, argv, 1, 16));
 	if (argc > 2 && !strcmp(argv[2], "resident-sync"))

@@ -268,9 +268,14 @@ def _():
     for i in range(1, 5):
         evs.append({"type": "delivered", "vm": "a", "wait": f"w{i}",
                     "latency_ns": 10000000, "resume_faults": i, "resume_fault_pages": i,
+                    **({"faults_from": "resume"} if i % 2 else {}),
                     "resume_zero_faults": 0, "resume_fault_ns": i * 500000})
     evs.append({"type": "delivered", "vm": "a", "wait": "w9", "latency_ns": 1,
                 "resume_faults": "x", "resume_fault_ns": 1})
+    # data taken in while running: counted from its arrival, not a resume's
+    evs.append({"type": "delivered", "vm": "a", "wait": "w10", "latency_ns": 10000000,
+                "faults_from": "data_ready", "resume_faults": 90, "resume_fault_pages": 90,
+                "resume_zero_faults": 0, "resume_fault_ns": 90 * 500000})
     r = event_figures(evs)
     assert r["vmnapd_delivery_p50_ms"] == 10.0, r
     assert r["data_delivery_faults_p50"] == 2.5, r

@@ -32,6 +32,8 @@ struct fake {
 	int cancel_err;
 	unsigned int delivered;
 	unsigned int pre_resumes, resumes_before_pre_resume, resume_delivered;
+	unsigned int data_windows;
+	enum coord_state state_at_data_window;
 	enum coord_state state_at_pre_resume;
 	uint64_t next_req, last_req, last_abort;
 	uint32_t last_flags;
@@ -140,6 +142,14 @@ static void f_resume_delivered(void *a)
 	((struct fake *)a)->resume_delivered++;
 }
 
+static void f_data_window(void *a)
+{
+	struct fake *f = a;
+
+	f->data_windows++;
+	f->state_at_data_window = coord_state(f->c);
+}
+
 static void f_transition(void *a, enum coord_state from, enum coord_state to, const char *why)
 {
 	struct fake *f = a;
@@ -206,6 +216,15 @@ static const struct coord_ops ops_link = {
 	.resumed = f_resumed, .pause = f_pause, .resume = f_resume, .offload = f_offload,
 	.offload_cancel = f_offload_cancel, .transition = f_transition, .delivered = f_delivered,
 	.pre_resume = f_pre_resume, .resume_delivered = f_resume_delivered,
+};
+
+/* ops_link plus the window opened for data taken in running */
+static const struct coord_ops ops_window = {
+	.now = f_now, .arm_timer = f_arm, .handoff = f_handoff, .handoff_abort = f_abort,
+	.resumed = f_resumed, .pause = f_pause, .resume = f_resume, .offload = f_offload,
+	.offload_cancel = f_offload_cancel, .transition = f_transition, .delivered = f_delivered,
+	.pre_resume = f_pre_resume, .resume_delivered = f_resume_delivered,
+	.data_window = f_data_window,
 };
 
 static struct fake fw;
@@ -444,6 +463,82 @@ static void test_critical_window_until_confirmed(void **s)
 	advance(c, 20 * MS);	/* r3 outstanding: a new handoff */
 	assert_int_equal(coord_state(c), COORD_HANDOFF);
 	assert_int_equal(fw.resume_delivered, 2);
+	coord_free(c);
+}
+
+/*
+ * Data for a confirmed wait that comes while the guest runs between two
+ * handoffs of its wait (after an offload, resumed for its own timer): the
+ * guest takes it in on the way a data resume takes, so a critical window
+ * opens (no pre-resume: the vCPUs run) and ends at the confirmation, or
+ * at the next handoff.  Not for a wait the caller does not confirm (the
+ * data is delivered at once), not twice, and not while paused (the
+ * resume's own window, after its pre-resume).
+ */
+static void test_data_window_while_running(void **s)
+{
+	struct coord *c = mk_with(true, &ops_window, NULL);
+
+	(void)s;
+	confirmed_wait_offloaded(c, "r1", 2 * SEC, 30 * MS);
+	advance(c, 2 * SEC);	/* the guest's timer (less the margin) */
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	coord_resume_done(c, 0);
+	assert_int_equal(fw.last_reason, COORD_RESUME_TIMER);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.resume_delivered, 1);	/* the timer's window */
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	assert_int_equal(fw.data_windows, 0);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	assert_int_equal(fw.data_windows, 1);
+	assert_int_equal(fw.state_at_data_window, COORD_WAITING);
+	assert_int_equal(fw.pre_resumes, 1);	/* the timer's only */
+	assert_int_equal(fw.resume_delivered, 1);	/* not taken in yet */
+	assert_int_equal(coord_wait_delivered(c, "r1"), 0);
+	assert_int_equal(fw.delivered, 1);
+	assert_int_equal(fw.resume_delivered, 2);
+
+	/* during a handoff the guest has not acknowledged: aborted, opened */
+	coord_wait_start(c, "r2", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	coord_wait_start(c, "r3", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	assert_int_equal(coord_wait_ready(c, "r2"), 0);
+	assert_int_equal(fw.aborts, 1);
+	assert_int_equal(fw.data_windows, 2);
+	assert_int_equal(fw.state_at_data_window, COORD_HANDOFF);
+	/* one window for both: the second ready wait opens none */
+	assert_int_equal(coord_wait_ready(c, "r3"), 0);
+	assert_int_equal(fw.data_windows, 2);
+	assert_int_equal(coord_wait_delivered(c, "r2"), 0);
+	assert_int_equal(fw.resume_delivered, 2);	/* r3 not taken in yet */
+	assert_int_equal(coord_wait_delivered(c, "r3"), 0);
+	assert_int_equal(fw.resume_delivered, 3);
+
+	/* never confirmed: the next handoff ends it */
+	coord_wait_start(c, "r4", COORD_WAIT_MODEL, COORD_WAIT_CONFIRM);
+	coord_wait_start(c, "r5", COORD_WAIT_MODEL, 0);
+	assert_int_equal(coord_state(c), COORD_WAITING);
+	assert_int_equal(coord_wait_ready(c, "r4"), 0);
+	assert_int_equal(fw.data_windows, 3);
+	advance(c, 20 * MS);	/* r5 outstanding: a new handoff */
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	assert_int_equal(fw.resume_delivered, 4);
+
+	/* not confirmed: delivered at once, no window */
+	ack_ready(c, 10 * SEC);
+	coord_pause_done(c, 0);
+	coord_wait_delivered(c, "r4");
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	assert_int_equal(coord_wait_ready(c, "r5"), 0);	/* paused: a resume */
+	assert_int_equal(fw.data_windows, 3);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.delivered, 5);
+	coord_wait_start(c, "r6", COORD_WAIT_MODEL, 0);
+	assert_int_equal(coord_wait_ready(c, "r6"), 0);
+	assert_int_equal(fw.data_windows, 3);
+	assert_int_equal(fw.delivered, 6);
 	coord_free(c);
 }
 
@@ -1658,6 +1753,7 @@ int main(void)
 		cmocka_unit_test(test_full_cycle_offload),
 		cmocka_unit_test(test_pre_resume_before_vmm_resume),
 		cmocka_unit_test(test_critical_window_until_confirmed),
+		cmocka_unit_test(test_data_window_while_running),
 		cmocka_unit_test(test_pre_resume_after_cancelled_offload),
 		cmocka_unit_test(test_no_pre_resume_without_offload),
 		cmocka_unit_test(test_short_wait_pauses_without_offload),

@@ -219,6 +219,9 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_critical_window_faults_total", "counter",
 	      "faults between a resume and its delivery (what the critical set avoids)",
 	      st.critical_window_faults);
+	GAUGE("vmnap_critical_data_windows_total", "counter",
+	      "data taken in while running with pages out, its faults recorded as a resume's",
+	      st.critical_data_windows);
 	GAUGE("vmnap_faults_stuck", "gauge",
 	      "faulting threads waiting for a fault that could not be served yet", st.faults_stuck);
 	GAUGE("vmnap_fault_retries_total", "counter", "unserved faults tried again",

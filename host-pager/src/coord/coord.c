@@ -64,7 +64,9 @@ struct coord {
 	uint64_t paused_at_ns;
 	uint64_t offload_at_ns;		/* NO_DEADLINE: not eligible */
 	bool offloaded;			/* RAM evicted in this cycle */
-	bool critical_window;		/* pre_resume done, not delivered yet */
+	bool critical_window;		/* pre_resume done, or data taken in
+					 * running (->data_window); not
+					 * delivered yet */
 	uint64_t offloaded_at_ns;
 	bool has_offloaded;
 	uint64_t last_offload_ns;	/* start of this VM's last offload */
@@ -1172,6 +1174,13 @@ int coord_wait_ready(struct coord *c, const char *id)
 		 (unsigned long long)((w->ready_ns - w->start_ns) / NS_PER_MS),
 		 coord_state_name(c->state));
 
+	if ((c->state == COORD_WAITING || (c->state == COORD_HANDOFF && c->awaiting_ack)) &&
+	    (w->flags & COORD_WAIT_CONFIRM) && !c->critical_window && c->ops->data_window) {
+		/* the guest takes it in running: what it faults on until the
+		 * confirmation is what a data resume would need */
+		c->ops->data_window(c->arg);
+		c->critical_window = true;
+	}
 	switch (c->state) {
 	case COORD_WAITING:
 		if (!coord_nr_waits(c))

@@ -271,6 +271,16 @@ struct coord_ops {
 	 * confirmed; at the latest the next handoff): the critical window
 	 * after that resume ends. */
 	void (*resume_delivered)(void *arg);
+	/*
+	 * Data became ready for a wait started with COORD_WAIT_CONFIRM while
+	 * the guest runs (WAITING, or a handoff not yet acknowledged): it
+	 * takes the data in now, on the way a data resume takes, possibly
+	 * faulting on what an offload earlier in the wait took out.  A
+	 * critical window opens as after a resume from an offload (without
+	 * ->pre_resume: the vCPUs run) and ends as ->resume_delivered says.
+	 * NULL: none.
+	 */
+	void (*data_window)(void *arg);
 	/* Can this VM be offloaded right now (pager attached, evictable)?
 	 * NULL: whenever offload is set. */
 	bool (*can_offload)(void *arg);

@@ -1345,6 +1345,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->critical_restored_pages = p->crit_restored_pages;
 	st->critical_mapped_pages = p->crit_mapped_pages;
 	st->critical_window_faults = p->crit_window_faults;
+	st->critical_data_windows = p->crit_data_windows;
 	st->critical_budget_stops = p->crit_budget_stops;
 	st->critical_ring_resets = p->crit_ring_resets;
 	st->critical_last_restore_ns = p->crit_last_restore_ns;

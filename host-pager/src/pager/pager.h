@@ -309,6 +309,9 @@ struct pager_stats {
 						 * (critical_resident) */
 	uint64_t critical_window_faults;	/* faults between resume and
 						 * delivery (what the set avoids) */
+	uint64_t critical_data_windows;		/* windows opened for data taken
+						 * in while running with pages
+						 * out (pager_data_window) */
 	uint64_t critical_budget_stops;		/* restores cut by the budget */
 	uint64_t critical_ring_resets;		/* store rings dropped: a read the
 						 * ring did not take or complete */
@@ -574,7 +577,17 @@ int pager_offload_cancel(struct pager *p);
  * need, so the rest is left to the next offload's tidy.
  */
 int pager_resume_prepare(struct pager *p);
-/* The guest has its data again (RESUME_ACK): stop recording the set. */
+/*
+ * Data is taken in while the VM runs, with pages out since an offload
+ * earlier in its wait (resumed for a guest timer, not for the data): the
+ * guest's way to the data is the one a data resume takes, so its faults
+ * are recorded into the set as after a resume, until
+ * pager_resume_delivered().  Nothing out (no range registered): a no-op.
+ * Loop thread.
+ */
+void pager_data_window(struct pager *p);
+/* The guest has its data again (RESUME_ACK, or its confirmation): stop
+ * recording the set. */
 void pager_resume_delivered(struct pager *p);
 /* Change the pre-resume restore's time budget (0: no restore).  Loop
  * thread. */

@@ -121,6 +121,17 @@ unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs)
 	return n;
 }
 
+/* A new window: a page refaulted in it gets a new (newest) entry.  Lock
+ * held. */
+static void window_open_locked(struct pager *p)
+{
+	for (unsigned int k = 0; k < p->crit_nr; k++)
+		p->state[p->crit_pg[(p->crit_head + k) % PAGER_CRITICAL_MAX_PAGES]] &=
+			(uint8_t)~PG_CRIT;
+	p->crit_window_nr = 0;
+	p->crit_recording = true;
+}
+
 /* One wave of store reads in flight at once. */
 struct crit_run {
 	uint64_t pg, n;
@@ -373,12 +384,7 @@ int pager_resume_prepare(struct pager *p)
 	p->crit_last_restore_ns = now_ns() - t0;
 	p->crit_budget_stops += budget_hit;
 	p->crit_ring_resets += ring_broken;
-	/* a new window: a page refaulted in it gets a new (newest) entry */
-	for (unsigned int k = 0; k < p->crit_nr; k++)
-		p->state[p->crit_pg[(p->crit_head + k) % PAGER_CRITICAL_MAX_PAGES]] &=
-			(uint8_t)~PG_CRIT;
-	p->crit_window_nr = 0;
-	p->crit_recording = true;
+	window_open_locked(p);
 	pthread_mutex_unlock(&p->lock);
 	if (nr)
 		log_info(p->subject, "resume-critical set: %llu of %u page(s) restored in "
@@ -386,6 +392,16 @@ int pager_resume_prepare(struct pager *p)
 			 (unsigned long long)((now_ns() - t0) / 1000),
 			 budget_hit ? " (time budget reached)" : "");
 	return err ? err : (int)restored;
+}
+
+void pager_data_window(struct pager *p)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->registered) {	/* else nothing is out: nothing would fault */
+		window_open_locked(p);
+		p->crit_data_windows++;
+	}
+	pthread_mutex_unlock(&p->lock);
 }
 
 void pager_resume_delivered(struct pager *p)

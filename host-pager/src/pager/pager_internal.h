@@ -321,7 +321,7 @@ struct pager {
 	bool crit_recording;		/* resume .. delivered */
 	struct io_uring crit_ring;	/* loop thread only */
 	bool crit_ring_up;
-	uint64_t crit_restored_pages, crit_window_faults;
+	uint64_t crit_restored_pages, crit_window_faults, crit_data_windows;
 	uint64_t crit_mapped_pages;	/* of the restored: mapped in the VMM */
 	uint64_t crit_last_restore_ns, crit_budget_stops, crit_ring_resets;
 	uint64_t crit_kept_pages;	/* left resident by offloads */

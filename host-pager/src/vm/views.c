@@ -93,6 +93,8 @@ json_t *pager_stats_json(struct pager *p)
 				    json_integer((json_int_t)st.critical_kept_pages));
 		json_object_set_new(o, "critical_window_faults",
 				    json_integer((json_int_t)st.critical_window_faults));
+		json_object_set_new(o, "critical_data_windows",
+				    json_integer((json_int_t)st.critical_data_windows));
 		json_object_set_new(o, "critical_budget_stops",
 				    json_integer((json_int_t)st.critical_budget_stops));
 		json_object_set_new(o, "critical_ring_resets",

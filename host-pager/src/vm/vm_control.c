@@ -50,9 +50,11 @@ struct vm_control {
 	bool precopy_running;
 	uint64_t precopy_written0, precopy_cleaned0;	/* pager counters at its start */
 	struct pager_stats resume_st0;	/* pager counters at the last resume's request */
-	/* the last resume was for data: its delivery's faults, from its
-	 * request, go in the "delivered" event */
-	bool data_resume;
+	/* the last resume was for data ("resume"), or data was taken in
+	 * running ("data_ready", ctl_data_window): its delivery's faults, from
+	 * the resume's request or the data's arrival, go in the "delivered"
+	 * event, "faults_from" saying which; NULL: neither */
+	const char *faults_from;
 	uint64_t handoff_req_ns;	/* when the last HANDOFF_REQ went out */
 	uint64_t last_handoff_rtt_ns;
 	uint64_t last_unquiesce_ns;	/* from the last RESUME_ACK */
@@ -359,6 +361,19 @@ static void ctl_resume_delivered(void *arg)
 		pager_resume_delivered(vm->pager);
 }
 
+/* Data taken in while the VM runs: its faults count as a data resume's,
+ * in the set and in the "delivered" event (from now). */
+static void ctl_data_window(void *arg)
+{
+	struct vm *vm = arg;
+
+	if (!vm->pager)
+		return;
+	pager_data_window(vm->pager);
+	pager_get_stats(vm->pager, &vm->control->resume_st0);
+	vm->control->faults_from = "data_ready";
+}
+
 static int ctl_offload_cancel(void *arg)
 {
 	struct vm *vm = arg;
@@ -456,7 +471,7 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 
 	memxtime_sample(vm);
 	if (from == COORD_RUNNING && to == COORD_WAITING)
-		vm->control->data_resume = false;	/* a new wait: its delivery is not */
+		vm->control->faults_from = NULL;	/* a new wait: its delivery is not */
 	f = json_pack("{s:s,s:s,s:s}", "from", coord_state_name(from),
 			      "to", coord_state_name(to), "why", why);
 
@@ -502,17 +517,19 @@ static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
 	 * it starts is data work for the pager; else a no-op */
 	if (vm->pager)
 		pager_data_arrived(vm->pager);
-	if (vm->control->data_resume && vm->pager) {
-		/* what the data path faulted on, from the resume's request */
-		vm->control->data_resume = false;
+	if (vm->control->faults_from && vm->pager) {
+		/* what the data path faulted on, from the resume's request or
+		 * the data's arrival */
 		pager_get_stats(vm->pager, &st);
-		f = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}", "wait", wait_id,
+		f = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I}", "wait", wait_id,
 			      "latency_ns", (json_int_t)latency_ns,
+			      "faults_from", vm->control->faults_from,
 			      "resume_faults", (json_int_t)(st.faults - st0->faults),
 			      "resume_fault_pages", (json_int_t)(st.fault_pages - st0->fault_pages),
 			      "resume_zero_faults", (json_int_t)(st.zero_faults - st0->zero_faults),
 			      "resume_fault_ns",
 			      (json_int_t)(st.fault_lat_ns_sum - st0->fault_lat_ns_sum));
+		vm->control->faults_from = NULL;
 	} else {
 		f = json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns);
 	}
@@ -593,7 +610,7 @@ static void ctl_restore(void *arg, enum coord_restore how)
 		pager_get_stats(vm->pager, &st);
 	}
 	vm->control->resume_st0 = st;
-	vm->control->data_resume = false;
+	vm->control->faults_from = NULL;
 }
 
 static void ctl_resume_breakdown(void *arg, const struct coord_resume_breakdown *b)
@@ -617,7 +634,8 @@ static void ctl_resume_breakdown(void *arg, const struct coord_resume_breakdown 
 		      "faults", (json_int_t)(st.faults - vm->control->resume_st0.faults),
 		      "fault_pages",
 		      (json_int_t)(st.fault_pages - vm->control->resume_st0.fault_pages));
-	vm->control->data_resume = vm->pager && b->reason == COORD_RESUME_DATA_READY;
+	vm->control->faults_from = vm->pager && b->reason == COORD_RESUME_DATA_READY ?
+				   "resume" : NULL;
 	events_emit(vm->d, vm->name, "resume", f);
 }
 
@@ -633,6 +651,7 @@ static const struct coord_ops ctl_coord_ops = {
 	.offload_cancel = ctl_offload_cancel,
 	.pre_resume = ctl_pre_resume,
 	.resume_delivered = ctl_resume_delivered,
+	.data_window = ctl_data_window,
 	.can_offload = ctl_can_offload,
 	.transition = ctl_transition,
 	.delivered = ctl_delivered,
