@@ -1158,6 +1158,20 @@ int coord_wait_start(struct coord *c, const char *id, enum coord_wait_kind kind,
 	return 0;
 }
 
+/*
+ * @w's data is ready while the guest runs (WAITING, or a handoff it has
+ * not acknowledged): it takes the data in now.  For a wait whose delivery
+ * is confirmed, what it faults on until then is what a data resume would
+ * need: a critical window (->data_window), one for several such waits.
+ */
+static void data_window_open(struct coord *c, const struct coord_wait *w)
+{
+	if (!(w->flags & COORD_WAIT_CONFIRM) || c->critical_window || !c->ops->data_window)
+		return;
+	c->ops->data_window(c->arg);
+	c->critical_window = true;
+}
+
 int coord_wait_ready(struct coord *c, const char *id)
 {
 	struct coord_wait *w = wait_find(c, id);
@@ -1174,15 +1188,9 @@ int coord_wait_ready(struct coord *c, const char *id)
 		 (unsigned long long)((w->ready_ns - w->start_ns) / NS_PER_MS),
 		 coord_state_name(c->state));
 
-	if ((c->state == COORD_WAITING || (c->state == COORD_HANDOFF && c->awaiting_ack)) &&
-	    (w->flags & COORD_WAIT_CONFIRM) && !c->critical_window && c->ops->data_window) {
-		/* the guest takes it in running: what it faults on until the
-		 * confirmation is what a data resume would need */
-		c->ops->data_window(c->arg);
-		c->critical_window = true;
-	}
 	switch (c->state) {
 	case COORD_WAITING:
+		data_window_open(c, w);
 		if (!coord_nr_waits(c))
 			settle(c, 0, "data_ready");
 		else
@@ -1190,6 +1198,7 @@ int coord_wait_ready(struct coord *c, const char *id)
 		break;
 	case COORD_HANDOFF:
 		if (c->awaiting_ack) {
+			data_window_open(c, w);
 			abort_handoff(c);
 			settle(c, c->cfg.handoff_delay_ns, "data_ready");
 		} else {
