@@ -8,7 +8,9 @@
 #
 #   1. a long model wait: WAITING -> HANDOFF -> PAUSED -> OFFLOADING ->
 #      OFFLOADED (guest RAM resident bytes fall), data ready resumes it,
-#      the guest's RESUME_ACK delivers the wait, the guest still works.
+#      the guest's RESUME_ACK delivers the wait, the guest still works (a
+#      guest timer resuming the VM just before the data makes the wait end
+#      running: tried again with a new wait, up to 5 times).
 #   2. a guest timer: `sleep 3` started in the guest before the wait; the
 #      module reports the budget, vmnapd resumes the VM before the timer
 #      (reason timer) and the timer fires in the guest on time while the
@@ -78,20 +80,66 @@ check "pager attached through the preload shim" test "$(resident)" -gt 0
 check "enable the coordinator" sh -c "curl -s --unix-socket '$RUN/api.sock' -X PATCH http://x/vms/$VM -d '{\"managed\": true, \"restore\": \"working-set\"}' | grep -q '\"managed\":true'"
 
 # ---- 1. long model wait: offloaded, resumed by data ready ----
+# has_event TYPE WAIT: an event of TYPE for WAIT is in events.jsonl
+has_event() {
+	python3 -c 'import json, sys; sys.exit(0 if any(e["type"] == sys.argv[2] and e.get("wait") == sys.argv[3] for e in map(json.loads, open(sys.argv[1]))) else 1)' \
+		"$W/events.jsonl" "$1" "$2"
+}
+# data_resumed WAIT: a data resume came between WAIT's data and its delivery
+data_resumed() {
+	python3 - "$W/events.jsonl" "$1" <<'PY'
+import json, sys
+ev = list(map(json.loads, open(sys.argv[1])))
+at = lambda t: next((k for k, e in enumerate(ev) if e["type"] == t and
+                     e.get("wait") == sys.argv[2]), None)
+i, j = at("wait_ready"), at("delivered")
+sys.exit(0 if i is not None and j is not None and
+         any(e["type"] == "resume" and e["reason"] == "data_ready" for e in ev[i:j]) else 1)
+PY
+}
+# snapshot: the VM's state and resident bytes, from one GET
+snapshot() {
+	vm_json | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["state"], d.get("pager", {}).get("resident_bytes", -1))'
+}
+# The data is posted as soon as the VM is seen OFFLOADED, but a guest timer
+# may resume it just before (the cost policy offloads even for a timer due
+# in 100 ms): the wait then ends while the guest runs, without the data
+# resume this part is about.  Such a try starts over with a new wait.  The
+# offload checks take the first try's figures.
+W1=
 before=$(resident)
-api -X POST "http://vmnapd/vms/$VM/waits" -d '{"id": "w1", "kind": "model"}' >/dev/null
-if wait_state OFFLOADED "$STATE_WAIT"; then
-	ok "long wait: offloaded"
-else
-	not_ok "long wait: offloaded"
-	vm_json | sed 's/^/# /'
-fi
-during=$(resident)
+for try in 1 2 3 4 5; do
+	id=w1-$try
+	api -X POST "http://vmnapd/vms/$VM/waits" -d "{\"id\": \"$id\", \"kind\": \"model\"}" >/dev/null
+	offloaded=no
+	deadline=$((SECONDS + STATE_WAIT))
+	while [ "$SECONDS" -lt "$deadline" ]; do
+		read -r st res < <(snapshot)
+		[ "$st" = OFFLOADED ] && { offloaded=yes; break; }
+		sleep "$VMNAPD_POLL_SEC"
+	done
+	api -X POST "http://vmnapd/vms/$VM/waits/$id/ready" >/dev/null
+	[ "$try" = 1 ] && during=$res
+	running=no
+	wait_state RUNNING "$STATE_WAIT" && running=yes
+	delivered=no
+	for i in $(seq 50); do
+		has_event delivered "$id" && { delivered=yes; break; }
+		sleep 0.2
+	done
+	[ "$offloaded$running$delivered" = yesyesyes ] || break	# fails below
+	if data_resumed "$id"; then
+		W1=$id
+		break
+	fi
+	echo "# try $try: a guest timer resumed the VM before $id's data came; again"
+done
+check "long wait: offloaded" test "$offloaded" = yes
 check "resident bytes fell while offloaded ($before -> $during)" test "$during" -lt $((before / 2))
 check "QEMU's PSS known (pid from the QMP socket)" test "$(vm_json | jget '.get("vmm", {}).get("pss_bytes", 0)')" -gt 0
-api -X POST "http://vmnapd/vms/$VM/waits/w1/ready" >/dev/null
-check "data ready resumes: RUNNING" wait_state RUNNING "$STATE_WAIT"
-check "wait delivered (guest RESUME_ACK)" sh -c "for i in \$(seq 50); do grep -q '\"type\":\"delivered\"' '$W/events.jsonl' && exit 0; sleep 0.2; done; exit 1"
+check "data ready resumes: RUNNING" test "$running" = yes
+check "wait delivered (guest RESUME_ACK)" test "$delivered" = yes
+check "the data came while the VM was offloaded (in 5 tries)" test -n "$W1"
 guest_send "$VM" "echo ALIVE-1"
 check "guest runs after resume (faults served)" guest_wait_console "$VM" '^ALIVE-1' 120
 check "transitions passed: WAITING HANDOFF PAUSED OFFLOADING OFFLOADED RESUMING RUNNING" python3 - "$W/events.jsonl" <<'PY'
@@ -150,11 +198,13 @@ data = [e for e in ev if e["reason"] == "data_ready"]
 sys.exit(0 if timer and all(e["restore"] == "lazy" for e in timer) and
          all(e["restore"] == "working-set" and e["total_ns"] > 0 for e in data) else 1)
 PY
-check "the data resume's delivery counts its faults from the resume's request" python3 - "$W/events.jsonl" <<'PY'
+check "the data resume's delivery counts its faults from the resume's request" python3 - "$W/events.jsonl" "$W1" <<'PY'
 import json, sys
 ev = list(map(json.loads, open(sys.argv[1])))
-res = [e for e in ev if e["type"] == "resume" and e["reason"] == "data_ready"]
-dl = [e for e in ev if e["type"] == "delivered" and e.get("wait") == "w1"]
+i = next((k for k, e in enumerate(ev) if e["type"] == "wait_ready" and
+          e.get("wait") == sys.argv[2]), len(ev))
+res = [e for e in ev[i:] if e["type"] == "resume" and e["reason"] == "data_ready"]
+dl = [e for e in ev if e["type"] == "delivered" and e.get("wait") == sys.argv[2]]
 ok = res and len(dl) == 1 and all(isinstance(dl[0].get(k), int) for k in
         ("resume_faults", "resume_fault_pages", "resume_zero_faults", "resume_fault_ns"))
 sys.exit(0 if ok and dl[0]["resume_faults"] >= res[0]["faults"] and
