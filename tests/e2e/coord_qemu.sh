@@ -206,9 +206,11 @@ i = next((k for k, e in enumerate(ev) if e["type"] == "wait_ready" and
 res = [e for e in ev[i:] if e["type"] == "resume" and e["reason"] == "data_ready"]
 dl = [e for e in ev if e["type"] == "delivered" and e.get("wait") == sys.argv[2]]
 ok = res and len(dl) == 1 and all(isinstance(dl[0].get(k), int) for k in
-        ("resume_faults", "resume_fault_pages", "resume_zero_faults", "resume_fault_ns"))
-sys.exit(0 if ok and dl[0]["resume_faults"] >= res[0]["faults"] and
-         dl[0].get("faults_from") == "resume" else 1)
+        ("resume_faults", "resume_fault_pages", "resume_zero_faults", "resume_fault_ns",
+         "resume_fault_read_ns", "resume_fault_lock_ns", "resume_fault_in_flight_ns"))
+d = dl[0] if ok else {}
+sys.exit(0 if ok and d["resume_faults"] >= res[0]["faults"] and
+         d.get("faults_from") == "resume" else 1)
 PY
 api -X POST "http://vmnapd/vms/$VM/waits/w2/ready" >/dev/null
 check "data ready: RUNNING" wait_state RUNNING "$STATE_WAIT"

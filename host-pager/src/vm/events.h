@@ -15,7 +15,8 @@
  * VM was registered; on why "busy", the guest's
  * "evidence" as GET /vms/NAME shows it, plus "busy": the reason names),
  * "wait_start" (wait, kind), "wait_ready" (wait), "delivered" (wait,
- * latency_ns), "vm_register", "vm_delete", "external", "link" (state),
+ * latency_ns; after a data resume or a data window, faults_from and the
+ * resume_fault* counters from then: vm_control.c), "vm_register", "vm_delete", "external", "link" (state),
  * "pressure" (from, to, reading; no vm), "pressure_offload" (level,
  * resident_bytes, expected_wait_ns, reading), "precopy" (written_bytes,
  * cleaned_pages, result).

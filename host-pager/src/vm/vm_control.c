@@ -521,14 +521,21 @@ static void ctl_delivered(void *arg, const char *wait_id, uint64_t latency_ns)
 		/* what the data path faulted on, from the resume's request or
 		 * the data's arrival */
 		pager_get_stats(vm->pager, &st);
-		f = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I}", "wait", wait_id,
+		f = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "wait", wait_id,
 			      "latency_ns", (json_int_t)latency_ns,
 			      "faults_from", vm->control->faults_from,
 			      "resume_faults", (json_int_t)(st.faults - st0->faults),
 			      "resume_fault_pages", (json_int_t)(st.fault_pages - st0->fault_pages),
 			      "resume_zero_faults", (json_int_t)(st.zero_faults - st0->zero_faults),
 			      "resume_fault_ns",
-			      (json_int_t)(st.fault_lat_ns_sum - st0->fault_lat_ns_sum));
+			      (json_int_t)(st.fault_lat_ns_sum - st0->fault_lat_ns_sum),
+			      /* of that: store reads, the pager's lock, pages in flight */
+			      "resume_fault_read_ns",
+			      (json_int_t)(st.fault_read_ns_sum - st0->fault_read_ns_sum),
+			      "resume_fault_lock_ns",
+			      (json_int_t)(st.fault_lock_ns_sum - st0->fault_lock_ns_sum),
+			      "resume_fault_in_flight_ns",
+			      (json_int_t)(st.fault_in_flight_ns_sum - st0->fault_in_flight_ns_sum));
 		vm->control->faults_from = NULL;
 	} else {
 		f = json_pack("{s:s,s:I}", "wait", wait_id, "latency_ns", (json_int_t)latency_ns);
