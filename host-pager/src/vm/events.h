@@ -16,10 +16,15 @@
  * "evidence" as GET /vms/NAME shows it, plus "busy": the reason names),
  * "wait_start" (wait, kind), "wait_ready" (wait), "delivered" (wait,
  * latency_ns; after a data resume or a data window, faults_from and the
- * resume_fault* counters from then: vm_control.c), "vm_register", "vm_delete", "external", "link" (state),
- * "pressure" (from, to, reading; no vm), "pressure_offload" (level,
+ * resume_fault* counters from then: vm_control.c), "vm_register",
+ * "vm_delete", "external", "link" (state), "pressure" (from, to,
+ * reading; no vm), "pressure_offload" (level,
  * resident_bytes, expected_wait_ns, reading), "precopy" (written_bytes,
- * cleaned_pages, result).
+ * cleaned_pages, result), "resume" (a resume's breakdown once it ends:
+ * reason, restore, each phase in ns, the faults taken), "offload_decision"
+ * (the coordinator's decision, its reason and inputs), "restore" and
+ * "managed" (the VM's setting changed by the API), "pager_error" (what,
+ * err, error) and "vm_lost" (err, error, reason, killed).
  * Each line is written with one write(2) on an O_APPEND fd.
  */
 #ifndef VMNAP_EVENTS_H
