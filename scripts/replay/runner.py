@@ -60,6 +60,28 @@ def resume_figures(fig):
     return out
 
 
+DATA_FOUND = ("offloaded", "paused", "running")
+
+
+def delivery_split(deliveries, data_found):
+    """Deliveries by where their data found the VM (vmnapd_event_figures'
+    "data_found"; @deliveries: (vm, step, ms, throttled) per step): for
+    each of offloaded, paused and running, how many, how many of those met
+    a throttled CPU cgroup, and the p50/p99 ms.  The issue's "delivery
+    after offload" is the first: a running guest's delivery is the
+    baseline's, whatever vmnap does."""
+    out = {}
+    for cls in DATA_FOUND:
+        got = [(ms, thr) for vm, step, ms, thr in deliveries
+               if data_found.get((vm, f"s{step}")) == cls]
+        out[f"delivery_{cls}_n"] = len(got)
+        out[f"delivery_{cls}_throttled"] = sum(1 for _, thr in got if thr)
+        for p in (50, 99):
+            v = percentile([ms for ms, _ in got], p)
+            out[f"delivery_{cls}_p{p}_ms"] = None if v is None else round(v, 3)
+    return out
+
+
 class CohortRun:
     def __init__(self, bench, cohort, rep):
         self.bench, self.cohort, self.rep = bench, cohort, rep
@@ -72,6 +94,7 @@ class CohortRun:
         # did), and the others' latencies
         self.delivery_throttled = 0
         self.delivery_unthrottled_ms = []
+        self.deliveries = []    # (vm, step, ms, throttled) for delivery_split
         # the VMMs' user, system CPU (s) and minor, major faults in commands
         self.command_usage = [0.0, 0.0, 0, 0]
         self.result = {"cohort": cohort, "rep": rep, "vms": bench.args.vms}
@@ -216,6 +239,7 @@ class CohortRun:
                 deliv = None if t_ack is None else (t_ack - t_ready) / 1e6
                 if deliv is not None:
                     self.delivery_ms.append(deliv)
+                    self.deliveries.append((g.name, st["step"], deliv, throttled))
                     if throttled:
                         self.delivery_throttled += 1
                     elif throttled is False:
@@ -345,8 +369,11 @@ class CohortRun:
                 self.vmnapd_lost = (event_seq_gaps(self.vmnapd.events_path)
                                     if os.path.exists(self.vmnapd.events_path) else 0)
                 if self.cohort in VMNAP_COHORTS:
-                    self.result.update(resume_figures(
-                        vmnapd_event_figures(self.vmnapd.events_path)))
+                    fig = vmnapd_event_figures(self.vmnapd.events_path)
+                    self.result.update(resume_figures(fig))
+                    if not self.via_gateway:    # the waits are the replayer's
+                        self.result.update(delivery_split(self.deliveries,
+                                                          fig["data_found"]))
                 shutil.rmtree(os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
                               ignore_errors=True)
             if self.cohort == "swap":

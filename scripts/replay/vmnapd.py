@@ -97,19 +97,23 @@ def vmnapd_event_figures(path):
     phases (ms) and faults, by phase, and the faults served while the VM
     ran a command (RUNNING: no wait outstanding) - count, service time and
     its store-read part (s) - from the pager's cumulative counters that
-    transitions into a resting state carry."""
+    transitions into a resting state carry - and where each wait's data
+    found its VM ("data_found", by (vm, wait id)): "offloaded" (OFFLOADING,
+    OFFLOADED, or resuming from them), "paused" (PAUSED, or resuming from
+    it) or "running" (any other state: the guest takes the data in)."""
     out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": [],
            "decisions": {}, "resumes": 0, "resumes_lazy": 0,
            "resume_ms": {p: [] for p in RESUME_PHASES}, "resume_faults": [],
            "data_delivery_faults": [], "data_delivery_fault_ms": [],
            "command_faults": 0, "command_fault_s": 0.0, "command_fault_read_s": 0.0,
-           "command_faults_sequential": 0}
+           "command_faults_sequential": 0, "data_found": {}}
     # the parts of their service time, and one kind's (absent from an older
     # vmnapd's events: then None)
     parts = ("fault_lock_ns", "fault_in_flight_ns", "fault_sequential_ns")
     for k in parts:
         out[f"command_{k[:-3]}_s"] = None
     paused_resident = {}
+    state, resuming_from = {}, {}   # vm -> its state; the one it resumes from
     last_counted = {}   # vm -> (state, faults, fault_ns, fault_read_ns, sequential, parts)
     if not os.path.exists(path):
         return out
@@ -121,6 +125,9 @@ def vmnapd_event_figures(path):
                 continue
             vm = ev.get("vm")
             if ev.get("type") == "transition":
+                if ev.get("to") == "RESUMING":
+                    resuming_from[vm] = ev.get("from")
+                state[vm] = ev.get("to")
                 counters = tuple(ev.get(k) for k in ("faults", "fault_ns", "fault_read_ns"))
                 if all(isinstance(c, int) for c in counters):
                     seq = ev.get("faults_sequential")
@@ -154,6 +161,13 @@ def vmnapd_event_figures(path):
                         ev.get("faults_from", "resume") == "resume":
                     out["data_delivery_faults"].append(ev["resume_faults"])
                     out["data_delivery_fault_ms"].append(ev["resume_fault_ns"] / 1e6)
+            elif ev.get("type") == "wait_ready" and isinstance(ev.get("wait"), str):
+                st = state.get(vm)
+                if st == "RESUMING":
+                    st = resuming_from.get(vm)
+                out["data_found"][(vm, ev["wait"])] = (
+                    "offloaded" if st in ("OFFLOADING", "OFFLOADED") else
+                    "paused" if st == "PAUSED" else "running")
             elif ev.get("type") == "offload_decision":
                 key = ("offload" if ev.get("offload") else "no") + ":" + str(ev.get("reason"))
                 out["decisions"][key] = out["decisions"].get(key, 0) + 1

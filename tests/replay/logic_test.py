@@ -282,6 +282,51 @@ def _():
     assert r["data_delivery_fault_p50_ms"] == 1.25, r
 
 
+@t("delivery after offload: each wait's data classed by the state it found its VM in")
+def _():
+    from replay import vmnapd
+
+    def tr(vm, frm, to):
+        return {"type": "transition", "vm": vm, "from": frm, "to": to}
+
+    def ready(vm, w):
+        return {"type": "wait_ready", "vm": vm, "wait": w}
+    evs = [ready("a", "s1"),                                # no transition yet: running
+           tr("a", "WAITING", "HANDOFF"), ready("a", "s2"),  # still running
+           tr("a", "HANDOFF", "PAUSED"), ready("a", "s3"),
+           tr("a", "PAUSED", "OFFLOADING"), ready("a", "s4"),
+           tr("a", "OFFLOADING", "OFFLOADED"), ready("b", "s4"), ready("a", "s5"),
+           # a guest timer resumes it: data coming meanwhile found it offloaded
+           tr("a", "OFFLOADED", "RESUMING"), ready("a", "s6"),
+           tr("a", "RESUMING", "RUNNING"), ready("a", "s7"),
+           tr("a", "RUNNING", "PAUSED"), tr("a", "PAUSED", "RESUMING"), ready("a", "s8"),
+           {"type": "wait_ready", "vm": "a"}]               # no wait id: ignored
+    with tempfile.NamedTemporaryFile("w", delete=False) as f:
+        for ev in evs:
+            f.write(json.dumps(ev) + "\n")
+    try:
+        found = vmnapd.vmnapd_event_figures(f.name)["data_found"]
+    finally:
+        os.unlink(f.name)
+    assert found == {("a", "s1"): "running", ("a", "s2"): "running",
+                     ("a", "s3"): "paused", ("a", "s4"): "offloaded",
+                     ("b", "s4"): "running", ("a", "s5"): "offloaded",
+                     ("a", "s6"): "offloaded", ("a", "s7"): "running",
+                     ("a", "s8"): "paused"}, found
+    deliveries = [("a", 1, 40.0, True), ("a", 3, 5.0, False), ("a", 4, 10.0, False),
+                  ("a", 5, 20.0, True), ("a", 6, 30.0, None), ("b", 4, 50.0, False),
+                  ("a", 9, 70.0, False)]                     # no event: in no class
+    r = runner.delivery_split(deliveries, found)
+    assert r["delivery_offloaded_n"] == 3 and r["delivery_offloaded_throttled"] == 1, r
+    assert r["delivery_offloaded_p50_ms"] == 20.0, r
+    assert abs(r["delivery_offloaded_p99_ms"] - 29.8) < 1e-6, r
+    assert r["delivery_paused_n"] == 1 and r["delivery_paused_p99_ms"] == 5.0, r
+    assert r["delivery_running_n"] == 2 and r["delivery_running_throttled"] == 1, r
+    assert r["delivery_running_p50_ms"] == 45.0, r
+    none = runner.delivery_split([], found)
+    assert none["delivery_offloaded_n"] == 0 and none["delivery_offloaded_p99_ms"] is None
+
+
 @t("command faults: the counters' growth while RUNNING, per VM, nothing else")
 def _():
     def tr(vm, to, faults, ms, read_ms, seq):
