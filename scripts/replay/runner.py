@@ -67,9 +67,9 @@ def delivery_split(deliveries, data_found):
     """Deliveries by where their data found the VM (vmnapd_event_figures'
     "data_found"; @deliveries: (vm, step, ms, throttled) per step): for
     each of offloaded, paused and running, how many, how many of those met
-    a throttled CPU cgroup, and the p50/p99 ms.  The issue's "delivery
-    after offload" is the first: a running guest's delivery is the
-    baseline's, whatever vmnap does."""
+    a throttled CPU cgroup, and the p50/p99 ms.  The delivery latency
+    target after an offload (README, "Benchmarks") is the first: a
+    running guest takes its data in as the baseline's does."""
     out = {}
     for cls in DATA_FOUND:
         got = [(ms, thr) for vm, step, ms, thr in deliveries
