@@ -63,6 +63,11 @@ def resume_figures(fig):
 DATA_FOUND = ("offloaded", "paused", "running")
 
 
+def wait_id(stepno):
+    """The id of step @stepno's wait in vmnapd (the replayer starts it)."""
+    return f"s{stepno}"
+
+
 def delivery_split(deliveries, data_found):
     """Deliveries by where their data found the VM (vmnapd_event_figures'
     "data_found"; @deliveries: (vm, step, ms, throttled) per step): for
@@ -73,7 +78,7 @@ def delivery_split(deliveries, data_found):
     out = {}
     for cls in DATA_FOUND:
         got = [(ms, thr) for vm, step, ms, thr in deliveries
-               if data_found.get((vm, f"s{step}")) == cls]
+               if data_found.get((vm, wait_id(step))) == cls]
         out[f"delivery_{cls}_n"] = len(got)
         out[f"delivery_{cls}_throttled"] = sum(1 for _, thr in got if thr)
         for p in (50, 99):
@@ -128,13 +133,13 @@ class CohortRun:
                 t.start()
                 self.reclaims.append(t)
         elif self.cohort in VMNAP_COHORTS and not self.via_gateway:
-            self.api.wait_start(g.name, f"s{step['step']}")
+            self.api.wait_start(g.name, wait_id(step["step"]))
         ev.emit("wait_start", run=self.key, vm=g.name, step=step["step"])
 
     def wait_end(self, g, step):
         ev = self.bench.events.emit("data_ready", run=self.key, vm=g.name, step=step["step"])
         if self.cohort in VMNAP_COHORTS:
-            self.api.wait_ready(g.name, f"s{step['step']}")
+            self.api.wait_ready(g.name, wait_id(step["step"]))
         return ev["t_ns"]
 
     def throttled(self, g):
@@ -145,7 +150,7 @@ class CohortRun:
 
     def delivered(self, g, step):
         if self.cohort in VMNAP_COHORTS and not self.via_gateway:
-            self.api.wait_delivered(g.name, f"s{step['step']}")
+            self.api.wait_delivered(g.name, wait_id(step["step"]))
 
     def swap_out(self, g, stepno):
         t0 = now_ns()
