@@ -14,7 +14,10 @@
  *          prefetches nothing and adds what it touched to the working set
  *   hot    pages written after their restore come back writable (write-
  *          hot): the second cycle's writes take no fault, the next offload
- *          writes those pages, and the writes are kept
+ *          writes those pages, and the writes are kept; after
+ *          PAGER_HOT_CYCLES writable restores they come back protected
+ *          (a fault per page written), then for twice as many; a cycle
+ *          that only reads them starts them over
  *   seq    sequential streams of faults (lazy; one, then PAGER_STREAMS - 1
  *          interleaved): each is followed, its windows doubling; its
  *          read-ahead windows are mapped into the mapper, so reading every
@@ -412,6 +415,41 @@ static long writeloop(struct harness *h)
 	return answer_faults(ans);
 }
 
+/*
+ * Cycles @first..@last (@n of them) of mode_hot: every page read back by
+ * faults, written once (or not: !@write), offloaded; each cycle's writes
+ * must take @want faults, and an unwritten cycle's offload writes nothing.
+ */
+static void hot_cycles(struct harness *h, int first, int last, int n, uint64_t want,
+		       bool write)
+{
+	char ans[LINE_MAX_LEN];
+	long flt = 0, bad = 0;
+	uint64_t written = 0;
+	int err = 0;
+
+	for (int c = 0; c < n; c++) {
+		vmm_cmd(h, ans, "touchall");
+		if (strncmp(ans, "ok", 2))
+			err = -1;
+		flt = write ? writeloop(h) : 0;
+		if (flt != (long)want)
+			bad++;
+		err = err ? err : offload(h);
+		written += stats(h, NULL).last_offload_written;
+	}
+	if (first < last)
+		snprintf(ans, sizeof(ans), "cycles %d-%d", first, last);
+	else
+		snprintf(ans, sizeof(ans), "cycle %d", first);
+	if (write)
+		tap(!err && !bad, "%s: %llu write fault(s) each (%ld cycle(s) otherwise; the "
+		    "last %ld)", ans, (unsigned long long)want, bad, flt);
+	else
+		tap(!err && !written, "%s: read only, then the offload writes %llu bytes",
+		    ans, (unsigned long long)written);
+}
+
 static int mode_hot(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
@@ -456,6 +494,26 @@ static int mode_hot(const char *self, uint64_t mib)
 	tap(strtoull(ans + 6, NULL, 16) == npages - 1, "the last write came back (%s)", ans);
 	vmm_cmd(&h, ans, "read 5");
 	tap(!strcmp(ans, "value 0x5"), "... for page 5 too (%s)", ans);
+	/* cycle 2 took the first of PAGER_HOT_CYCLES writable restores */
+	hot_cycles(&h, 3, 2 + PAGER_HOT_CYCLES - 1, PAGER_HOT_CYCLES - 1, 0, true);
+	hot_cycles(&h, 2 + PAGER_HOT_CYCLES, 2 + PAGER_HOT_CYCLES, 1, npages, true);	/* run out */
+	st = stats(&h, NULL);
+	tap(st.dirty_hot_again_pages == npages, "seen written again: %llu page(s)",
+	    (unsigned long long)st.dirty_hot_again_pages);
+	/* twice as many writable restores, then protected once more; a
+	 * protected restore not written starts the page over */
+	hot_cycles(&h, 7, 14, PAGER_HOT_CYCLES * 2, 0, true);
+	hot_cycles(&h, 15, 15, 1, 0, false);
+	hot_cycles(&h, 16, 16, 1, npages, true);
+	hot_cycles(&h, 17, 20, PAGER_HOT_CYCLES, 0, true);
+	hot_cycles(&h, 21, 21, 1, npages, true);
+	st = stats(&h, NULL);
+	tap(st.dirty_hot_again_pages == 2 * npages, "after the restart, back to %d writable "
+	    "restores: %llu page(s) seen written again in all", PAGER_HOT_CYCLES,
+	    (unsigned long long)st.dirty_hot_again_pages);
+	vmm_cmd(&h, ans, "read %llu", (unsigned long long)(npages - 1));
+	tap(strtoull(ans + 6, NULL, 16) == npages - 1, "after 21 cycles, the last write came "
+	    "back (%s)", ans);
 	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
 	return harness_finish(&h);
 }

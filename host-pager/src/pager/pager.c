@@ -281,9 +281,10 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 		goto fail;
 	p->state = calloc(p->npages, 1);	/* all RESIDENT */
 	p->hot = calloc(p->npages, 1);
+	p->hot_streak = calloc(p->npages, 1);
 	p->fa = calloc(p->npages, 1);
 	p->slot_data = malloc(p->npages);
-	if (!p->state || !p->hot || !p->fa || !p->slot_data) {
+	if (!p->state || !p->hot || !p->hot_streak || !p->fa || !p->slot_data) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -366,6 +367,7 @@ fail:
 	store_close(&p->store, false);
 	free(p->state);
 	free(p->hot);
+	free(p->hot_streak);
 	free(p->fa);
 	free(p->slot_data);
 	pager_follow_free(p);
@@ -530,6 +532,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	close(p->resident_fd);
 	free(p->state);
 	free(p->hot);
+	free(p->hot_streak);
 	free(p->fa);
 	free(p->slot_data);
 	pager_follow_free(p);
@@ -1306,6 +1309,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->precopy_written_bytes = p->precopy_written;
 	st->precopy_cleaned_pages = p->precopy_cleaned;
 	st->dirty_hot_pages = p->dirty_hot;
+	st->dirty_hot_again_pages = p->dirty_hot_again;
 	st->dirty_stream_pages = p->dirty_stream;
 	st->dirty_write_fault_pages = p->dirty_wfault;
 	st->offloads = p->offloads;

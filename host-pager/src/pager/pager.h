@@ -177,7 +177,11 @@ enum pager_page_state {
  * write-hot pages is copied into that mapper writable and RESIDENT
  * (written again by the next offload, as if written); once the count runs
  * out they are restored protected again - then only a write seen once
- * more keeps them hot.  Two more restores come back writable on evidence
+ * more keeps them hot, and for twice as many restores as the last time
+ * (up to PAGER_HOT_CYCLES << (PAGER_HOT_STREAK_MAX - 1)): a page written
+ * after each of its protected restores costs one write-protect fault per
+ * check, and the checks grow rarer.  A protected restore not written by
+ * the next offload (punched CLEAN) starts the page over.  Two more restores come back writable on evidence
  * at hand: a write fault's page, when copied alone (protected, the write
  * would fault again at once; it becomes write-hot too), and a sequential
  * stream's window and read-ahead when at least half of its last run (as
@@ -194,6 +198,7 @@ enum pager_page_state {
  * protected (its scans must see every write).
  */
 #define PAGER_HOT_CYCLES	4
+#define PAGER_HOT_STREAK_MAX	6	/* 4, 8, ... 128 writable restores */
 enum pager_dirty_tracking {
 	PAGER_DIRTY_UNKNOWN = 0,	/* not decided yet (nothing registered) */
 	PAGER_DIRTY_WP_ASYNC,
@@ -335,6 +340,8 @@ struct pager_stats {
 	uint64_t dirty_kept_pages;	/* written during an offload: not punched */
 	uint64_t dirty_wp_faults;	/* wp_sync: write faults served */
 	uint64_t dirty_hot_pages;	/* restored writable: written lately */
+	uint64_t dirty_hot_again_pages;	/* seen written again once their
+					 * writable restores ran out */
 	uint64_t dirty_stream_pages;	/* restored writable: a write stream's */
 	uint64_t dirty_write_fault_pages;	/* restored writable: a write
 						 * fault's page */

@@ -415,7 +415,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		pager_wmap_done_locked(p, start, n, how);
 	} else if (wp && !wpage) {	/* written now: and hot */
 		pager_dirty_note_locked(p, pg);
-		p->hot[pg] = PAGER_HOT_CYCLES;
+		pager_hot_renew_locked(p, pg);
 		p->dirty_wfault++;
 	}
 	/* touched: the page; its fault-around neighbours only came along
@@ -484,7 +484,7 @@ static void handle_wp_fault(struct fault_ctx *fc, struct pager_mapper *m, uint64
 			pthread_cond_wait(&p->state_cv, &p->lock);
 		if (pager_dirty_note_locked(p, pg)) {
 			p->dirty_scanned++;
-			p->hot[pg] = PAGER_HOT_CYCLES;
+			pager_hot_renew_locked(p, pg);
 		}
 		was = pg_state(p, pg);	/* CLEAN no more */
 		pg_set(p, pg, PAGE_IN_FLIGHT);

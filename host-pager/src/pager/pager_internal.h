@@ -161,6 +161,8 @@ struct pager {
 	uint8_t *state;			/* npages state bytes */
 	uint8_t *hot;			/* npages: restores left writable
 					 * (PAGER_HOT_CYCLES); under lock */
+	uint8_t *hot_streak;		/* npages: protected restores in a row
+					 * seen written (to PAGER_HOT_STREAK_MAX) */
 	/* adaptive fault-around (under lock): the fault thread installs a
 	 * random fault's neighbours unmapped and marks them here; the cycle
 	 * end (pager_ws_cycle_end) counts which a mapper mapped and adapts
@@ -339,7 +341,7 @@ struct pager {
 	const char *track_reason;
 	bool detaching;			/* pager_free: unregister regardless */
 	uint64_t dirty_fallbacks, clean_punched, dirty_scanned, dirty_own;
-	uint64_t dirty_kept, store_written, dirty_wp_faults, dirty_hot;
+	uint64_t dirty_kept, store_written, dirty_wp_faults, dirty_hot, dirty_hot_again;
 	uint64_t dirty_stream, dirty_wfault;
 };
 
@@ -599,6 +601,19 @@ static inline enum pager_wmap pager_wmap_locked(const struct pager *p, uint64_t 
 		if (!p->hot[i])
 			return stream ? PAGER_WMAP_STREAM : PAGER_WMAP_PROTECTED;
 	return PAGER_WMAP_HOT;
+}
+/* Page @pg, restored protected, was seen written: write-hot for its next
+ * restores, twice as many as the last time it was seen (see
+ * PAGER_HOT_CYCLES in pager.h).  Lock held. */
+static inline void pager_hot_renew_locked(struct pager *p, uint64_t pg)
+{
+	uint8_t s = p->hot_streak[pg];
+
+	if (s)
+		p->dirty_hot_again++;
+	if (s < PAGER_HOT_STREAK_MAX)
+		p->hot_streak[pg] = ++s;
+	p->hot[pg] = (uint8_t)(PAGER_HOT_CYCLES << (s - 1));
 }
 /* Run [pg, pg+n) was mapped writable as @how said (not PROTECTED): no
  * write to it will be seen, so it is RESIDENT; a write-hot page has one

@@ -194,8 +194,10 @@ static void batch_finish(struct offload *o, struct batch *b)
 		if (!b->err && !b->cancelled && o->precopy && b->kind[i] == BP_WRITE &&
 		    pg_state(p, b->pg + i) == PAGE_CLEAN)
 			o->cleaned++;
-		if (!b->err && !b->cancelled && !o->precopy && b->kind[i] == BP_CLEAN)
+		if (!b->err && !b->cancelled && !o->precopy && b->kind[i] == BP_CLEAN) {
 			o->clean++;
+			p->hot_streak[b->pg + i] = 0;	/* not written: starts over */
+		}
 		if (!b->err && !b->cancelled && b->kind[i] == BP_KEEP)
 			o->kept++;
 	}
@@ -858,7 +860,7 @@ static int offload_scan(struct offload *o)
 		if (written[pg] && pager_dirty_note_locked(p, pg)) {
 			found++;
 			p->state[pg] |= PG_WS_CUR;	/* restored, then written */
-			p->hot[pg] = PAGER_HOT_CYCLES;
+			pager_hot_renew_locked(p, pg);
 		}
 	p->dirty_scanned += found;
 	pthread_mutex_unlock(&p->lock);
