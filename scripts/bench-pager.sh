@@ -19,17 +19,22 @@
 #           Then re-offloads the RAM prefetched back, unwritten
 #           (reoffload_clean_gib_s: bytes dropped / offload time;
 #           reoffload_written_bytes: 0 with dirty tracking), and runs a
-#           write-heavy loop (8 passes, a word per page) over RAM restored
-#           by faults, two cycles, with tracking on and off, in
-#           BENCH_WRITELOOP_PAIRS (default 3) pairs run one after the other,
-#           each pair's order the other way round from the last's so that
-#           drift over the pairs cancels (dirty_track_overhead_cold: the
-#           median of the pairs' ratios of their times in the first cycle,
-#           every page's first write a write-protect fault;
-#           dirty_track_overhead: in the second, the pages written in the
-#           first restored writable (write-hot); *_pairs: every pair's
-#           ratio; writeloop_faults: the faults the tracked loop took in
-#           each cycle, in its first pair).  Last, the RAM is
+#           write-heavy loop (8 passes, a word per page) over
+#           BENCH_WRITELOOP_MIB (128) of RAM restored by faults,
+#           BENCH_WRITELOOP_CYCLES (17) cycles, with tracking on and off,
+#           in BENCH_WRITELOOP_PAIRS (default 3) pairs run one after the
+#           other, each pair's order the other way round from the last's
+#           so that drift over the pairs cancels; each figure is the median
+#           of the pairs' ratios of the loop's time, tracked over untracked
+#           (every pair's in *_pairs): dirty_track_overhead_cold, the first
+#           cycle, every page's first write a write-protect fault;
+#           dirty_track_overhead, all the cycles after it - the pages come
+#           back write-hot (writable), and protected again once their
+#           writable restores run out (4, then 8, 16, ...: a fault per page
+#           written); dirty_track_overhead_hot, those of them whose pages
+#           all came back write-hot (no fault); writeloop_faults: the
+#           faults of the tracked loop in each cycle, in its first pair.
+#           Last, the RAM is
 #           filled again and evicted through a pread copy, the fallback
 #           (evict_copy_gib_s).
 #   host    build/tests/bench/pager_bench maptouch: what touching a page
@@ -63,11 +68,16 @@ RAW_QD=8
 RAW_BS=2M
 RAW_4K_IOS=4000
 WL_PAIRS=${BENCH_WRITELOOP_PAIRS:-3}
+WL_MIB=${BENCH_WRITELOOP_MIB:-128}
+WL_CYCLES=${BENCH_WRITELOOP_CYCLES:-17}
 SWAP_EXTRA_MIB=128
 HARNESS=$BUILD/tests/bench/pager_bench
 
 die() { echo "bench-pager: $*" >&2; exit 1; }
 [[ $WL_PAIRS =~ ^[1-9][0-9]*$ ]] || die "BENCH_WRITELOOP_PAIRS must be a positive count, not '$WL_PAIRS'"
+[[ $WL_MIB =~ ^[1-9][0-9]*$ ]] || die "BENCH_WRITELOOP_MIB must be a positive size, not '$WL_MIB'"
+[[ $WL_CYCLES =~ ^[0-9]+$ ]] && ((WL_CYCLES >= 2 && WL_CYCLES <= 1024)) ||
+	die "BENCH_WRITELOOP_CYCLES must be 2 to 1024, not '$WL_CYCLES'"
 [ "$(id -u)" = 0 ] || die "needs root (userfaultfd of another process, swapon, cgroups)"
 [ -x "$HARNESS" ] || die "$HARNESS not built: make userspace"
 command -v fio >/dev/null || die "fio missing: make deps"
@@ -100,9 +110,10 @@ echo "bench-pager: pager $pager" >&2
 # drift as much as tracking's cost
 writeloop() {	# writeloop on|off: one run's JSON
 	if [ "$1" = on ]; then
-		PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$MIB" 8
+		PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$WL_MIB" 8 "$WL_CYCLES"
 	else
-		VMNAPD_DIRTY_TRACKING=none PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$MIB" 8
+		VMNAPD_DIRTY_TRACKING=none PAGER_STORE_DIR=$DIR/store \
+			"$HARNESS" writeloop "$WL_MIB" 8 "$WL_CYCLES"
 	fi || die "writeloop run (tracking $1) failed"
 }
 wl_on= wl_off=
@@ -152,14 +163,38 @@ fi
 rm -f "$DIR/swapon.err"
 echo "bench-pager: swap $swap ${swap_note}" >&2
 
-python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" <<'EOF'
-import json, statistics, sys
+WL_MIB=$WL_MIB python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" <<'EOF'
+import json, os, statistics, sys
 out, pager, w, r, r4k, swap, wl_on, wl_off, host = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
 GIB = float(1 << 30)
 
 
-def ratios(key):
-    return [round(a[key] / b[key], 3) for a, b in zip(wl_on, wl_off)]
+def ratios(cycles):
+    """Each pair's tracked / untracked loop time over the cycles
+    cycles(tracked run) picks."""
+    out = []
+    for a, b in zip(wl_on, wl_off):
+        cs = cycles(a)
+        out.append(round(sum(a["writeloop_ns"][c] for c in cs) /
+                         sum(b["writeloop_ns"][c] for c in cs), 3) if cs else None)
+    return out
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return round(statistics.median(xs), 3) if xs else None
+
+
+def cold(run):
+    return [0]
+
+
+def steady(run):
+    return range(1, len(run["writeloop_ns"]))
+
+
+def hot(run):
+    return [c for c in steady(run) if run["writeloop_faults"][c] == 0]
 
 
 res = {
@@ -181,11 +216,15 @@ res = {
     "reoffload_clean_gib_s": pager["reoffload_clean_gib_s"],
     "reoffload_written_bytes": pager["reoffload_written_bytes"],
     "dirty_tracking": wl_on[0]["dirty_tracking"],
-    "dirty_track_overhead": round(statistics.median(ratios("writeloop_ns")), 3),
-    "dirty_track_overhead_pairs": ratios("writeloop_ns"),
-    "dirty_track_overhead_cold": round(statistics.median(ratios("writeloop_cold_ns")), 3),
-    "dirty_track_overhead_cold_pairs": ratios("writeloop_cold_ns"),
-    "writeloop_faults": [wl_on[0]["writeloop_cold_faults"], wl_on[0]["writeloop_faults"]],
+    "dirty_track_overhead": median(ratios(steady)),
+    "dirty_track_overhead_pairs": ratios(steady),
+    "dirty_track_overhead_hot": median(ratios(hot)),
+    "dirty_track_overhead_hot_pairs": ratios(hot),
+    "dirty_track_overhead_cold": median(ratios(cold)),
+    "dirty_track_overhead_cold_pairs": ratios(cold),
+    "writeloop_mib": int(os.environ["WL_MIB"]),
+    "writeloop_faults": wl_on[0]["writeloop_faults"],
+    "writeloop_hot_again_pages": wl_on[0]["hot_again_pages"],
     "minor_fault_us": host["minor_fault_us"],
     "minor_fault_user_us": host["minor_fault_user_us"],
     "remap_touch_us": host["remap_touch_us"],

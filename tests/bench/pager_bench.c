@@ -220,22 +220,32 @@ static int mode_swap(uint64_t mib, const char *cg)
 
 /*
  * A write-heavy loop in the mock VMM over guest RAM restored by faults,
- * two cycles.  With dirty tracking (VMNAPD_DIRTY_TRACKING unset) the pages
- * of the first ("cold": never seen written since a restore) come back
- * write-protected and the first write of each takes a WP fault the kernel
- * resolves; the next offload sees them written, so in the second cycle
- * ("steady": a VM writing the same pages between waits) they come back
- * writable (write-hot).  With VMNAPD_DIRTY_TRACKING=none they come back
- * writable in both.
+ * @cycles cycles (offload, every page read back, the loop).  With dirty
+ * tracking (VMNAPD_DIRTY_TRACKING unset) the pages of the first ("cold":
+ * never seen written since a restore) come back write-protected and the
+ * first write of each takes a WP fault the kernel resolves; the next
+ * offload sees them written, so in the next cycles (a VM writing the same
+ * pages between waits) they come back writable (write-hot) until their
+ * writable restores run out, and then protected once (a fault per page
+ * again) for twice as many (PAGER_HOT_CYCLES in pager.h).  With
+ * VMNAPD_DIRTY_TRACKING=none they come back writable in every cycle.
+ * Prints each cycle's loop time and faults.
  */
-static int mode_writeloop(const char *self, uint64_t mib, unsigned int passes)
+static int mode_writeloop(const char *self, uint64_t mib, unsigned int passes,
+			  unsigned int cycles)
 {
 	struct harness h = { 0 };
 	struct pager_stats st;
 	char ans[LINE_MAX_LEN];
-	unsigned long long ns[2];
-	long flt[2];
+	unsigned long long *ns;
+	long *flt;
 
+	if (cycles < 1 || cycles > 1024)
+		return 2;
+	ns = calloc(cycles, sizeof(*ns));
+	flt = calloc(cycles, sizeof(*flt));
+	if (!ns || !flt)
+		return 1;
 	g_all_data = true;
 	setenv("PAGER_ALL_DATA", "1", 1);
 	if (harness_start(&h, NULL) || vmm_spawn(&h, self, mib, 1))
@@ -243,7 +253,7 @@ static int mode_writeloop(const char *self, uint64_t mib, unsigned int passes)
 	read_line(h.from_vmm, ans, sizeof(ans));
 	if (strcmp(ans, "ready"))
 		return 1;
-	for (int c = 0; c < 2; c++) {
+	for (unsigned int c = 0; c < cycles; c++) {
 		if (offload(&h))
 			return 1;
 		vmm_cmd(&h, ans, "touchall");
@@ -254,10 +264,18 @@ static int mode_writeloop(const char *self, uint64_t mib, unsigned int passes)
 	st = stats(&h, NULL);
 	vmm_quit(&h);
 	harness_stop(&h);
-	printf("{\"writeloop_cold_ns\": %llu, \"writeloop_ns\": %llu, \"writeloop_cold_faults\": "
-	       "%ld, \"writeloop_faults\": %ld, \"hot_pages\": %llu, \"dirty_tracking\": \"%s\"}\n",
-	       ns[0], ns[1], flt[0], flt[1],
-	       (unsigned long long)st.dirty_hot_pages, pager_dirty_tracking_name(st.dirty_tracking));
+	printf("{\"writeloop_ns\": [");
+	for (unsigned int c = 0; c < cycles; c++)
+		printf("%s%llu", c ? ", " : "", ns[c]);
+	printf("], \"writeloop_faults\": [");
+	for (unsigned int c = 0; c < cycles; c++)
+		printf("%s%ld", c ? ", " : "", flt[c]);
+	printf("], \"hot_pages\": %llu, \"hot_again_pages\": %llu, \"dirty_tracking\": \"%s\"}\n",
+	       (unsigned long long)st.dirty_hot_pages,
+	       (unsigned long long)st.dirty_hot_again_pages,
+	       pager_dirty_tracking_name(st.dirty_tracking));
+	free(ns);
+	free(flt);
 	return 0;
 }
 
@@ -349,10 +367,11 @@ int main(int argc, char **argv)
 		return mode_bench(argv[0], mockvmm_arg(argc, argv, 2, 256));
 	if (argc >= 2 && !strcmp(argv[1], "writeloop"))
 		return mode_writeloop(argv[0], mockvmm_arg(argc, argv, 2, 256),
-				      (unsigned int)mockvmm_arg(argc, argv, 3, 8));
+				      (unsigned int)mockvmm_arg(argc, argv, 3, 8),
+				      (unsigned int)mockvmm_arg(argc, argv, 4, 2));
 	if (argc >= 2 && !strcmp(argv[1], "maptouch"))
 		return mode_maptouch(mockvmm_arg(argc, argv, 2, 256));
-	fprintf(stderr, "usage: %s bench [MiB] | writeloop [MiB [PASSES]] | swap MiB CGROUP | "
+	fprintf(stderr, "usage: %s bench [MiB] | writeloop [MiB [PASSES [CYCLES]]] | swap MiB CGROUP | "
 		"maptouch [MiB]\n",
 		argv[0]);
 	return 2;
