@@ -6,6 +6,9 @@
  *   pager_bench bench [MiB]      (default 256) evict (zero-copy, and through
  *                                a pread copy), fault latency, restore by
  *                                faults and by prefetch, zero-page evict
+ *   pager_bench writeloop [MiB [PASSES [CYCLES]]]  (256, 8, 2) a write-
+ *                                heavy loop over RAM restored by faults,
+ *                                each cycle's time and faults (below)
  *   pager_bench swap MiB CGROUP  the peer, Linux swap: fill anonymous memory
  *                                in memory cgroup (v1) directory CGROUP,
  *                                reclaim it to swap by lowering the

@@ -181,9 +181,10 @@ enum pager_page_state {
  * (up to PAGER_HOT_CYCLES << (PAGER_HOT_STREAK_MAX - 1)): a page written
  * after each of its protected restores costs one write-protect fault per
  * check, and the checks grow rarer.  A protected restore not written by
- * the next offload (punched CLEAN) starts the page over.  Two more restores come back writable on evidence
- * at hand: a write fault's page, when copied alone (protected, the write
- * would fault again at once; it becomes write-hot too), and a sequential
+ * the next offload (punched CLEAN) starts the page over.  Two more
+ * restores come back writable on evidence at hand: a write fault's page,
+ * when copied alone (protected, the write would fault again at once; it
+ * becomes write-hot too), and a sequential
  * stream's window and read-ahead when at least half of its last run (as
  * far as the stream went through it) is written already (a report-only
  * PAGEMAP_SCAN of it for wp_async, its states for wp_sync): a guest

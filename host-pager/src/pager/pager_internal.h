@@ -602,9 +602,9 @@ static inline enum pager_wmap pager_wmap_locked(const struct pager *p, uint64_t 
 			return stream ? PAGER_WMAP_STREAM : PAGER_WMAP_PROTECTED;
 	return PAGER_WMAP_HOT;
 }
-/* Page @pg, restored protected, was seen written: write-hot for its next
- * restores, twice as many as the last time it was seen (see
- * PAGER_HOT_CYCLES in pager.h).  Lock held. */
+/* Page @pg was seen written after a protected restore (or by the write
+ * fault that restores it): write-hot for its next restores, twice as many
+ * as the last time (see PAGER_HOT_CYCLES in pager.h).  Lock held. */
 static inline void pager_hot_renew_locked(struct pager *p, uint64_t pg)
 {
 	uint8_t s = p->hot_streak[pg];
