@@ -18,9 +18,11 @@
 #           pages, zero check in the mapping + punch, no I/O).
 #           Then re-offloads the RAM prefetched back, unwritten
 #           (reoffload_clean_gib_s: bytes dropped / offload time;
-#           reoffload_written_bytes: 0 with dirty tracking), and runs a
-#           write-heavy loop (8 passes, a word per page) over
-#           BENCH_WRITELOOP_MIB (128) of RAM restored by faults,
+#           reoffload_written_bytes: 0 with dirty tracking); last, the RAM
+#           is filled again and evicted through a pread copy, the fallback
+#           (evict_copy_gib_s).
+#   dirty   pager_bench writeloop: a write-heavy loop (8 passes, a word per
+#           page) over BENCH_WRITELOOP_MIB (128) of RAM restored by faults,
 #           BENCH_WRITELOOP_CYCLES (17) cycles, with tracking on and off,
 #           in BENCH_WRITELOOP_PAIRS (default 3) pairs run one after the
 #           other, each pair's order the other way round from the last's
@@ -34,9 +36,6 @@
 #           written); dirty_track_overhead_hot, those of them whose pages
 #           all came back write-hot (no fault); writeloop_faults: the
 #           faults of the tracked loop in each cycle, in its first pair.
-#           Last, the RAM is
-#           filled again and evicted through a pread copy, the fallback
-#           (evict_copy_gib_s).
 #   host    build/tests/bench/pager_bench maptouch: what touching a page
 #           costs a process (the VMM) once the page's mapping is gone,
 #           without the pager: a minor fault (minor_fault_us, of it user
@@ -163,8 +162,8 @@ fi
 rm -f "$DIR/swapon.err"
 echo "bench-pager: swap $swap ${swap_note}" >&2
 
-WL_MIB=$WL_MIB python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" <<'EOF'
-import json, os, statistics, sys
+python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" <<'EOF'
+import json, statistics, sys
 out, pager, w, r, r4k, swap, wl_on, wl_off, host = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
 GIB = float(1 << 30)
 
@@ -222,7 +221,7 @@ res = {
     "dirty_track_overhead_hot_pairs": ratios(hot),
     "dirty_track_overhead_cold": median(ratios(cold)),
     "dirty_track_overhead_cold_pairs": ratios(cold),
-    "writeloop_mib": int(os.environ["WL_MIB"]),
+    "writeloop_mib": wl_on[0]["mib"],
     "writeloop_faults": wl_on[0]["writeloop_faults"],
     "writeloop_hot_again_pages": wl_on[0]["hot_again_pages"],
     "minor_fault_us": host["minor_fault_us"],

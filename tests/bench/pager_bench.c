@@ -267,7 +267,7 @@ static int mode_writeloop(const char *self, uint64_t mib, unsigned int passes,
 	st = stats(&h, NULL);
 	vmm_quit(&h);
 	harness_stop(&h);
-	printf("{\"writeloop_ns\": [");
+	printf("{\"mib\": %llu, \"writeloop_ns\": [", (unsigned long long)mib);
 	for (unsigned int c = 0; c < cycles; c++)
 		printf("%s%llu", c ? ", " : "", ns[c]);
 	printf("], \"writeloop_faults\": [");
