@@ -15,7 +15,8 @@
  * (pager_set_writer_gate); the writers race everything else.  Pre-copy
  * (wp_async only): the writers' pages stored while they run, so the next
  * offload writes only what they wrote since, nothing when they stopped;
- * an offload started meanwhile stops it.  TAP.
+ * an offload started meanwhile stops it.  Write-hot pages checked by
+ * sample (wp_async) with the writers between and during offloads.  TAP.
  *
  *   pager_dirty track|sync|none [MiB]	(default 16)
  */
@@ -324,6 +325,44 @@ static void precopy_checks(struct harness *h, uint64_t ndata)
 	storm_check(h, "and after it");
 }
 
+/*
+ * Write-hot pages checked by sample (wp_async): the writers rewrite every
+ * data page between offloads, and in every third round during the offload,
+ * until the pages' writable restores run out and they come back checked by
+ * sample - a block's sample protected, the rest writable - and on through
+ * the checks; after each round every page holds what was written last.
+ */
+#define SAMPLE_ROUNDS	(3 * PAGER_HOT_CYCLES)
+
+static void sampled_rounds(struct harness *h)
+{
+	struct pager_stats st0 = stats(h, NULL), st;
+	bool ok = true;
+
+	for (int round = 1; round <= SAMPLE_ROUNDS; round++) {
+		char what[64];
+
+		storm(h, true);
+		nap_ms(50);
+		if (!(round % 3))
+			ok = !offload(h) && ok;
+		storm(h, false);
+		if (round % 3)
+			ok = !offload(h) && ok;
+		snprintf(what, sizeof(what), "write-hot round %d", round);
+		ok = storm_check(h, what) && ok;
+	}
+	st = stats(h, NULL);
+	tap(ok && st.dirty_hot_samples > st0.dirty_hot_samples &&
+	    st.dirty_hot_vouched_pages > st0.dirty_hot_vouched_pages,
+	    "%d rounds: every offload done; %llu sample(s) restored protected, %llu page(s) "
+	    "writable on theirs (%llu renewed with them)", SAMPLE_ROUNDS,
+	    (unsigned long long)(st.dirty_hot_samples - st0.dirty_hot_samples),
+	    (unsigned long long)(st.dirty_hot_vouched_pages - st0.dirty_hot_vouched_pages),
+	    (unsigned long long)(st.dirty_hot_vouch_renewed_pages -
+				 st0.dirty_hot_vouch_renewed_pages));
+}
+
 static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking want)
 {
 	struct harness h = { 0 };
@@ -452,6 +491,7 @@ static int mode_track(const char *self, uint64_t mib, enum pager_dirty_tracking 
 		err = offload(&h);
 		tap(!err, "offload with the gate working again: %s", strerror(-err));
 		storm_check(&h, "and after one more cycle");
+		sampled_rounds(&h);
 		precopy_checks(&h, ndata);
 	} else {
 		err = precopy(&h);

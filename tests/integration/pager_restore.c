@@ -15,9 +15,11 @@
  *   hot    pages written after their restore come back writable (write-
  *          hot): the second cycle's writes take no fault, the next offload
  *          writes those pages, and the writes are kept; after
- *          PAGER_HOT_CYCLES writable restores they come back protected
- *          (a fault per page written), then for twice as many; a cycle
- *          that only reads them starts them over
+ *          PAGER_HOT_CYCLES writable restores they are checked by sample
+ *          (a fault per block's sample, the rest writable), then hot for
+ *          twice as many; a cycle that only reads them starts them over
+ *          (the pages that came back writable on their sample are written
+ *          by its offload), and the next one protects every page
  *   seq    sequential streams of faults (lazy; one, then PAGER_STREAMS - 1
  *          interleaved): each is followed, its windows doubling; its
  *          read-ahead windows are mapped into the mapper, so reading every
@@ -419,13 +421,15 @@ static long writeloop(struct harness *h)
  * The next @n cycles of mode_hot (*@cycle: the last one done, advanced):
  * every page read back by faults, written once (or not: !@write),
  * offloaded; each cycle's writes must take @want faults, and an unwritten
- * cycle's offload writes nothing.
+ * cycle's offloads write only the pages that came back writable on their
+ * block's sample (PAGER_HOT_SAMPLE_PAGES), which then start over with it.
  */
 static void hot_cycles(struct harness *h, int *cycle, int n, uint64_t want, bool write)
 {
 	char ans[LINE_MAX_LEN];
 	long flt = 0, bad = 0;
 	uint64_t written = 0;
+	struct pager_stats st0 = stats(h, NULL), st;
 	int err = 0, first = *cycle + 1;
 
 	for (int c = 0; c < n; c++) {
@@ -438,17 +442,59 @@ static void hot_cycles(struct harness *h, int *cycle, int n, uint64_t want, bool
 		err = err ? err : offload(h);
 		written += stats(h, NULL).last_offload_written;
 	}
+	st = stats(h, NULL);
 	*cycle += n;
 	if (n > 1)
 		snprintf(ans, sizeof(ans), "cycles %d-%d", first, *cycle);
 	else
 		snprintf(ans, sizeof(ans), "cycle %d", first);
-	if (write)
+	if (write) {
 		tap(!err && !bad, "%s: %llu write fault(s) each (%ld cycle(s) otherwise; the "
 		    "last %ld)", ans, (unsigned long long)want, bad, flt);
-	else
-		tap(!err && !written, "%s: read only, then the offload writes %llu bytes",
-		    ans, (unsigned long long)written);
+	} else {
+		uint64_t vouched = st.dirty_hot_vouched_pages - st0.dirty_hot_vouched_pages;
+		uint64_t dropped = st.dirty_hot_vouch_dropped_pages -
+				   st0.dirty_hot_vouch_dropped_pages;
+
+		tap(!err && written == vouched * PAGE && dropped == vouched, "%s: read only, "
+		    "then the offload writes %llu bytes: the %llu page(s) that came back "
+		    "writable on their block's sample, which start over with it (%llu)", ans,
+		    (unsigned long long)written, (unsigned long long)vouched,
+		    (unsigned long long)dropped);
+	}
+}
+
+/*
+ * The next cycle of mode_hot, whose pages' writable restores ran out,
+ * every one of them seen written again before: checked by sample, a fault
+ * for each block's sample (at least one per block of
+ * PAGER_HOT_SAMPLE_PAGES, at most two: a sequential stream's runs do not
+ * keep to blocks), the other pages writable and renewed with their sample.
+ */
+static void hot_check(struct harness *h, int *cycle, uint64_t npages)
+{
+	uint64_t blocks = (npages + PAGER_HOT_SAMPLE_PAGES - 1) / PAGER_HOT_SAMPLE_PAGES;
+	struct pager_stats st0 = stats(h, NULL), st;
+	char ans[LINE_MAX_LEN];
+	uint64_t again, renewed, samples;
+	long flt;
+	int err;
+
+	vmm_cmd(h, ans, "touchall");
+	flt = writeloop(h);
+	err = strncmp(ans, "ok", 2) || offload(h);
+	st = stats(h, NULL);
+	again = st.dirty_hot_again_pages - st0.dirty_hot_again_pages;
+	renewed = st.dirty_hot_vouch_renewed_pages - st0.dirty_hot_vouch_renewed_pages;
+	samples = st.dirty_hot_samples - st0.dirty_hot_samples;
+	++*cycle;
+	tap(!err && flt >= 0 && (uint64_t)flt == again && again + renewed == npages &&
+	    samples >= blocks && samples <= again && again <= 2 * blocks,
+	    "cycle %d: checked by sample: %ld write fault(s) for %llu pages in %llu blocks "
+	    "(%llu seen written again, %llu of them samples; %llu renewed with theirs)",
+	    *cycle, flt, (unsigned long long)npages, (unsigned long long)blocks,
+	    (unsigned long long)again, (unsigned long long)samples,
+	    (unsigned long long)renewed);
 }
 
 static int mode_hot(const char *self, uint64_t mib)
@@ -497,21 +543,21 @@ static int mode_hot(const char *self, uint64_t mib)
 	tap(!strcmp(ans, "value 0x5"), "... for page 5 too (%s)", ans);
 	/* cycle 2 took the first of PAGER_HOT_CYCLES writable restores */
 	hot_cycles(&h, &cycle, PAGER_HOT_CYCLES - 1, 0, true);
-	hot_cycles(&h, &cycle, 1, npages, true);	/* run out */
-	st = stats(&h, NULL);
-	tap(st.dirty_hot_again_pages == npages, "seen written again: %llu page(s)",
-	    (unsigned long long)st.dirty_hot_again_pages);
-	/* twice as many writable restores, then protected once more; a
-	 * protected restore not written starts the page over */
+	hot_check(&h, &cycle, npages);	/* run out */
+	/* twice as many writable restores, then checked by sample once more:
+	 * a sample not written starts its block over, and a protected restore
+	 * not written the page */
 	hot_cycles(&h, &cycle, PAGER_HOT_CYCLES * 2, 0, true);
 	hot_cycles(&h, &cycle, 1, 0, false);
 	hot_cycles(&h, &cycle, 1, npages, true);
 	hot_cycles(&h, &cycle, PAGER_HOT_CYCLES, 0, true);
-	hot_cycles(&h, &cycle, 1, npages, true);
+	hot_check(&h, &cycle, npages);
 	st = stats(&h, NULL);
-	tap(st.dirty_hot_again_pages == 2 * npages, "after the restart, back to %d writable "
-	    "restores: %llu page(s) seen written again in all", PAGER_HOT_CYCLES,
-	    (unsigned long long)st.dirty_hot_again_pages);
+	tap(st.dirty_hot_again_pages + st.dirty_hot_vouch_renewed_pages == 2 * npages,
+	    "after the restart, back to %d writable restores: %llu page(s) seen written "
+	    "again in all, %llu renewed with their sample", PAGER_HOT_CYCLES,
+	    (unsigned long long)st.dirty_hot_again_pages,
+	    (unsigned long long)st.dirty_hot_vouch_renewed_pages);
 	vmm_cmd(&h, ans, "read %llu", (unsigned long long)(npages - 1));
 	tap(strtoull(ans + 6, NULL, 16) == npages - 1, "after %d cycles, the last write came "
 	    "back (%s)", cycle, ans);

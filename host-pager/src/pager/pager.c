@@ -1310,6 +1310,10 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->precopy_cleaned_pages = p->precopy_cleaned;
 	st->dirty_hot_pages = p->dirty_hot;
 	st->dirty_hot_again_pages = p->dirty_hot_again;
+	st->dirty_hot_samples = p->hot_samples;
+	st->dirty_hot_vouched_pages = p->hot_vouched;
+	st->dirty_hot_vouch_renewed_pages = p->hot_vouch_renewed;
+	st->dirty_hot_vouch_dropped_pages = p->hot_vouch_dropped;
 	st->dirty_stream_pages = p->dirty_stream;
 	st->dirty_write_fault_pages = p->dirty_wfault;
 	st->offloads = p->offloads;

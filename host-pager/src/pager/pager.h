@@ -181,7 +181,17 @@ enum pager_page_state {
  * (up to PAGER_HOT_CYCLES << (PAGER_HOT_STREAK_MAX - 1)): a page written
  * after each of its protected restores costs one write-protect fault per
  * check, and the checks grow rarer.  A protected restore not written by
- * the next offload (punched CLEAN) starts the page over.  Two more
+ * the next offload (punched CLEAN) starts the page over.  A check is made
+ * by sample (wp_async): when every page of a run whose writable restores
+ * ran out has been seen written again before, one of them per aligned
+ * block of PAGER_HOT_SAMPLE_PAGES comes back protected (the block's
+ * sample, a different one each offload) and the others writable (RESIDENT,
+ * as write-hot pages); the next offload's scan renews the block's pages
+ * with their sample if it was written, and starts them over with it if
+ * not (then their next restore is protected, each page its own check).
+ * The cost of a check falls to one fault per block; the price is that a
+ * page gone cold in a block whose sample is still written is written by
+ * the offloads as if hot until it is a sample itself.  Two more
  * restores come back writable on evidence at hand: a write fault's page,
  * when copied alone (protected, the write would fault again at once; it
  * becomes write-hot too), and a sequential
@@ -200,6 +210,7 @@ enum pager_page_state {
  */
 #define PAGER_HOT_CYCLES	4
 #define PAGER_HOT_STREAK_MAX	6	/* 4, 8, ... 128 writable restores */
+#define PAGER_HOT_SAMPLE_PAGES	64	/* pages checked by one sample (256 KiB) */
 enum pager_dirty_tracking {
 	PAGER_DIRTY_UNKNOWN = 0,	/* not decided yet (nothing registered) */
 	PAGER_DIRTY_WP_ASYNC,
@@ -343,6 +354,14 @@ struct pager_stats {
 	uint64_t dirty_hot_pages;	/* restored writable: written lately */
 	uint64_t dirty_hot_again_pages;	/* seen written again once their
 					 * writable restores ran out */
+	uint64_t dirty_hot_samples;	/* restored protected as their block's
+					 * sample */
+	uint64_t dirty_hot_vouched_pages;	/* restored writable on their
+						 * block's sample */
+	uint64_t dirty_hot_vouch_renewed_pages;	/* renewed: their sample was
+						 * written */
+	uint64_t dirty_hot_vouch_dropped_pages;	/* started over: their sample
+						 * was not written */
 	uint64_t dirty_stream_pages;	/* restored writable: a write stream's */
 	uint64_t dirty_write_fault_pages;	/* restored writable: a write
 						 * fault's page */

@@ -584,6 +584,26 @@ uint64_t pager_uffd_map(int uffd, uint64_t dst, const void *src, uint64_t len, b
 	return done & ~(uint64_t)(PAGER_PAGE_SIZE - 1);
 }
 
+uint64_t pager_uffd_map_plan(int uffd, uint64_t dst, const void *src, uint64_t n,
+			     const struct pager_wplan *w)
+{
+	uint64_t done = 0;
+
+	for (uint64_t i = 0, j; i < n; i = j) {
+		bool wp = w && pager_wplan_wp(w, i);
+		uint64_t len, got;
+
+		for (j = i + 1; j < n && (w && pager_wplan_wp(w, j)) == wp; j++)
+			;
+		len = (j - i) * PAGER_PAGE_SIZE;
+		got = pager_uffd_map(uffd, dst + done, (const char *)src + done, len, wp);
+		done += got;
+		if (got < len)
+			break;
+	}
+	return done;
+}
+
 int pager_restore_run(struct pager *p, uint64_t pg, uint64_t n, void *buf)
 {
 	int err = store_read(&p->store, buf, n * PAGER_PAGE_SIZE, pg_store_off(pg));

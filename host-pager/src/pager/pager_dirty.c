@@ -456,17 +456,110 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
 	return err;
 }
 
-void pager_wmap_done_locked(struct pager *p, uint64_t pg, uint64_t n, enum pager_wmap how)
+/* The sample of each aligned block in run [pg, pg+n): one of the block's
+ * pages in the run whose writable restores ran out, a different one at
+ * each offload (hot_turn); marked, and the others of them HOT_VOUCHED. */
+static void hot_sample_plan(struct pager *p, uint64_t pg, uint64_t n, struct pager_wplan *w)
 {
-	for (uint64_t i = pg; i < pg + n; i++) {
-		if (how == PAGER_WMAP_HOT)
-			p->hot[i]--;
-		pager_dirty_note_locked(p, i);
+	for (uint64_t b = pg, end; b < pg + n; b = end) {
+		uint64_t out = 0, pick, k = 0;
+
+		end = (b / PAGER_HOT_SAMPLE_PAGES + 1) * PAGER_HOT_SAMPLE_PAGES;
+		if (end > pg + n)
+			end = pg + n;
+		for (uint64_t i = b; i < end; i++)
+			out += !p->hot[i];
+		if (!out)
+			continue;
+		pick = (p->hot_turn + b / PAGER_HOT_SAMPLE_PAGES) % out;
+		for (uint64_t i = b; i < end; i++) {
+			if (p->hot[i])
+				continue;
+			if (k++ == pick) {
+				p->hot_streak[i] |= HOT_SAMPLE;
+				w->wp[(i - pg) / 64] |= 1ull << ((i - pg) % 64);
+			} else {
+				p->hot_streak[i] |= HOT_VOUCHED;
+			}
+		}
 	}
-	if (how == PAGER_WMAP_HOT)
-		p->dirty_hot += n;
-	else
-		p->dirty_stream += n;
+}
+
+enum pager_wmap pager_wmap_locked(struct pager *p, uint64_t pg, uint64_t n, bool stream,
+				  struct pager_wplan *w)
+{
+	uint64_t out = 0, again = 0, blocks;
+
+	memset(w, 0, sizeof(*w));
+	w->how = PAGER_WMAP_PROTECTED;
+	if (p->offloading || !n)
+		return w->how;
+	for (uint64_t i = pg; i < pg + n; i++)
+		if (!p->hot[i]) {
+			out++;
+			again += (p->hot_streak[i] & HOT_STREAK_MASK) != 0;
+		}
+	blocks = (pg + n - 1) / PAGER_HOT_SAMPLE_PAGES - pg / PAGER_HOT_SAMPLE_PAGES + 1;
+	if (!out)
+		w->how = PAGER_WMAP_HOT;
+	else if (stream)
+		w->how = PAGER_WMAP_STREAM;
+	else if (again == out && out > blocks && p->track == PAGER_DIRTY_WP_ASYNC &&
+		 n <= PAGER_MAX_FAULT_AROUND) {
+		/* more run out than there are blocks: a sample saves a fault */
+		w->how = PAGER_WMAP_SAMPLED;
+		hot_sample_plan(p, pg, n, w);
+	}
+	return w->how;
+}
+
+void pager_wmap_done_locked(struct pager *p, uint64_t pg, uint64_t n,
+			    const struct pager_wplan *w)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		if (pager_wplan_wp(w, i)) {	/* a sample: CLEAN until written */
+			p->hot_samples++;
+			continue;
+		}
+		if (w->how == PAGER_WMAP_STREAM) {
+			p->dirty_stream++;
+		} else if (p->hot[pg + i]) {
+			p->hot[pg + i]--;
+			p->dirty_hot++;
+		} else {
+			p->hot_vouched++;
+		}
+		pager_dirty_note_locked(p, pg + i);
+	}
+}
+
+void pager_hot_scan_locked(struct pager *p, uint64_t pg, bool written)
+{
+	uint64_t b, end;
+
+	if (!(p->hot_streak[pg] & HOT_SAMPLE))
+		return;
+	b = pg - pg % PAGER_HOT_SAMPLE_PAGES;
+	end = b + PAGER_HOT_SAMPLE_PAGES < p->npages ? b + PAGER_HOT_SAMPLE_PAGES : p->npages;
+	for (uint64_t i = b; i < end; i++) {
+		if (!(p->hot_streak[i] & HOT_VOUCHED))
+			continue;
+		p->hot_streak[i] &= (uint8_t)~HOT_VOUCHED;
+		if (written) {	/* as its sample: hot for twice as long */
+			pager_hot_extend_locked(p, i);
+			p->hot_vouch_renewed++;
+		} else {	/* as its sample: starts over, its own check next */
+			p->hot_streak[i] &= (uint8_t)~HOT_STREAK_MASK;
+			p->hot_vouch_dropped++;
+		}
+	}
+}
+
+void pager_hot_scan_end_locked(struct pager *p)
+{
+	for (uint64_t i = 0; i < p->npages; i++)
+		p->hot_streak[i] &= HOT_STREAK_MASK;
+	p->hot_turn++;
 }
 
 static void count_written(void *arg, uint64_t lo, uint64_t hi)

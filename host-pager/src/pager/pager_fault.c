@@ -182,6 +182,26 @@ static int uffd_copy(int uffd, uint64_t addr, const char *src, uint64_t len,
 	return 0;
 }
 
+/* UFFDIO_COPY the @n pages at @src to @addr as @w planned: each stretch
+ * of pages alike writable or protected, in order (uffd_copy). */
+static int uffd_copy_plan(int uffd, uint64_t addr, const char *src, uint64_t n,
+			  uint64_t fault_addr, uint64_t *eexist, const struct pager_wplan *w)
+{
+	for (uint64_t i = 0, j; i < n; i = j) {
+		bool wp = pager_wplan_wp(w, i);
+		uint64_t off = i * PAGER_PAGE_SIZE;
+		int err;
+
+		for (j = i + 1; j < n && pager_wplan_wp(w, j) == wp; j++)
+			;
+		err = uffd_copy(uffd, addr + off, src + off, (j - i) * PAGER_PAGE_SIZE,
+				fault_addr, eexist, wp);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 /* pwrite the claimed run [start, start+n) read into @buf, but page @pg,
  * into @r's memfd.  Lock not held.  0 or -errno (what was written stays:
  * its UFFDIO_COPY finds it present). */
@@ -292,7 +312,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	struct pager *p = fc->p;
 	uint64_t around = p->fa_window, start, n, host, eexist = 0, t_read;
 	bool wp = m->wp, seq = false, wstream = false, wpage, spread;
-	enum pager_wmap how = PAGER_WMAP_PROTECTED;
+	struct pager_wplan plan = { .how = PAGER_WMAP_PROTECTED };
 	struct pager_stream cur = { 0 };
 	unsigned int k;
 	int err;
@@ -358,21 +378,27 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	 * writable, as a run of write-hot pages does.  Only that run is
 	 * evidence: its pages came from the store, protected unless known
 	 * written, where a zero page the stream crossed was filled writable
-	 * by its own fault, written or not.  A stream found writing stays
-	 * one: its runs, writable, show no more. */
+	 * by its own fault, written or not; nor are the pages of that run
+	 * that came back writable on their block's sample (they show as
+	 * written; the sample is their evidence).  A stream found writing
+	 * stays one: its runs, writable, show no more. */
 	if (seq && wp && !p->offloading) {
 		const struct pager_stream *s = &m->seq[k];
 		uint64_t went = (s->end < pg ? s->end : pg) - s->start;
+		uint64_t vouched = went ? pager_hot_vouched_locked(p, s->start, went) : 0;
+		uint64_t written = went > vouched ?
+				   pager_dirty_written_locked(p, m, s->start, went) : 0;
 
-		wstream = s->write ||
-			  (went && 2 * pager_dirty_written_locked(p, m, s->start, went) >= went);
+		written = written > vouched ? written - vouched : 0;
+		wstream = s->write || (went > vouched && 2 * written >= went - vouched);
 	}
 	cur.end = start + n;
 	cur.write = wstream;
-	/* writable: a run of write-hot pages, or a write stream's */
+	/* writable: a run of write-hot pages (but for samples), or a write
+	 * stream's */
 	if (wp)
-		how = pager_wmap_locked(p, start, n, wstream);
-	if (how != PAGER_WMAP_PROTECTED)
+		pager_wmap_locked(p, start, n, wstream, &plan);
+	if (plan.how != PAGER_WMAP_PROTECTED)
 		wp = false;
 	if (cur.window > around && n) {
 		/* sequential: have the next window read while this one is used */
@@ -400,6 +426,8 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		err = uffd_copy(m->uffd, host + (pg - start) * PAGER_PAGE_SIZE,
 				(const char *)fc->buf + (pg - start) * PAGER_PAGE_SIZE,
 				PAGER_PAGE_SIZE, fault_addr, &eexist, wpage);
+	else if (!err && plan.how == PAGER_WMAP_SAMPLED)
+		err = uffd_copy_plan(m->uffd, host, fc->buf, n, fault_addr, &eexist, &plan);
 	else if (!err)
 		err = uffd_copy(m->uffd, host, fc->buf, n * PAGER_PAGE_SIZE,
 				fault_addr, &eexist, n == 1 ? wpage : wp);
@@ -411,8 +439,8 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		return err;
 	}
 	pager_finish_run_locked(p, start, n, true);
-	if (how != PAGER_WMAP_PROTECTED) {
-		pager_wmap_done_locked(p, start, n, how);
+	if (plan.how != PAGER_WMAP_PROTECTED) {
+		pager_wmap_done_locked(p, start, n, &plan);
 	} else if (wp && !wpage) {	/* written now: and hot */
 		pager_dirty_note_locked(p, pg);
 		pager_hot_renew_locked(p, pg);

@@ -162,7 +162,8 @@ struct pager {
 	uint8_t *hot;			/* npages: restores left writable
 					 * (PAGER_HOT_CYCLES); under lock */
 	uint8_t *hot_streak;		/* npages: protected restores in a row
-					 * seen written (to PAGER_HOT_STREAK_MAX) */
+					 * seen written (to PAGER_HOT_STREAK_MAX),
+					 * and HOT_SAMPLE / HOT_VOUCHED */
 	/* adaptive fault-around (under lock): the fault thread installs a
 	 * random fault's neighbours unmapped and marks them here; the cycle
 	 * end (pager_ws_cycle_end) counts which a mapper mapped and adapts
@@ -343,6 +344,9 @@ struct pager {
 	uint64_t dirty_fallbacks, clean_punched, dirty_scanned, dirty_own;
 	uint64_t dirty_kept, store_written, dirty_wp_faults, dirty_hot, dirty_hot_again;
 	uint64_t dirty_stream, dirty_wfault;
+	/* checks by sample (pager_wmap_locked): the rotation, the counts */
+	uint32_t hot_turn;
+	uint64_t hot_samples, hot_vouched, hot_vouch_renewed, hot_vouch_dropped;
 };
 
 /* Page state helpers; call with p->lock held. */
@@ -425,6 +429,11 @@ int pager_install_run(struct pager *p, uint64_t pg, uint64_t n, const void *buf,
  * needed; the caller keeps the mapper alive (reg_lock). */
 #define UFFD_MAP_TRIES	100
 uint64_t pager_uffd_map(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp);
+/* The same for @n pages as @w planned (NULL: writable), each stretch of
+ * pages alike in one copy, in order; stops at the first stretch short. */
+struct pager_wplan;
+uint64_t pager_uffd_map_plan(int uffd, uint64_t dst, const void *src, uint64_t n,
+			     const struct pager_wplan *w);
 /* Claim the run of OFFLOADED pages from @pg (with all @flags set, if any)
  * up to @max pages, not crossing a region; returns its length (0: none). */
 uint64_t pager_claim_run_locked(struct pager *p, uint64_t pg, uint64_t max,
@@ -588,37 +597,75 @@ enum pager_wmap {
 	PAGER_WMAP_PROTECTED,	/* protected: its first write is seen */
 	PAGER_WMAP_HOT,		/* writable: every page write-hot */
 	PAGER_WMAP_STREAM,	/* writable: a write stream's */
+	PAGER_WMAP_SAMPLED,	/* writable but for each block's sample */
 };
-/* How run [pg, pg+n) comes back: writable when every page is write-hot, or
- * when @stream (a write stream's run); protected while an offload runs
- * (its scans must see every write).  Lock held. */
-static inline enum pager_wmap pager_wmap_locked(const struct pager *p, uint64_t pg,
-						uint64_t n, bool stream)
+/* The plan for one restored run: how, and for SAMPLED the pages (bit i:
+ * the run's page i) that come back protected.  Runs of more than
+ * PAGER_MAX_FAULT_AROUND pages are never SAMPLED. */
+struct pager_wplan {
+	enum pager_wmap how;
+	uint64_t wp[PAGER_MAX_FAULT_AROUND / 64];
+};
+/* Does the run's page @i come back write-protected? */
+static inline bool pager_wplan_wp(const struct pager_wplan *w, uint64_t i)
 {
-	if (p->offloading || !n)
-		return PAGER_WMAP_PROTECTED;
-	for (uint64_t i = pg; i < pg + n; i++)
-		if (!p->hot[i])
-			return stream ? PAGER_WMAP_STREAM : PAGER_WMAP_PROTECTED;
-	return PAGER_WMAP_HOT;
+	if (w->how == PAGER_WMAP_SAMPLED)
+		return w->wp[i / 64] >> (i % 64) & 1;
+	return w->how == PAGER_WMAP_PROTECTED;
 }
+/* Beside the streak (its low bits) hot_streak marks a sampled restore's
+ * pages until the next offload's scan (pager_hot_scan_locked). */
+#define HOT_STREAK_MASK	0x3f
+#define HOT_SAMPLE	0x40	/* restored protected: its block's sample */
+#define HOT_VOUCHED	0x80	/* restored writable on its block's sample */
+/* Plan how run [pg, pg+n) comes back into *@w: writable when every page
+ * is write-hot, or when @stream (a write stream's run); when only pages
+ * seen written again before have run out (wp_async), writable but for
+ * one sample of them per block (marked, with the others, in hot_streak);
+ * protected while an offload runs (its scans must see every write), or
+ * else.  Returns w->how.  Lock held. */
+enum pager_wmap pager_wmap_locked(struct pager *p, uint64_t pg, uint64_t n, bool stream,
+				  struct pager_wplan *w);
 /* Page @pg was seen written after a protected restore (or by the write
- * fault that restores it): write-hot for its next restores, twice as many
- * as the last time (see PAGER_HOT_CYCLES in pager.h).  Lock held. */
-static inline void pager_hot_renew_locked(struct pager *p, uint64_t pg)
+ * fault that restores it; or its block's sample was, when it came back
+ * writable on it): write-hot for its next restores, twice as many as the
+ * last time (see PAGER_HOT_CYCLES in pager.h).  Lock held. */
+static inline void pager_hot_extend_locked(struct pager *p, uint64_t pg)
 {
-	uint8_t s = p->hot_streak[pg];
+	uint8_t s = p->hot_streak[pg] & HOT_STREAK_MASK;
 
-	if (s)
-		p->dirty_hot_again++;
 	if (s < PAGER_HOT_STREAK_MAX)
-		p->hot_streak[pg] = ++s;
+		s++;
+	p->hot_streak[pg] = (uint8_t)((p->hot_streak[pg] & ~HOT_STREAK_MASK) | s);
 	p->hot[pg] = (uint8_t)(PAGER_HOT_CYCLES << (s - 1));
 }
-/* Run [pg, pg+n) was mapped writable as @how said (not PROTECTED): no
- * write to it will be seen, so it is RESIDENT; a write-hot page has one
- * writable restore less.  Counted.  Lock held. */
-void pager_wmap_done_locked(struct pager *p, uint64_t pg, uint64_t n, enum pager_wmap how);
+static inline void pager_hot_renew_locked(struct pager *p, uint64_t pg)
+{
+	if (p->hot_streak[pg] & HOT_STREAK_MASK)
+		p->dirty_hot_again++;	/* written again: a check */
+	pager_hot_extend_locked(p, pg);
+}
+/* The pages of [pg, pg+n) restored writable on their block's sample
+ * since the last offload's scan.  Lock held. */
+static inline uint64_t pager_hot_vouched_locked(const struct pager *p, uint64_t pg, uint64_t n)
+{
+	uint64_t v = 0;
+
+	for (uint64_t i = pg; i < pg + n; i++)
+		v += (p->hot_streak[i] & HOT_VOUCHED) != 0;
+	return v;
+}
+/* An offload's scan found page @pg written (@written) or not: a sample
+ * renews its block's vouched pages or starts them over.  Called for each
+ * page scanned, then pager_hot_scan_end_locked, which clears every mark.
+ * Lock held. */
+void pager_hot_scan_locked(struct pager *p, uint64_t pg, bool written);
+void pager_hot_scan_end_locked(struct pager *p);
+/* Run [pg, pg+n) was mapped as @w planned (not PROTECTED): no write to
+ * its writable pages will be seen, so they are RESIDENT; a write-hot page
+ * has one writable restore less.  Counted.  Lock held. */
+void pager_wmap_done_locked(struct pager *p, uint64_t pg, uint64_t n,
+			    const struct pager_wplan *w);
 /* The state of a resident page whose slot is valid, as a move ends:
  * CLEAN if tracking and not seen written meanwhile.  Lock held. */
 static inline enum pager_page_state pager_clean_state_locked(struct pager *p, uint64_t pg)

@@ -825,7 +825,8 @@ static void discard_stale_slots(struct pager *p)
  * Dirty tracking: the pages written since the last scan (every mapper)
  * lose their CLEAN state before anything is claimed; the scan protects
  * them again (but the kept set's), so what is written from now on shows in
- * batch_punch's scan.
+ * batch_punch's scan.  A sample's verdict goes to its block (write-hot
+ * checks by sample, pager_wmap_locked).
  */
 static int offload_scan(struct offload *o)
 {
@@ -856,12 +857,15 @@ static int offload_scan(struct offload *o)
 	if (pager_dirty_scan(p, 0, p->npages, written, &o->kept_set))
 		o->track = false;	/* fell back: every CLEAN page is RESIDENT */
 	pthread_mutex_lock(&p->lock);
-	for (uint64_t pg = 0; pg < p->npages; pg++)
+	for (uint64_t pg = 0; pg < p->npages; pg++) {
 		if (written[pg] && pager_dirty_note_locked(p, pg)) {
 			found++;
 			p->state[pg] |= PG_WS_CUR;	/* restored, then written */
 			pager_hot_renew_locked(p, pg);
 		}
+		pager_hot_scan_locked(p, pg, written[pg]);
+	}
+	pager_hot_scan_end_locked(p);
 	p->dirty_scanned += found;
 	pthread_mutex_unlock(&p->lock);
 	free(written);

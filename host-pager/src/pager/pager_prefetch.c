@@ -68,20 +68,20 @@ struct pf {
  * only, each page's first access would map it, one fault per page).
  * Write-protected while writes are tracked (a mapper of a tracked VM that
  * is not registered for write-protect gets nothing mapped), unless every
- * page is write-hot or the stream writes what it reads (@write; *@how,
- * pager_wmap_locked): then writable, so that its writes take no fault at
- * all.  Only while @m lives and maps the run whole; else (or for what the
+ * page is write-hot or the stream writes what it reads (@write; *@w,
+ * pager_wmap_locked): then writable (but for samples), so that its writes
+ * take no fault at all.  Only while @m lives and maps the run whole; else (or for what the
  * copy did not place) the caller writes the memfd.  Bytes mapped.  Neither
  * lock held; the run is claimed.
  */
 static uint64_t ra_map(struct pager *p, struct pager_mapper *m, uint64_t pg,
-		       uint64_t n, const char *buf, bool write, enum pager_wmap *how)
+		       uint64_t n, const char *buf, bool write, struct pager_wplan *w)
 {
 	struct pager_mapper *x = p->mappers;
 	uint64_t done = 0, host = 0;
-	bool track, wp = false;
+	bool track;
 
-	*how = PAGER_WMAP_PROTECTED;
+	w->how = PAGER_WMAP_PROTECTED;
 	pthread_mutex_lock(&p->reg_lock);	/* @m is not freed meanwhile */
 	pthread_mutex_lock(&p->lock);
 	track = pager_tracking_locked(p);
@@ -89,13 +89,11 @@ static uint64_t ra_map(struct pager *p, struct pager_mapper *m, uint64_t pg,
 		x = x->next;
 	if (x)
 		host = pg_mapper_addr_locked(p, m, pg, n);
-	if (host && track) {
-		*how = pager_wmap_locked(p, pg, n, write);
-		wp = *how == PAGER_WMAP_PROTECTED;
-	}
+	if (host && track)
+		pager_wmap_locked(p, pg, n, write, w);
 	pthread_mutex_unlock(&p->lock);
 	if (host)
-		done = pager_uffd_map(m->uffd, host, buf, n * PAGER_PAGE_SIZE, wp);
+		done = pager_uffd_map_plan(m->uffd, host, buf, n, track ? w : NULL);
 	pthread_mutex_unlock(&p->reg_lock);
 	return done;
 }
@@ -108,13 +106,13 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 	size_t len = s->n * PAGER_PAGE_SIZE;
 	int err = cqe->res < 0 ? cqe->res : (size_t)cqe->res != len ? -EIO : 0;
 	uint64_t mapped = 0;
-	enum pager_wmap how = PAGER_WMAP_PROTECTED;
+	struct pager_wplan plan = { .how = PAGER_WMAP_PROTECTED };
 
 	if (!err)
 		err = store_verify(&p->store, s->buf, s->pg, s->n);
 	if (!err && s->ra)
 		mapped = ra_map(p, s->ra, s->pg, s->n, s->buf, s->ra_write,
-				&how) / PAGER_PAGE_SIZE;
+				&plan) / PAGER_PAGE_SIZE;
 	if (mapped) {
 		/* in place: touched whole, as the stream's fault windows are;
 		 * write-hot ones and a write stream's writable, so RESIDENT at
@@ -122,8 +120,8 @@ static void pf_complete(struct pf *f, struct io_uring_cqe *cqe)
 		 * memfd. */
 		pthread_mutex_lock(&p->lock);
 		pager_finish_run_locked(p, s->pg, mapped, true);
-		if (how != PAGER_WMAP_PROTECTED)
-			pager_wmap_done_locked(p, s->pg, mapped, how);
+		if (plan.how != PAGER_WMAP_PROTECTED)
+			pager_wmap_done_locked(p, s->pg, mapped, &plan);
 		for (uint64_t i = s->pg; i < s->pg + mapped; i++)
 			p->state[i] |= PG_WS_CUR;
 		p->ra_mapped_pages += mapped;

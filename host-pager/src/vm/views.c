@@ -118,10 +118,14 @@ json_t *pager_stats_json(struct pager *p)
 		if (st.dirty_tracking_reason)
 			json_object_set_new(o, "dirty_tracking_reason",
 					    json_string(st.dirty_tracking_reason));
-		json_object_set_new(o, "dirty", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+		json_object_set_new(o, "dirty", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 			"wp_faults", (json_int_t)st.dirty_wp_faults,
 			"hot_pages", (json_int_t)st.dirty_hot_pages,
 			"hot_again_pages", (json_int_t)st.dirty_hot_again_pages,
+			"hot_samples", (json_int_t)st.dirty_hot_samples,
+			"hot_vouched_pages", (json_int_t)st.dirty_hot_vouched_pages,
+			"hot_vouch_renewed_pages", (json_int_t)st.dirty_hot_vouch_renewed_pages,
+			"hot_vouch_dropped_pages", (json_int_t)st.dirty_hot_vouch_dropped_pages,
 			"write_stream_pages", (json_int_t)st.dirty_stream_pages,
 			"write_fault_pages", (json_int_t)st.dirty_write_fault_pages,
 			"fallbacks", (json_int_t)st.dirty_fallbacks,
