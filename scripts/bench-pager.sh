@@ -31,11 +31,12 @@
 #           (every pair's in *_pairs): dirty_track_overhead_cold, the first
 #           cycle, every page's first write a write-protect fault;
 #           dirty_track_overhead, all the cycles after it - the pages come
-#           back write-hot (writable), and protected again once their
-#           writable restores run out (4, then 8, 16, ...: a fault per page
-#           written); dirty_track_overhead_hot, those of them whose pages
-#           all came back write-hot (no fault); writeloop_faults: the
-#           faults of the tracked loop in each cycle, in its first pair.
+#           back write-hot (writable), and are checked by sample once their
+#           writable restores run out (4, then 8, 16, ...: a fault per
+#           block's sample, the rest writable); dirty_track_overhead_hot,
+#           those of them whose pages all came back write-hot (no fault);
+#           writeloop_faults: the faults of the tracked loop in each cycle,
+#           in its first pair (writeloop_hot_samples: the samples in all).
 #   host    build/tests/bench/pager_bench maptouch: what touching a page
 #           costs a process (the VMM) once the page's mapping is gone,
 #           without the pager: a minor fault (minor_fault_us, of it user
@@ -224,6 +225,8 @@ res = {
     "writeloop_mib": wl_on[0]["mib"],
     "writeloop_faults": wl_on[0]["writeloop_faults"],
     "writeloop_hot_again_pages": wl_on[0]["hot_again_pages"],
+    "writeloop_hot_samples": wl_on[0]["hot_samples"],
+    "writeloop_hot_vouch_renewed_pages": wl_on[0]["hot_vouch_renewed_pages"],
     "minor_fault_us": host["minor_fault_us"],
     "minor_fault_user_us": host["minor_fault_user_us"],
     "remap_touch_us": host["remap_touch_us"],

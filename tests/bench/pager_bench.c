@@ -273,9 +273,12 @@ static int mode_writeloop(const char *self, uint64_t mib, unsigned int passes,
 	printf("], \"writeloop_faults\": [");
 	for (unsigned int c = 0; c < cycles; c++)
 		printf("%s%ld", c ? ", " : "", flt[c]);
-	printf("], \"hot_pages\": %llu, \"hot_again_pages\": %llu, \"dirty_tracking\": \"%s\"}\n",
+	printf("], \"hot_pages\": %llu, \"hot_again_pages\": %llu, \"hot_samples\": %llu, "
+	       "\"hot_vouch_renewed_pages\": %llu, \"dirty_tracking\": \"%s\"}\n",
 	       (unsigned long long)st.dirty_hot_pages,
 	       (unsigned long long)st.dirty_hot_again_pages,
+	       (unsigned long long)st.dirty_hot_samples,
+	       (unsigned long long)st.dirty_hot_vouch_renewed_pages,
 	       pager_dirty_tracking_name(st.dirty_tracking));
 	free(ns);
 	free(flt);
