@@ -70,9 +70,9 @@ struct pf {
  * is not registered for write-protect gets nothing mapped), unless every
  * page is write-hot or the stream writes what it reads (@write; *@w,
  * pager_wmap_locked): then writable (but for samples), so that its writes
- * take no fault at all.  Only while @m lives and maps the run whole; else (or for what the
- * copy did not place) the caller writes the memfd.  Bytes mapped.  Neither
- * lock held; the run is claimed.
+ * take no fault at all.  Only while @m lives and maps the run whole; else
+ * (or for what the copy did not place) the caller writes the memfd.  Bytes
+ * mapped.  Neither lock held; the run is claimed.
  */
 static uint64_t ra_map(struct pager *p, struct pager_mapper *m, uint64_t pg,
 		       uint64_t n, const char *buf, bool write, struct pager_wplan *w)
