@@ -590,13 +590,12 @@ uint64_t pager_uffd_map_plan(int uffd, uint64_t dst, const void *src, uint64_t n
 	uint64_t done = 0;
 
 	for (uint64_t i = 0, j; i < n; i = j) {
-		bool wp = w && pager_wplan_wp(w, i);
 		uint64_t len, got;
 
-		for (j = i + 1; j < n && (w && pager_wplan_wp(w, j)) == wp; j++)
-			;
+		j = pager_wplan_stretch(w, i, n);
 		len = (j - i) * PAGER_PAGE_SIZE;
-		got = pager_uffd_map(uffd, dst + done, (const char *)src + done, len, wp);
+		got = pager_uffd_map(uffd, dst + done, (const char *)src + done, len,
+				     pager_wplan_wp(w, i));
 		done += got;
 		if (got < len)
 			break;

@@ -509,6 +509,7 @@ enum pager_wmap pager_wmap_locked(struct pager *p, uint64_t pg, uint64_t n, bool
 		/* more run out than there are blocks: a sample saves a fault */
 		w->how = PAGER_WMAP_SAMPLED;
 		hot_sample_plan(p, pg, n, w);
+		p->hot_marked = true;
 	}
 	return w->how;
 }
@@ -537,7 +538,7 @@ void pager_hot_scan_locked(struct pager *p, uint64_t pg, bool written)
 {
 	uint64_t b, end;
 
-	if (!(p->hot_streak[pg] & HOT_SAMPLE))
+	if (!p->hot_marked || !(p->hot_streak[pg] & HOT_SAMPLE))
 		return;
 	b = pg - pg % PAGER_HOT_SAMPLE_PAGES;
 	end = b + PAGER_HOT_SAMPLE_PAGES < p->npages ? b + PAGER_HOT_SAMPLE_PAGES : p->npages;
@@ -557,8 +558,9 @@ void pager_hot_scan_locked(struct pager *p, uint64_t pg, bool written)
 
 void pager_hot_scan_end_locked(struct pager *p)
 {
-	for (uint64_t i = 0; i < p->npages; i++)
+	for (uint64_t i = 0; p->hot_marked && i < p->npages; i++)
 		p->hot_streak[i] &= HOT_STREAK_MASK;
+	p->hot_marked = false;
 	p->hot_turn++;
 }
 

@@ -188,14 +188,12 @@ static int uffd_copy_plan(int uffd, uint64_t addr, const char *src, uint64_t n,
 			  uint64_t fault_addr, uint64_t *eexist, const struct pager_wplan *w)
 {
 	for (uint64_t i = 0, j; i < n; i = j) {
-		bool wp = pager_wplan_wp(w, i);
 		uint64_t off = i * PAGER_PAGE_SIZE;
 		int err;
 
-		for (j = i + 1; j < n && pager_wplan_wp(w, j) == wp; j++)
-			;
+		j = pager_wplan_stretch(w, i, n);
 		err = uffd_copy(uffd, addr + off, src + off, (j - i) * PAGER_PAGE_SIZE,
-				fault_addr, eexist, wp);
+				fault_addr, eexist, pager_wplan_wp(w, i));
 		if (err)
 			return err;
 	}

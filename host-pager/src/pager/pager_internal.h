@@ -344,8 +344,10 @@ struct pager {
 	uint64_t dirty_fallbacks, clean_punched, dirty_scanned, dirty_own;
 	uint64_t dirty_kept, store_written, dirty_wp_faults, dirty_hot, dirty_hot_again;
 	uint64_t dirty_stream, dirty_wfault;
-	/* checks by sample (pager_wmap_locked): the rotation, the counts */
+	/* checks by sample (pager_wmap_locked): the rotation, whether any
+	 * page is marked (a sampled plan since the last scan), the counts */
 	uint32_t hot_turn;
+	bool hot_marked;
 	uint64_t hot_samples, hot_vouched, hot_vouch_renewed, hot_vouch_dropped;
 };
 
@@ -606,12 +608,25 @@ struct pager_wplan {
 	enum pager_wmap how;
 	uint64_t wp[PAGER_MAX_FAULT_AROUND / 64];
 };
-/* Does the run's page @i come back write-protected? */
+/* Does the run's page @i come back write-protected?  (@w NULL: no) */
 static inline bool pager_wplan_wp(const struct pager_wplan *w, uint64_t i)
 {
+	if (!w)
+		return false;
 	if (w->how == PAGER_WMAP_SAMPLED)
 		return w->wp[i / 64] >> (i % 64) & 1;
 	return w->how == PAGER_WMAP_PROTECTED;
+}
+/* The end of the stretch of the run's pages from @i (below @n) that come
+ * back alike, write-protected or not: one UFFDIO_COPY each. */
+static inline uint64_t pager_wplan_stretch(const struct pager_wplan *w, uint64_t i, uint64_t n)
+{
+	bool wp = pager_wplan_wp(w, i);
+	uint64_t j = i + 1;
+
+	while (j < n && pager_wplan_wp(w, j) == wp)
+		j++;
+	return j;
 }
 /* Beside the streak (its low bits) hot_streak marks a sampled restore's
  * pages until the next offload's scan (pager_hot_scan_locked). */
@@ -651,7 +666,7 @@ static inline uint64_t pager_hot_vouched_locked(const struct pager *p, uint64_t 
 {
 	uint64_t v = 0;
 
-	for (uint64_t i = pg; i < pg + n; i++)
+	for (uint64_t i = pg; p->hot_marked && i < pg + n; i++)
 		v += (p->hot_streak[i] & HOT_VOUCHED) != 0;
 	return v;
 }
