@@ -467,9 +467,9 @@ static void hot_cycles(struct harness *h, int *cycle, int n, uint64_t want, bool
 /*
  * The next cycle of mode_hot, whose pages' writable restores ran out,
  * every one of them seen written again before: checked by sample, a fault
- * for each block's sample (at least one per block of
- * PAGER_HOT_SAMPLE_PAGES, at most two: a sequential stream's runs do not
- * keep to blocks), the other pages writable and renewed with their sample.
+ * for each block's sample (one per block of PAGER_HOT_SAMPLE_PAGES, taken
+ * by the first of the block's runs restored), the other pages writable and
+ * renewed with their sample.
  */
 static void hot_check(struct harness *h, int *cycle, uint64_t npages)
 {
@@ -489,7 +489,7 @@ static void hot_check(struct harness *h, int *cycle, uint64_t npages)
 	samples = st.dirty_hot_samples - st0.dirty_hot_samples;
 	++*cycle;
 	tap(!err && flt >= 0 && (uint64_t)flt == again && again + renewed == npages &&
-	    samples >= blocks && samples <= again && again <= 2 * blocks,
+	    samples == blocks && again == samples,
 	    "cycle %d: checked by sample: %ld write fault(s) for %llu pages in %llu blocks "
 	    "(%llu seen written again, %llu of them samples; %llu renewed with theirs)",
 	    *cycle, flt, (unsigned long long)npages, (unsigned long long)blocks,

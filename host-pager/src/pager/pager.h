@@ -185,13 +185,15 @@ enum pager_page_state {
  * by sample (wp_async): when every page of a run whose writable restores
  * ran out has been seen written again before, one of them per aligned
  * block of PAGER_HOT_SAMPLE_PAGES comes back protected (the block's
- * sample, a different one each offload) and the others writable (RESIDENT,
- * as write-hot pages); the next offload's scan renews the block's pages
- * with their sample if it was written, and starts them over with it if
- * not (then their next restore is protected, each page its own check).
- * The cost of a check falls to one fault per block; the price is that a
- * page gone cold in a block whose sample is still written is written by
- * the offloads as if hot until it is a sample itself.  Two more
+ * sample, a different one each offload; taken by the first such run of
+ * the block restored since the last offload, so the block's later runs
+ * need none) and the others writable (RESIDENT, as write-hot pages); the
+ * next offload's scan renews the block's pages with their sample if it
+ * was written, and starts them over with it if not (then their next
+ * restore is protected, each page its own check).  The cost of a check
+ * falls to one fault per block; the price is that a page gone cold in a
+ * block whose sample is still written is written by the offloads as if
+ * hot until it is a sample itself or a sample finds the block cold.  Two more
  * restores come back writable on evidence at hand: a write fault's page,
  * when copied alone (protected, the write would fault again at once; it
  * becomes write-hot too), and a sequential
@@ -210,7 +212,9 @@ enum pager_page_state {
  */
 #define PAGER_HOT_CYCLES	4
 #define PAGER_HOT_STREAK_MAX	6	/* 4, 8, ... 128 writable restores */
-#define PAGER_HOT_SAMPLE_PAGES	64	/* pages checked by one sample (256 KiB) */
+/* pages checked by one sample (2 MiB, a huge page's worth): a check of a
+ * 128 MiB guest's write-hot pages costs 64 write-protect faults */
+#define PAGER_HOT_SAMPLE_PAGES	512
 enum pager_dirty_tracking {
 	PAGER_DIRTY_UNKNOWN = 0,	/* not decided yet (nothing registered) */
 	PAGER_DIRTY_WP_ASYNC,

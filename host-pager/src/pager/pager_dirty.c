@@ -456,13 +456,28 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
 	return err;
 }
 
-/* The sample of each aligned block in run [pg, pg+n): one of the block's
- * pages in the run whose writable restores ran out, a different one at
- * each offload (hot_turn); marked, and the others of them HOT_VOUCHED. */
+/* Has the aligned block of page @b its sample since the last offload's
+ * scan (restored in an earlier run)? */
+static bool hot_block_sampled(const struct pager *p, uint64_t b)
+{
+	uint64_t lo = b - b % PAGER_HOT_SAMPLE_PAGES;
+	uint64_t hi = lo + PAGER_HOT_SAMPLE_PAGES < p->npages ? lo + PAGER_HOT_SAMPLE_PAGES
+							      : p->npages;
+
+	for (uint64_t i = lo; p->hot_marked && i < hi; i++)
+		if (p->hot_streak[i] & HOT_SAMPLE)
+			return true;
+	return false;
+}
+
+/* The sample of each aligned block in run [pg, pg+n) that has none yet:
+ * one of the block's pages in the run whose writable restores ran out, a
+ * different one at each offload (hot_turn); marked, and the others of
+ * them HOT_VOUCHED - as are those of a block sampled by an earlier run. */
 static void hot_sample_plan(struct pager *p, uint64_t pg, uint64_t n, struct pager_wplan *w)
 {
 	for (uint64_t b = pg, end; b < pg + n; b = end) {
-		uint64_t out = 0, pick, k = 0;
+		uint64_t out = 0, pick = UINT64_MAX, k = 0;
 
 		end = (b / PAGER_HOT_SAMPLE_PAGES + 1) * PAGER_HOT_SAMPLE_PAGES;
 		if (end > pg + n)
@@ -471,7 +486,8 @@ static void hot_sample_plan(struct pager *p, uint64_t pg, uint64_t n, struct pag
 			out += !p->hot[i];
 		if (!out)
 			continue;
-		pick = (p->hot_turn + b / PAGER_HOT_SAMPLE_PAGES) % out;
+		if (!hot_block_sampled(p, b))
+			pick = (p->hot_turn + b / PAGER_HOT_SAMPLE_PAGES) % out;
 		for (uint64_t i = b; i < end; i++) {
 			if (p->hot[i])
 				continue;
@@ -488,7 +504,7 @@ static void hot_sample_plan(struct pager *p, uint64_t pg, uint64_t n, struct pag
 enum pager_wmap pager_wmap_locked(struct pager *p, uint64_t pg, uint64_t n, bool stream,
 				  struct pager_wplan *w)
 {
-	uint64_t out = 0, again = 0, blocks;
+	uint64_t out = 0, again = 0;
 
 	memset(w, 0, sizeof(*w));
 	w->how = PAGER_WMAP_PROTECTED;
@@ -499,14 +515,14 @@ enum pager_wmap pager_wmap_locked(struct pager *p, uint64_t pg, uint64_t n, bool
 			out++;
 			again += (p->hot_streak[i] & HOT_STREAK_MASK) != 0;
 		}
-	blocks = (pg + n - 1) / PAGER_HOT_SAMPLE_PAGES - pg / PAGER_HOT_SAMPLE_PAGES + 1;
 	if (!out)
 		w->how = PAGER_WMAP_HOT;
 	else if (stream)
 		w->how = PAGER_WMAP_STREAM;
-	else if (again == out && out > blocks && p->track == PAGER_DIRTY_WP_ASYNC &&
+	else if (again == out && p->track == PAGER_DIRTY_WP_ASYNC &&
 		 n <= PAGER_MAX_FAULT_AROUND) {
-		/* more run out than there are blocks: a sample saves a fault */
+		/* never more faults than protecting them all, and a sample
+		 * taken now serves the block's later runs too */
 		w->how = PAGER_WMAP_SAMPLED;
 		hot_sample_plan(p, pg, n, w);
 		p->hot_marked = true;

@@ -636,7 +636,8 @@ static inline uint64_t pager_wplan_stretch(const struct pager_wplan *w, uint64_t
 /* Plan how run [pg, pg+n) comes back into *@w: writable when every page
  * is write-hot, or when @stream (a write stream's run); when only pages
  * seen written again before have run out (wp_async), writable but for
- * one sample of them per block (marked, with the others, in hot_streak);
+ * one sample of them per block that has none since the last offload's
+ * scan (marked, with the others, in hot_streak);
  * protected while an offload runs (its scans must see every write), or
  * else.  Returns w->how.  Lock held. */
 enum pager_wmap pager_wmap_locked(struct pager *p, uint64_t pg, uint64_t n, bool stream,
