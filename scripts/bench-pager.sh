@@ -24,7 +24,7 @@
 #   dirty   pager_bench writeloop: a write-heavy loop (8 passes, a word per
 #           page) over BENCH_WRITELOOP_MIB (128) of RAM restored by faults,
 #           BENCH_WRITELOOP_CYCLES (17) cycles, with tracking on and off,
-#           in BENCH_WRITELOOP_PAIRS (default 3) pairs run one after the
+#           in BENCH_WRITELOOP_PAIRS (default 5) pairs run one after the
 #           other, each pair's order the other way round from the last's
 #           so that drift over the pairs cancels; each figure is the median
 #           of the pairs' ratios of the loop's time, tracked over untracked
@@ -67,7 +67,7 @@ NOTES=$BUILD/bench/pager.notes
 RAW_QD=8
 RAW_BS=2M
 RAW_4K_IOS=4000
-WL_PAIRS=${BENCH_WRITELOOP_PAIRS:-3}
+WL_PAIRS=${BENCH_WRITELOOP_PAIRS:-5}
 WL_MIB=${BENCH_WRITELOOP_MIB:-128}
 WL_CYCLES=${BENCH_WRITELOOP_CYCLES:-17}
 SWAP_EXTRA_MIB=128
