@@ -456,13 +456,20 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
 	return err;
 }
 
+/* The aligned sample block of page @pg: [*@lo, returned end), clipped to
+ * guest RAM. */
+static uint64_t hot_block(const struct pager *p, uint64_t pg, uint64_t *lo)
+{
+	*lo = pg - pg % PAGER_HOT_SAMPLE_PAGES;
+	return *lo + PAGER_HOT_SAMPLE_PAGES < p->npages ? *lo + PAGER_HOT_SAMPLE_PAGES
+							: p->npages;
+}
+
 /* Has the aligned block of page @b its sample since the last offload's
  * scan (restored in an earlier run)? */
 static bool hot_block_sampled(const struct pager *p, uint64_t b)
 {
-	uint64_t lo = b - b % PAGER_HOT_SAMPLE_PAGES;
-	uint64_t hi = lo + PAGER_HOT_SAMPLE_PAGES < p->npages ? lo + PAGER_HOT_SAMPLE_PAGES
-							      : p->npages;
+	uint64_t lo, hi = hot_block(p, b, &lo);
 
 	for (uint64_t i = lo; p->hot_marked && i < hi; i++)
 		if (p->hot_streak[i] & HOT_SAMPLE)
@@ -556,8 +563,7 @@ void pager_hot_scan_locked(struct pager *p, uint64_t pg, bool written)
 
 	if (!p->hot_marked || !(p->hot_streak[pg] & HOT_SAMPLE))
 		return;
-	b = pg - pg % PAGER_HOT_SAMPLE_PAGES;
-	end = b + PAGER_HOT_SAMPLE_PAGES < p->npages ? b + PAGER_HOT_SAMPLE_PAGES : p->npages;
+	end = hot_block(p, pg, &b);
 	for (uint64_t i = b; i < end; i++) {
 		if (!(p->hot_streak[i] & HOT_VOUCHED))
 			continue;
