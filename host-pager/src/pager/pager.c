@@ -259,7 +259,11 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	}
 	p->subject = p->subject_own;
 	p->cfg = *cfg;
-	p->fa_window = cfg->fault_around_pages;
+	/* fault-around starts at one page and grows on evidence of used
+	 * neighbours (pager_ws_cycle_end): a VM's first resume from an
+	 * offload, with nothing learned, would otherwise read whole blocks
+	 * for every random fault on its way to the guest's answer */
+	p->fa_window = 1;
 	p->restore = (enum pager_restore)cfg->restore;
 	p->next_restore = PAGER_RESTORE_POLICY;
 	p->last_restore = p->restore;

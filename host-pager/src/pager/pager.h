@@ -657,7 +657,7 @@ int pager_drop_free(struct pager *p, uint64_t gpa, uint64_t len);
 
 void pager_get_stats(struct pager *p, struct pager_stats *st);
 /* Change the fault-around max at run time (clamped to 1..MAX); the
- * adaptive window restarts there. */
+ * adaptive window restarts there (a new pager's starts at 1). */
 void pager_set_fault_around(struct pager *p, uint32_t pages);
 
 /*

@@ -24,8 +24,8 @@
  * marked in p->fa.  A guest access to one is a minor fault the kernel
  * maps with no round trip here.  At each offload's cycle end
  * (pager_ws_cycle_end) the marked pages some mapper maps are hits, the
- * rest misses, and the window (p->fa_window, 1 .. fault_around_pages)
- * doubles on >= 1/2 hits and halves on < 1/4.  At window 1 nothing is
+ * rest misses, and the window (p->fa_window, 1 .. fault_around_pages,
+ * starting at 1) doubles on >= 1/2 hits and halves on < 1/4.  At window 1 nothing is
  * installed: a fault whose pair buddy page was touched earlier in the
  * cycle, or that continues a sequential stream, counts as a hit instead.
  *
