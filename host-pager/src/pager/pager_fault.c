@@ -25,9 +25,10 @@
  * maps with no round trip here.  At each offload's cycle end
  * (pager_ws_cycle_end) the marked pages some mapper maps are hits, the
  * rest misses, and the window (p->fa_window, 1 .. fault_around_pages,
- * starting at 1) doubles on >= 1/2 hits and halves on < 1/4.  At window 1 nothing is
- * installed: a fault whose pair buddy page was touched earlier in the
- * cycle, or that continues a sequential stream, counts as a hit instead.
+ * starting at 1) doubles on >= 1/2 hits and halves on < 1/4.  At window
+ * 1 nothing is installed: a fault whose pair buddy page was touched
+ * earlier in the cycle, or that continues a sequential stream, counts as
+ * a hit instead.
  *
  * A process that exited (ESRCH) is not an error: its mapper is dropped.
  * A fault that cannot be served (the store read or UFFDIO_COPY failed) is
