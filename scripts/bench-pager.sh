@@ -48,16 +48,6 @@
 #   raw     fio on the same file system, O_DIRECT: sequential write and read
 #           of the same bytes in 2 MiB blocks at queue depth 8 (the pager's
 #           batch and depth), 4 KiB random reads at depth 1 (clat p50).
-#   load    faults beside a busy neighbour: while fio reads that file
-#           sequentially (1 MiB, depth 32), pager_bench faultlat serves
-#           random single-page faults over 64 MiB evicted, the fault reads
-#           at real-time I/O priority (vmnapd's default: fault_loaded_p50_us,
-#           _p99_us) and best-effort (fault_io_realtime false:
-#           fault_loaded_be_*), two pairs in alternating order, medians;
-#           fault_loaded_be_vs_rt_p50 their ratio; fio's 4 KiB depth-1
-#           random reads beside the same load are the peer
-#           (raw_read4k_loaded_*).  On a device whose scheduler ignores
-#           priorities ("none") the two come out alike.
 #   swap    Linux swap to a swap file on the same file system: the same
 #           bytes of anonymous memory in a memory cgroup (v1) are reclaimed
 #           by lowering its limit (swap_evict_gib_s) and touched back
@@ -77,10 +67,6 @@ NOTES=$BUILD/bench/pager.notes
 RAW_QD=8
 RAW_BS=2M
 RAW_4K_IOS=4000
-LOAD_QD=32
-LOAD_MIB=64
-LOAD_SAMPLES=100
-LOAD_PAIRS=2
 WL_PAIRS=${BENCH_WRITELOOP_PAIRS:-5}
 WL_MIB=${BENCH_WRITELOOP_MIB:-128}
 WL_CYCLES=${BENCH_WRITELOOP_CYCLES:-17}
@@ -158,39 +144,6 @@ raw_r=$(fio_json --name=r --rw=read --bs=$RAW_BS --iodepth=$RAW_QD --ioengine=io
 raw_4k=$(fio_json --name=r4k --rw=randread --bs=4k --iodepth=1 --ioengine=psync \
 	--size="$bytes" --number_ios=$RAW_4K_IOS)
 
-# 2b. fault latency beside a busy neighbour: fio reads the file above
-# sequentially (1 MiB at depth LOAD_QD, the way another VM's restore or
-# disk would) while faultlat serves random single-page faults with the
-# fault reads at real-time I/O priority (rt, vmnapd's default) and not
-# (off), in pairs whose order alternates; fio's own 4 KiB depth-1 random
-# reads beside the same load are the peer
-fio --filename="$DIR/raw.fio" --direct=1 --name=load --rw=read --bs=1M \
-	--iodepth=$LOAD_QD --ioengine=io_uring --size="$bytes" --time_based \
-	--runtime=3600 --output=/dev/null &
-load=$!
-faultlat() {	# faultlat rt|off: one run's JSON
-	PAGER_STORE_DIR=$DIR/store "$HARNESS" faultlat "$LOAD_MIB" "$LOAD_SAMPLES" "$1" ||
-		{ kill "$load"; die "faultlat run ($1) failed"; }
-}
-fl_rt= fl_off=
-for ((i = 0; i < LOAD_PAIRS; i++)); do
-	if ((i % 2)); then
-		off=$(faultlat off)
-		rt=$(faultlat rt)
-	else
-		rt=$(faultlat rt)
-		off=$(faultlat off)
-	fi
-	echo "bench-pager: faults beside a reader, pair $((i + 1))/$LOAD_PAIRS: rt $rt, off $off" >&2
-	fl_rt=${fl_rt:+$fl_rt,}$rt
-	fl_off=${fl_off:+$fl_off,}$off
-done
-fl_rt="[$fl_rt]" fl_off="[$fl_off]"
-raw_4k_load=$(fio_json --name=r4k --rw=randread --bs=4k --iodepth=1 --ioengine=psync \
-	--size="$bytes" --number_ios=$LOAD_SAMPLES)
-kill "$load"
-wait "$load" 2>/dev/null || true
-
 # 3. Linux swap
 swap='{"swap_evict_gib_s": null, "swap_restore_gib_s": null}'
 swap_note=
@@ -210,11 +163,9 @@ fi
 rm -f "$DIR/swapon.err"
 echo "bench-pager: swap $swap ${swap_note}" >&2
 
-python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" \
-	"$fl_rt" "$fl_off" "$raw_4k_load" <<'EOF'
+python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" <<'EOF'
 import json, statistics, sys
-out, pager, w, r, r4k, swap, wl_on, wl_off, host, fl_rt, fl_off, r4k_load = \
-    sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
+out, pager, w, r, r4k, swap, wl_on, wl_off, host = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
 GIB = float(1 << 30)
 
 
@@ -281,18 +232,6 @@ res = {
     "remap_touch_us": host["remap_touch_us"],
     "remap_touch_user_us": host["remap_touch_user_us"],
 }
-pct = r4k_load["jobs"][0]["read"]["clat_ns"]["percentile"]
-res.update({
-    "fault_loaded_io": fl_rt[0]["fault_io"],
-    "fault_loaded_p50_us": median(x["fault_p50_us"] for x in fl_rt),
-    "fault_loaded_p99_us": median(x["fault_p99_us"] for x in fl_rt),
-    "fault_loaded_be_p50_us": median(x["fault_p50_us"] for x in fl_off),
-    "fault_loaded_be_p99_us": median(x["fault_p99_us"] for x in fl_off),
-    "raw_read4k_loaded_p50_us": round(pct["50.000000"] / 1000.0, 1),
-    "raw_read4k_loaded_p99_us": round(pct["99.000000"] / 1000.0, 1),
-})
-res["fault_loaded_be_vs_rt_p50"] = round(res["fault_loaded_be_p50_us"] / res["fault_loaded_p50_us"], 2) \
-    if res["fault_loaded_p50_us"] else None
 res["evict_vs_raw_write"] = round(res["evict_zero_copy_gib_s"] / res["raw_write_gib_s"], 3) \
     if res["raw_write_gib_s"] else None
 with open(out, "w") as f:

@@ -13,12 +13,6 @@
  *                                in memory cgroup (v1) directory CGROUP,
  *                                reclaim it to swap by lowering the
  *                                cgroup's limit, touch it back
- *   pager_bench faultlat MiB SAMPLES rt|off  fault latency alone: every
- *                                page evicted, SAMPLES random single-page
- *                                touches (p50/p99), the fault reads at
- *                                real-time I/O priority (rt, the default)
- *                                or not (off); scripts/bench-pager.sh runs
- *                                it beside a sequential reader
  *   pager_bench maptouch [MiB]   (default 256) the host's own cost of
  *                                mapping a page again, without the pager:
  *                                a memfd's pages unmapped, then touched
@@ -165,36 +159,6 @@ static int mode_bench(const char *self, uint64_t mib)
 	       evict_copy, zero_evict,
 	       (double)p50 / 1000.0, (double)p99 / 1000.0, restore_fault, restore_prefetch,
 	       reoffload_clean, (unsigned long long)reoffload_written);
-	return 0;
-}
-
-static int mode_faultlat(const char *self, uint64_t mib, uint64_t samples, bool rt)
-{
-	struct harness h = { 0 };
-	struct pager_config cfg;
-	struct pager_stats st;
-	char ans[LINE_MAX_LEN];
-	unsigned long long a, b;
-	struct fa_call fa = { 1 };
-
-	pager_config_default(&cfg, NULL);
-	cfg.fault_io_realtime = rt;
-	g_all_data = true;
-	setenv("PAGER_ALL_DATA", "1", 1);
-	if (harness_start(&h, &cfg) || vmm_spawn(&h, self, mib, 1))
-		return 1;
-	read_line(h.from_vmm, ans, sizeof(ans));
-	if (strcmp(ans, "ready") || offload(&h))
-		return 1;
-	on_loop(&h, fault_around_cb, &fa);
-	vmm_cmd(&h, ans, "lat %llu", (unsigned long long)samples);
-	st = stats(&h, NULL);
-	vmm_quit(&h);
-	harness_stop(&h);
-	if (sscanf(ans, "ok %llu %llu", &a, &b) != 2)
-		return 1;
-	printf("{\"fault_io\": \"%s\", \"fault_p50_us\": %.1f, \"fault_p99_us\": %.1f}\n",
-	       pager_fault_io_name(st.fault_io), (double)a / 1000.0, (double)b / 1000.0);
 	return 0;
 }
 
@@ -413,12 +377,8 @@ int main(int argc, char **argv)
 				      (unsigned int)mockvmm_arg(argc, argv, 4, 2));
 	if (argc >= 2 && !strcmp(argv[1], "maptouch"))
 		return mode_maptouch(mockvmm_arg(argc, argv, 2, 256));
-	if (argc >= 5 && !strcmp(argv[1], "faultlat") &&
-	    (!strcmp(argv[4], "rt") || !strcmp(argv[4], "off")))
-		return mode_faultlat(argv[0], mockvmm_arg(argc, argv, 2, 64),
-				     mockvmm_arg(argc, argv, 3, 400), !strcmp(argv[4], "rt"));
 	fprintf(stderr, "usage: %s bench [MiB] | writeloop [MiB [PASSES [CYCLES]]] | swap MiB CGROUP | "
-		"maptouch [MiB] | faultlat MiB SAMPLES rt|off\n",
+		"maptouch [MiB]\n",
 		argv[0]);
 	return 2;
 }

@@ -155,17 +155,14 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* bench: touch @samples (at most LAT_SAMPLES) random pages, one at a
- * time; p50/p99 in ns */
-static void touch_latency(struct vmm *v, uint64_t samples, uint64_t *p50, uint64_t *p99)
+/* bench: touch LAT_SAMPLES random pages, one at a time; p50/p99 in ns */
+static void touch_latency(struct vmm *v, uint64_t *p50, uint64_t *p99)
 {
 	static uint64_t lat[LAT_SAMPLES];
 	uint64_t x = 88172645463325252ull, n = 0;
 	volatile char sink;
 
-	if (!samples || samples > LAT_SAMPLES)
-		samples = LAT_SAMPLES;
-	for (; n < samples && n < v->npages; n++) {
+	for (; n < LAT_SAMPLES && n < v->npages; n++) {
 		uint64_t t0, i;
 
 		x ^= x << 13;
@@ -579,10 +576,10 @@ static int vmm_serve(struct vmm *v, int in, int out)
 		} else if (!strcmp(line, "zero")) {
 			memset(v->mem, 0, v->npages * PAGE);
 			send_line(out, "ok");
-		} else if (!strcmp(line, "lat") || sscanf(line, "lat %llu", &zlo) == 1) {
+		} else if (!strcmp(line, "lat")) {
 			uint64_t p50, p99;
 
-			touch_latency(v, strcmp(line, "lat") ? zlo : LAT_SAMPLES, &p50, &p99);
+			touch_latency(v, &p50, &p99);
 			send_line(out, "ok %llu %llu", (unsigned long long)p50,
 				  (unsigned long long)p99);
 		} else if (sscanf(line, "touchset %u", &round) == 1) {

@@ -45,8 +45,6 @@ static void test_example_is_the_defaults(void **st)
 	assert_int_equal(s.fault_around_pages, PAGER_DEFAULT_FAULT_AROUND);
 	assert_true(s.critical_resident);
 	assert_true(d.critical_resident);
-	assert_true(s.fault_io_realtime);
-	assert_true(d.fault_io_realtime);
 	assert_int_equal(s.follow_pages, d.follow_pages);
 	assert_int_equal(s.follow_pages, CONFIG_DEFAULT_FOLLOW);
 	assert_int_equal(s.api_max_body, d.api_max_body);
@@ -84,8 +82,6 @@ static void test_overrides(void **st)
 	assert_int_equal(s.fault_around_pages, 4);
 	assert_int_equal(load_text("{\"critical_resident\": false}", &s, err), 0);
 	assert_false(s.critical_resident);
-	assert_int_equal(load_text("{\"fault_io_realtime\": false}", &s, err), 0);
-	assert_false(s.fault_io_realtime);
 	assert_int_equal(load_text("{\"follow_pages\": 0}", &s, err), 0);
 	assert_int_equal(s.follow_pages, 0);
 	assert_int_equal(load_text("{\"follow_pages\": 64}", &s, err), 0);
@@ -139,7 +135,6 @@ static void test_errors(void **st)
 		"{\"fault_around_pages\": 0}",
 		"{\"fault_around_pages\": 257}",
 		"{\"critical_resident\": 1}",
-		"{\"fault_io_realtime\": \"yes\"}",
 		"{\"follow_pages\": 65}",
 		"{\"follow_pages\": -1}",
 		"{\"follow_pages\": \"16\"}",

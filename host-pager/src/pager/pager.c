@@ -54,7 +54,6 @@ void pager_config_default(struct pager_config *cfg, const char *store_dir)
 		.critical_budget_ns = PAGER_CRITICAL_BUDGET_NS,
 		.direct_io = true,
 		.fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS,
-		.fault_io_realtime = true,
 	};
 }
 
@@ -1370,8 +1369,6 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->store_id = p->store.id;
 	st->lost_err = p->lost_err;
 	st->mappers_killed = p->mappers_killed;
-	st->fault_io = (enum pager_fault_io)atomic_load(&p->fault_io);
-	st->fault_io_err = atomic_load(&p->fault_io_err);
 	st->dirty_tracking = p->track;
 	st->dirty_tracking_reason = p->track == PAGER_DIRTY_UNKNOWN ?
 				    "not decided: no offload registered the mappers yet" :

@@ -97,12 +97,6 @@ struct pager_config {
 					 * this long loses the VM ("lost" at
 					 * pager_set_error_cb); 0: never */
 	int restore;			/* enum pager_restore: after a resume */
-	bool fault_io_realtime;		/* the store reads a stalled vCPU or
-					 * device waits on (faults, make-
-					 * resident, the resume-critical set)
-					 * ask for real-time I/O priority
-					 * (pager_stats.fault_io); default
-					 * true */
 };
 /* pager_config.fault_error_timeout_ms by default */
 #define PAGER_FAULT_ERROR_TIMEOUT_MS	30000u
@@ -230,24 +224,6 @@ enum pager_dirty_tracking {
 const char *pager_dirty_tracking_name(enum pager_dirty_tracking t);
 
 /*
- * The I/O priority of the store reads something stalled waits on: a
- * vCPU's fault, vmnapd's own device (make-resident), a resume's critical
- * set.  The block layer's schedulers that know priorities (mq-deadline,
- * BFQ) serve them before every best-effort request - another VM's
- * offload, the host's other I/O - instead of queueing behind it; on a
- * device without a scheduler ("none") the class changes nothing.
- */
-enum pager_fault_io {
-	PAGER_FAULT_IO_PENDING,		/* the fault thread has not run yet */
-	PAGER_FAULT_IO_REALTIME,	/* IOPRIO_CLASS_RT, its lowest level */
-	PAGER_FAULT_IO_REFUSED,		/* the kernel refused the class (no
-					 * CAP_SYS_NICE or CAP_SYS_ADMIN):
-					 * the thread's default */
-	PAGER_FAULT_IO_OFF,		/* cfg.fault_io_realtime false */
-};
-const char *pager_fault_io_name(enum pager_fault_io v);
-
-/*
  * Where the pager's guest-physical map comes from.  Only a map the pager
  * can trust is used for GPA-based operations (drop_free, make_resident,
  * GPA<->memfd translation): acting on a guessed map would punch or
@@ -370,8 +346,6 @@ struct pager_stats {
 	int lost_err;			/* -errno that lost the VM ("lost"), or 0 */
 	uint32_t mappers_killed;	/* mapper processes sent SIGKILL for it */
 	const char *store_id;		/* the pager's; valid while it lives */
-	enum pager_fault_io fault_io;	/* the fault reads' I/O priority */
-	int fault_io_err;		/* -errno the kernel refused it with */
 	/* dirty tracking */
 	enum pager_dirty_tracking dirty_tracking;
 	const char *dirty_tracking_reason;	/* why "none"; static or NULL */

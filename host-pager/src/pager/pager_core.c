@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/ioprio.h>
 #include <linux/userfaultfd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -662,51 +661,6 @@ int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf)
 		}
 	}
 	return err;
-}
-
-/* The lowest real-time level: ahead of all best-effort I/O, behind any
- * real-time I/O an administrator gave something else. */
-#define FAULT_IOPRIO	IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT, IOPRIO_NR_LEVELS - 1)
-
-static const char *const fault_io_names[] = {
-	[PAGER_FAULT_IO_PENDING] = "pending",
-	[PAGER_FAULT_IO_REALTIME] = "realtime",
-	[PAGER_FAULT_IO_REFUSED] = "refused",
-	[PAGER_FAULT_IO_OFF] = "off",
-};
-
-const char *pager_fault_io_name(enum pager_fault_io v)
-{
-	return (unsigned int)v < sizeof(fault_io_names) / sizeof(fault_io_names[0]) ?
-	       fault_io_names[v] : "?";
-}
-
-void pager_fault_io_self(struct pager *p, bool report)
-{
-	enum pager_fault_io got = PAGER_FAULT_IO_OFF;
-	int err = 0;
-
-	/* per thread: pthreads do not share an I/O context (no CLONE_IO) */
-	if (p->cfg.fault_io_realtime) {
-		err = syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, FAULT_IOPRIO) < 0 ?
-		      -errno : 0;
-		got = err ? PAGER_FAULT_IO_REFUSED : PAGER_FAULT_IO_REALTIME;
-	}
-	if (!report) {
-		if (err)
-			log_debug(p->subject, "real-time I/O priority: %s", strerror(-err));
-		return;
-	}
-	atomic_store(&p->fault_io_err, err);
-	atomic_store(&p->fault_io, (int)got);
-	if (err)
-		log_warn(p->subject, "fault reads: real-time I/O priority refused (%s): "
-			 "they queue behind the host's other I/O", strerror(-err));
-}
-
-unsigned short pager_fault_ioprio(struct pager *p)
-{
-	return atomic_load(&p->fault_io) == PAGER_FAULT_IO_REALTIME ? FAULT_IOPRIO : 0;
 }
 
 int pager_thread_start(struct pager *p, pthread_t *t, bool *started,

@@ -246,7 +246,6 @@ static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run 
 		io_uring_prep_read(sqe, p->store.fd, runs[queued].buf,
 				   (unsigned int)(runs[queued].n * PAGER_PAGE_SIZE),
 				   pg_store_off(runs[queued].pg));
-		sqe->ioprio = pager_fault_ioprio(p);	/* a resume waits on it */
 		io_uring_sqe_set_data64(sqe, queued);
 	}
 	while (submitted < queued) {

@@ -1043,7 +1043,6 @@ static void *fault_main(void *arg)
 	if (setpriority(PRIO_PROCESS, (id_t)gettid(), FAULT_THREAD_NICE) < 0)
 		log_debug(p->subject, "fault thread: nice %d: %s", FAULT_THREAD_NICE,
 			  strerror(errno));
-	pager_fault_io_self(p, true);
 	fc.buf = store_buf_alloc(PAGER_MAX_FAULT_AROUND * PAGER_PAGE_SIZE);
 	if (!fc.buf) {
 		log_err(p->subject, "fault thread: out of memory");

@@ -204,8 +204,6 @@ struct pager {
 	bool fault_thread_started;
 	int fault_wake_fd;		/* eventfd: mappers changed or stop */
 	atomic_bool stop;
-	atomic_int fault_io;		/* enum pager_fault_io (its thread's) */
-	atomic_int fault_io_err;	/* -errno of a refused class, or 0 */
 	atomic_uint faults_active;	/* fault batches being served */
 	atomic_uint_fast64_t fault_seq;	/* bumped on every fault */
 
@@ -457,14 +455,6 @@ int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf);
 #define RESTORE_RUN_MAX_PAGES	256
 /* Start @fn(@p) as one of the pager's threads, named @name (what top -H
  * and perf show, at most 15 characters): *@started set.  -errno. */
-/* The calling thread's store reads get real-time I/O priority (unless
- * cfg.fault_io_realtime is off): the fault thread (@report: it records
- * the outcome in p->fault_io and logs it) and the make-resident worker. */
-void pager_fault_io_self(struct pager *p, bool report);
-/* The I/O priority for a store read submitted for a stalled guest
- * (io_uring's sqe->ioprio): real-time where the fault thread got it, else
- * 0 (the submitter's). */
-unsigned short pager_fault_ioprio(struct pager *p);
 int pager_thread_start(struct pager *p, pthread_t *t, bool *started,
 		       void *(*fn)(void *), const char *name);
 /* Stop that thread if *@started: *@exit set and @cv broadcast under the

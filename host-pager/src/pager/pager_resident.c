@@ -76,7 +76,6 @@ static void *resident_main(void *arg)
 	void *buf = store_buf_alloc(RESTORE_RUN_MAX_PAGES * PAGER_PAGE_SIZE);
 	uint64_t one = 1;
 
-	pager_fault_io_self(p, false);	/* a device waits on these reads too */
 	pthread_mutex_lock(&p->lock);
 	while (!p->resident_exit) {
 		struct pager_gpa_req r;

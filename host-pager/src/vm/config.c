@@ -41,7 +41,6 @@ void config_default(struct vmnapd_settings *s)
 	s->fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS;
 	s->fault_around_pages = PAGER_DEFAULT_FAULT_AROUND;
 	s->critical_resident = true;
-	s->fault_io_realtime = true;
 	s->follow_pages = CONFIG_DEFAULT_FOLLOW;
 	s->api_max_body = CONFIG_DEFAULT_API_BODY;
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
@@ -96,16 +95,6 @@ static int get_str(const char *key, const json_t *v, char **out, char *err, size
 	free(*out);
 	*out = strdup(json_string_value(v));
 	return *out ? 0 : -ENOMEM;
-}
-
-static int get_bool(const char *key, const json_t *v, bool *out, char *err, size_t n)
-{
-	if (!json_is_boolean(v)) {
-		snprintf(err, n, "%s: want true or false", key);
-		return -EINVAL;
-	}
-	*out = json_is_true(v);
-	return 0;
 }
 
 static int kinds_from_json(const json_t *obj, struct coord_config *cfg, char *err, size_t n)
@@ -441,9 +430,11 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 				ret = -EINVAL;
 			}
 		} else if (!strcmp(key, "critical_resident")) {
-			ret = get_bool(key, v, &s->critical_resident, err, n);
-		} else if (!strcmp(key, "fault_io_realtime")) {
-			ret = get_bool(key, v, &s->fault_io_realtime, err, n);
+			ret = json_is_boolean(v) ? 0 : -EINVAL;
+			if (ret)
+				snprintf(err, n, "%s: want true or false", key);
+			else
+				s->critical_resident = json_is_true(v);
 		} else if (!strcmp(key, "api"))
 			ret = api_from_json(v, s, err, n);
 		else if (!strcmp(key, "coordinator"))

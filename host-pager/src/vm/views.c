@@ -113,9 +113,6 @@ json_t *pager_stats_json(struct pager *p)
 				"offloaded", (json_int_t)st.recovered_offloaded,
 				"resident", (json_int_t)st.recovered_resident));
 		json_object_set_new(o, "store_id", json_string(st.store_id ? st.store_id : ""));
-		json_object_set_new(o, "fault_io", json_string(pager_fault_io_name(st.fault_io)));
-		if (st.fault_io_err)
-			json_object_set_new(o, "fault_io_error", json_string(strerror(-st.fault_io_err)));
 		json_object_set_new(o, "dirty_tracking",
 				    json_string(pager_dirty_tracking_name(st.dirty_tracking)));
 		if (st.dirty_tracking_reason)
