@@ -40,6 +40,7 @@ def resume_figures(fig):
     out = {"pauses": fig["pauses"], "offloads": fig["offloads"],
            "offloaded_bytes": fig["offloaded_bytes"], "offload_decisions": fig["decisions"],
            "resumes": fig["resumes"], "resumes_lazy": fig["resumes_lazy"],
+           "resumes_probe": fig["resumes_probe"],
            "command_faults": fig["command_faults"],
            "command_fault_s": round(fig["command_fault_s"], 3),
            "command_fault_read_s": round(fig["command_fault_read_s"], 3),

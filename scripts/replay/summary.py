@@ -72,6 +72,7 @@ def write_outputs(bench, runs, checks, samples, skipped):
               "delivery_running_n", "delivery_running_p99_ms",
               "major_faults", "offloaded_bytes",
               "store_written_bytes", "offloads", "resumes", "resumes_lazy",
+              "resumes_probe",
               "resume_faults_p50", "resume_faults_p99", "data_delivery_faults_p50",
               "data_delivery_faults_p99", "data_delivery_fault_p50_ms",
               "data_delivery_fault_p99_ms", "command_faults",

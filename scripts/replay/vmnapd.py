@@ -102,7 +102,7 @@ def vmnapd_event_figures(path):
     OFFLOADED, or resuming from them), "paused" (PAUSED, or resuming from
     it) or "running" (any other state: the guest takes the data in)."""
     out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": [],
-           "decisions": {}, "resumes": 0, "resumes_lazy": 0,
+           "decisions": {}, "resumes": 0, "resumes_lazy": 0, "resumes_probe": 0,
            "resume_ms": {p: [] for p in RESUME_PHASES}, "resume_faults": [],
            "data_delivery_faults": [], "data_delivery_fault_ms": [],
            "command_faults": 0, "command_fault_s": 0.0, "command_fault_read_s": 0.0,
@@ -174,6 +174,7 @@ def vmnapd_event_figures(path):
             elif ev.get("type") == "resume":
                 out["resumes"] += 1
                 out["resumes_lazy"] += ev.get("restore") == "lazy"
+                out["resumes_probe"] += ev.get("probe") is True
                 for p in RESUME_PHASES:
                     if isinstance(ev.get(f"{p}_ns"), int):
                         out["resume_ms"][p].append(ev[f"{p}_ns"] / 1e6)

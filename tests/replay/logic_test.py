@@ -249,10 +249,11 @@ def _():
            {"type": "transition", "vm": "a", "to": "OFFLOADED", "resident_bytes": 100}]
     for i in range(1, 11):
         evs.append({"type": "resume", "vm": "a", "restore": "lazy" if i == 1 else "working-set",
+                    "probe": i == 1,
                     "pre_resume_ns": 0, "vmm_ns": i * 1000000, "resumed_ns": 1000,
                     "ack_ns": 2 * i * 1000000, "total_ns": 3 * i * 1000000, "faults": i})
     r = event_figures(evs, "not json\n")
-    assert r["resumes"] == 10 and r["resumes_lazy"] == 1, r
+    assert r["resumes"] == 10 and r["resumes_lazy"] == 1 and r["resumes_probe"] == 1, r
     assert r["offloads"] == 1 and r["offloaded_bytes"] == 200
     assert r["offload_decisions"] == {"offload:cheap": 1, "no:cost": 1}
     assert r["resume_vmm_p50_ms"] == 5.5 and r["resume_ack_p50_ms"] == 11.0, r

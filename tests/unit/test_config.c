@@ -70,8 +70,9 @@ static void test_overrides(void **st)
 	config_free(&s);
 	assert_int_equal(load_text("{\"coordinator\": {\"offload_policy\": \"seed\", "
 				   "\"cost_ratio\": 8, \"assumed_write_mib_s\": 100, "
-				   "\"prior_wait_ms\": 700}}", &s, err), 0);
+				   "\"prior_wait_ms\": 700, \"wake_probe\": false}}", &s, err), 0);
 	assert_int_equal(s.coord.profile, COORD_PROFILE_SEED);
+	assert_false(s.coord.wake_probe);
 	assert_int_equal(s.coord.cost_ratio, 8);
 	assert_int_equal(s.coord.assumed_write_bps, 100ull << 20);
 	assert_int_equal(s.coord.prior_wait_ns, 700 * MS);
@@ -123,6 +124,7 @@ static void test_errors(void **st)
 		"{\"coordinator\": {\"restore\": \"all\"}}",
 		"{\"coordinator\": {\"cost_ratio\": 0}}",
 		"{\"coordinator\": {\"assumed_write_mib_s\": 1.5}}",
+		"{\"coordinator\": {\"wake_probe\": 1}}",
 		"{\"api\": {\"max_body_bytes\": 10}}",
 		"{\"pressure\": {\"cgroup\": 5}}",
 		"{\"pressure\": {\"psi_critical_pct\": 101}}",
@@ -169,6 +171,7 @@ static void test_roundtrip(void **st)
 	a.profile = COORD_PROFILE_SEED;
 	a.cost_ratio = 3;
 	a.prior_wait_ns = 900 * MS;
+	a.wake_probe = false;
 	j = config_coord_to_json(&a);
 	coord_config_default(&b);
 	assert_int_equal(config_coord_from_json(j, &b, err, sizeof(err)), 0);

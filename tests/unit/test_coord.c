@@ -229,9 +229,18 @@ static const struct coord_ops ops_window = {
 
 static struct fake fw;
 
+/* @cfg NULL: the defaults without the wake-path probe, which has tests of
+ * its own (every other test would see its extra resume). */
 static struct coord *mk_with(bool managed, const struct coord_ops *ops,
 			     const struct coord_config *cfg)
 {
+	struct coord_config def;
+
+	if (!cfg) {
+		coord_config_default(&def);
+		def.wake_probe = false;
+		cfg = &def;
+	}
 	memset(&fw, 0, sizeof(fw));
 	fw.now = 1000 * SEC;	/* far from zero: no accidental "due" */
 	fw.deadline = COORD_NO_DEADLINE;
@@ -314,6 +323,7 @@ static void test_defaults(void **s)
 	assert_int_equal(coord_hist_bucket(3000), 2);
 	assert_int_equal(coord_wait_kind_parse("network"), COORD_WAIT_NETWORK);
 	assert_int_equal(coord_wait_kind_parse("bogus"), -1);
+	assert_true(cfg.wake_probe);
 }
 
 static void test_unmanaged_never_pauses(void **s)
@@ -1744,6 +1754,171 @@ static void test_resume_breakdown(void **s)
 	coord_free(c);
 }
 
+/* A VM paused with "r1" outstanding and the probe on: handoff, READY with
+ * a 30 s budget, paused, offloaded (the cost view: nothing to write). */
+static struct coord *to_offloaded_probing(void)
+{
+	struct coord_config cfg;
+	struct coord *c;
+
+	coord_config_default(&cfg);
+	assert_true(cfg.wake_probe);
+	c = mk_with(true, &ops_cost, &cfg);
+	fw.to_write = 0;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	return c;
+}
+
+/*
+ * The first offload of a VM whose wake path was never recorded resumes it
+ * at once, as for a guest timer (lazy restore, pre-resume first), once;
+ * the guest is paused and offloaded again by the usual handoff, and no
+ * later offload probes again.
+ */
+static void test_wake_probe_once(void **s)
+{
+	struct coord *c = to_offloaded_probing();
+	struct coord_stats st;
+
+	(void)s;
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	assert_int_equal(fw.last_restore, COORD_RESTORE_LAZY);
+	assert_int_equal(fw.pre_resumes, 1);
+	assert_int_equal(fw.resumes_before_pre_resume, 0);
+	coord_resume_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_WAITING);	/* r1 still outstanding */
+	assert_int_equal(fw.last_reason, COORD_RESUME_TIMER);
+	assert_true(fw.last_offloaded);
+	advance(c, 4 * MS);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.breakdowns, 1);
+	assert_true(fw.last_breakdown.probe);
+	assert_true(fw.last_breakdown.acked);
+	assert_int_equal(fw.resume_delivered, 1);	/* the window was recorded */
+	coord_get_stats(c, &st);
+	assert_int_equal(st.wake_probes, 1);
+	assert_int_equal(st.resumes_by_reason[COORD_RESUME_TIMER], 1);
+	/* paused and offloaded again: this time it stays offloaded */
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADED);
+	coord_wait_ready(c, "r1");
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	assert_false(fw.last_breakdown.probe);
+	assert_int_equal(fw.last_breakdown.reason, COORD_RESUME_DATA_READY);
+	assert_int_equal(fw.delivered, 1);
+	/* a later wait's offload: no probe */
+	coord_wait_start(c, "r2", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADED);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.wake_probes, 1);
+	assert_string_equal(fw.trail,
+		"WAITING>HANDOFF>PAUSED>OFFLOADING>OFFLOADED>RESUMING>WAITING>"
+		"HANDOFF>PAUSED>OFFLOADING>OFFLOADED>RESUMING>RUNNING>"
+		"WAITING>HANDOFF>PAUSED>OFFLOADING>OFFLOADED");
+	coord_free(c);
+}
+
+/* Data ready during the probe is delivered at its RESUME_ACK; a probe the
+ * guest never acknowledged is not tried again. */
+static void test_wake_probe_data_ready_and_no_retry(void **s)
+{
+	struct coord *c = to_offloaded_probing();
+	struct coord_stats st;
+
+	(void)s;
+	assert_int_equal(coord_state(c), COORD_RESUMING);
+	assert_int_equal(coord_wait_ready(c, "r1"), 0);
+	coord_resume_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_RUNNING);
+	assert_int_equal(fw.delivered, 0);
+	advance(c, 2 * MS);
+	coord_resume_ack(c, fw.last_req);
+	assert_int_equal(fw.delivered, 1);
+	assert_int_equal(fw.last_latency, 2 * MS);
+	coord_free(c);
+
+	c = to_offloaded_probing();
+	coord_resume_done(c, 0);
+	advance(c, 300 * MS);	/* no RESUME_ACK: delivered anyway, re-paused */
+	assert_false(fw.last_breakdown.acked);
+	assert_true(fw.last_breakdown.probe);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADED);
+	coord_get_stats(c, &st);
+	assert_int_equal(st.wake_probes, 1);
+	coord_free(c);
+}
+
+/* No probe when it is off, or after a resume from an offload was
+ * acknowledged (the pager has the wake path), or in a manual pause. */
+static void test_wake_probe_not_needed(void **s)
+{
+	struct coord_config cfg;
+	struct coord *c;
+
+	(void)s;
+	coord_config_default(&cfg);
+	cfg.wake_probe = false;
+	c = mk_with(true, &ops_cost, &cfg);
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADED);
+	coord_free(c);
+
+	/* learned from the data resume the probe was switched off for */
+	c = mk_with(true, &ops_cost, &cfg);
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	coord_offload_done(c, 0);
+	coord_wait_ready(c, "r1");
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
+	cfg.wake_probe = true;
+	coord_set_config(c, &cfg);
+	coord_wait_start(c, "r2", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADED);
+	coord_free(c);
+
+	/* a manual pause and offload stays offloaded */
+	c = mk_with(true, &ops_cost, &cfg);
+	assert_int_equal(coord_manual_pause(c), 0);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	assert_int_equal(coord_manual_offload(c), 0);
+	coord_offload_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADED);
+	assert_int_equal(fw.resumes, 0);
+	coord_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1751,6 +1926,9 @@ int main(void)
 		cmocka_unit_test(test_unmanaged_never_pauses),
 		cmocka_unit_test(test_short_wait_costs_nothing),
 		cmocka_unit_test(test_full_cycle_offload),
+		cmocka_unit_test(test_wake_probe_once),
+		cmocka_unit_test(test_wake_probe_data_ready_and_no_retry),
+		cmocka_unit_test(test_wake_probe_not_needed),
 		cmocka_unit_test(test_pre_resume_before_vmm_resume),
 		cmocka_unit_test(test_critical_window_until_confirmed),
 		cmocka_unit_test(test_data_window_while_running),

@@ -78,6 +78,10 @@ struct coord {
 	bool awaiting_resume_ack;
 	uint64_t resume_ack_req_id;
 	uint64_t resume_ack_deadline_ns;
+	/* the wake-path probe */
+	bool wake_learned;		/* a resume from an offload was acknowledged */
+	bool probe_tried;		/* the probe was started (once per VM) */
+	bool probing;			/* the resume being started is the probe */
 
 	/* offload policy */
 	bool offload_recheck;		/* offload_at_ns asks the cost policy again */
@@ -226,6 +230,7 @@ void coord_config_default(struct coord_config *cfg)
 		.offload_fixed_ns = 5 * NS_PER_MS,
 		.prior_wait_ns = 2 * NS_PER_SEC,
 		.assumed_write_bps = 1024ull << 20,
+		.wake_probe = true,
 	};
 	for (int k = 0; k < COORD_NR_WAIT_KINDS; k++)
 		cfg->kind[k] = (struct coord_kind_policy){
@@ -576,8 +581,10 @@ static void start_resume(struct coord *c, enum coord_resume_reason reason,
 		 * back but what it touches */
 		.restore = reason == COORD_RESUME_TIMER ? COORD_RESTORE_LAZY : COORD_RESTORE_POLICY,
 		.offloaded = c->offloaded,
+		.probe = c->probing,
 		.requested_at_ns = clock_now(c),
 	};
+	c->probing = false;
 	if (c->rb.restore == COORD_RESTORE_LAZY)
 		c->st.resumes_lazy++;
 	set_state(c, COORD_RESUMING, why);
@@ -1418,6 +1425,8 @@ void coord_resume_ack(struct coord *c, uint64_t req_id)
 		return;
 	}
 	c->awaiting_resume_ack = false;
+	if (c->rb_active && c->rb.offloaded)
+		c->wake_learned = true;	/* the pager has the wake path */
 	breakdown_end(c, true);
 	deliver_pending(c);
 	coord_rearm(c);
@@ -1496,6 +1505,13 @@ void coord_pause_done(struct coord *c, int err)
 	coord_rearm(c);
 }
 
+/* Resume now to learn the wake path (see "Wake-path probe" in coord.h)? */
+static bool probe_due(const struct coord *c)
+{
+	return c->cfg.wake_probe && !c->wake_learned && !c->probe_tried && !c->manual &&
+	       c->link_up && c->ops->resumed && c->ops->pre_resume;
+}
+
 void coord_offload_done(struct coord *c, int err)
 {
 	if (c->state != COORD_OFFLOADING) {
@@ -1523,8 +1539,14 @@ void coord_offload_done(struct coord *c, int err)
 	c->st.offloads++;
 	learn_write_speed(c, c->offloaded_at_ns - c->last_offload_ns);
 	set_state(c, COORD_OFFLOADED, "offloaded");
-	if (c->resume_pending)
+	if (c->resume_pending) {
 		start_resume(c, c->resume_pending, "resume_pending");
+	} else if (probe_due(c)) {
+		c->probe_tried = true;
+		c->probing = true;
+		c->st.wake_probes++;
+		start_resume(c, COORD_RESUME_TIMER, "wake_probe");
+	}
 	coord_rearm(c);
 }
 
@@ -1568,7 +1590,8 @@ void coord_resume_done(struct coord *c, int err)
 		uint64_t delay = c->cfg.handoff_delay_ns;
 
 		/* Frozen guest clock: let the guest reach the timer we resumed for. */
-		if (c->resume_reason == COORD_RESUME_TIMER && c->cfg.guest_clock_stops &&
+		if (c->resume_reason == COORD_RESUME_TIMER && !c->rb.probe &&
+		    c->cfg.guest_clock_stops &&
 		    c->last_ev.next_timer_ns != COORD_BUDGET_UNKNOWN)
 			delay = add_sat(add_sat(c->last_ev.next_timer_ns, c->cfg.timer_margin_ns),
 					c->cfg.handoff_delay_ns);

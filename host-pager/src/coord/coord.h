@@ -63,6 +63,19 @@
  * of a VM offloaded in its cycle, whatever its reason and restore, first
  * has ops->pre_resume bring back the pages its wake path faults on.
  *
+ * Wake-path probe (cfg.wake_probe): the pager learns the pages a guest
+ * faults on between a resume and its RESUME_ACK (the resume-critical set,
+ * ops->pre_resume) only from a resume of an offloaded VM.  Until one has
+ * been acknowledged the set is empty, and the first such resume - often
+ * the first data resume, when the VM's first offload came late in a wait
+ * - faults its whole wake path page by page.  So once in a VM's life, when
+ * an offload ends with nothing pending, no such resume was acknowledged
+ * yet and the guest link is up, the coordinator resumes the VM at once as
+ * for a guest timer (lazy restore; the guest is told "timer", runs what is
+ * due and goes idle), the pager records the wake path, and the usual
+ * handoff pauses the VM again; with dirty tracking the next offload writes
+ * only what that resume dirtied.
+ *
  * Resume breakdown: every resume is timed from the request (resume
  * trigger) through the pre-resume restore and the VMM's resume (vCPUs
  * running) to RESUMED sent and the guest's RESUME_ACK, and given to
@@ -177,6 +190,7 @@ struct coord_config {
 	 * Set from the backend, not from the config file.
 	 */
 	bool guest_clock_stops;
+	bool wake_probe;		/* probe the wake path once (true) */
 	struct coord_kind_policy kind[COORD_NR_WAIT_KINDS];
 };
 
@@ -225,6 +239,7 @@ struct coord_resume_breakdown {
 	enum coord_resume_reason reason;
 	enum coord_restore restore;
 	bool offloaded;
+	bool probe;			/* the wake-path probe (reason: timer) */
 	bool acked;			/* RESUME_ACK came (else timed out, or no link) */
 	bool resumed_sent;		/* a RESUMED went to the guest */
 	uint64_t requested_at_ns;	/* clock */
@@ -317,6 +332,7 @@ struct coord_stats {
 	uint64_t transitions;
 	uint64_t decisions_offload, decisions_not;	/* offload decisions */
 	uint64_t resumes_lazy;		/* resumes told to restore by faults only */
+	uint64_t wake_probes;		/* wake-path probe resumes started */
 };
 
 /* What the cost profile has learned (for the API). */

@@ -178,6 +178,14 @@ static int policy_key_from_json(const char *key, const json_t *v, struct coord_c
 		ret = get_uint(key, v, MAX_WRITE_MIB_S, &u, err, n);
 		if (!ret)
 			c->assumed_write_bps = (uint64_t)u << 20;
+	} else if (!strcmp(key, "wake_probe")) {
+		ret = 0;
+		if (json_is_boolean(v)) {
+			c->wake_probe = json_is_true(v);
+		} else {
+			snprintf(err, n, "coordinator.%s: want true or false", key);
+			ret = -EINVAL;
+		}
 	} else {
 		return 1;
 	}
@@ -252,6 +260,7 @@ json_t *config_coord_to_json(const struct coord_config *cfg)
 	json_object_set_new(o, "cost_ratio", json_integer(cfg->cost_ratio));
 	json_object_set_new(o, "assumed_write_mib_s",
 			    json_integer((json_int_t)(cfg->assumed_write_bps >> 20)));
+	json_object_set_new(o, "wake_probe", json_boolean(cfg->wake_probe));
 	return o;
 }
 

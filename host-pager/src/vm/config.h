@@ -14,7 +14,7 @@
  *       "offload_min_budget_ms": 1000, "offload_cooldown_ms": 5000,
  *       "timer_margin_ms": 50, "timer_slack_ms": 100, "ack_timeout_ms": 200,
  *       "busy_backoff_ms": 20, "busy_backoff_max_ms": 1000,
- *       "max_pause_ms": 60000,
+ *       "max_pause_ms": 60000, "wake_probe": true,
  *       "kinds": { "model":   { "pause": true, "offload": true },
  *                  "network": { "pause": true, "offload": false },
  *                  "file":    { "pause": true, "offload": false } } },

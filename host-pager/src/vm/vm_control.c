@@ -628,11 +628,11 @@ static void ctl_resume_breakdown(void *arg, const struct coord_resume_breakdown 
 
 	if (vm->pager)
 		pager_get_stats(vm->pager, &st);
-	f = json_pack("{s:s,s:s,s:b,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	f = json_pack("{s:s,s:s,s:b,s:b,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 		      "reason", coord_resume_reason_name(b->reason),
 		      "restore", b->restore == COORD_RESTORE_LAZY ? "lazy" :
 				 pager_restore_name((enum pager_restore)vm_restore(vm)),
-		      "offloaded", b->offloaded, "acked", b->acked,
+		      "offloaded", b->offloaded, "probe", b->probe, "acked", b->acked,
 		      "pre_resume_ns", (json_int_t)b->pre_resume_ns,
 		      "vmm_ns", (json_int_t)b->vmm_ns,
 		      "resumed_ns", (json_int_t)b->resumed_ns,
@@ -1171,6 +1171,8 @@ json_t *vm_control_json(struct vm *vm)
 					      "not", (json_int_t)st.decisions_not));
 		json_object_set_new(json_object_get(o, "counters"), "resumes_lazy",
 				    json_integer((json_int_t)st.resumes_lazy));
+		json_object_set_new(json_object_get(o, "counters"), "wake_probes",
+				    json_integer((json_int_t)st.wake_probes));
 		json_object_set_new(o, "evidence", evidence_json(ev));
 	} else {
 		json_object_set_new(o, "state", json_string("UNCONTROLLED"));
