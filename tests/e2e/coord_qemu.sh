@@ -10,7 +10,9 @@
 #      OFFLOADED (guest RAM resident bytes fall), data ready resumes it,
 #      the guest's RESUME_ACK delivers the wait, the guest still works (a
 #      guest timer resuming the VM just before the data makes the wait end
-#      running: tried again with a new wait, up to 5 times).
+#      running: tried again with a new wait, up to 5 times); the first
+#      offload is followed by the wake-path probe (a resume as for a
+#      guest timer that faults the guest's wake path in), once.
 #   2. a guest timer: `sleep 3` started in the guest before the wait; the
 #      module reports the budget, vmnapd resumes the VM before the timer
 #      (reason timer) and the timer fires in the guest on time while the
@@ -148,6 +150,24 @@ seq = iter(e["to"] for e in map(json.loads, open(sys.argv[1])) if e["type"] == "
 want = ["WAITING", "HANDOFF", "PAUSED", "OFFLOADING", "OFFLOADED", "RESUMING", "RUNNING"]
 # in this order (a guest timer may add a pause/resume cycle in between)
 sys.exit(0 if all(w in seq for w in want) else 1)
+PY
+check "the first offload was followed by the wake-path probe, once (resume event, counter)" python3 - "$W/events.jsonl" "$(vm_json | jget '["counters"].get("wake_probes")')" <<'PY'
+import json, sys
+ev = list(map(json.loads, open(sys.argv[1])))
+first = next(k for k, e in enumerate(ev) if e["type"] == "transition" and e["to"] == "OFFLOADED")
+nxt = next(e for e in ev[first + 1:] if e["type"] == "transition")
+probes = [e for e in ev if e["type"] == "resume" and e.get("probe")]
+if nxt["why"] != "wake_probe":
+    # a timer came during that offload: its resume (pending) went first
+    # and, acknowledged, taught the wake path; no probe is needed then
+    print(f"# first offload followed by {nxt['why']}, {len(probes)} probe(s)")
+    sys.exit(0 if nxt["why"] == "resume_pending" and len(probes) <= 1 and
+             sys.argv[2] == str(len(probes)) else 1)
+res = next(e for e in ev[first + 1:] if e["type"] == "resume")
+# the probe ran with the wake path out: it faulted on it
+ok = len(probes) == 1 and res is probes[0] and res["reason"] == "timer" and \
+     res["offloaded"] and res["acked"] and res["faults"] > 0 and res["restore"] == "lazy"
+sys.exit(0 if ok and sys.argv[2] == "1" else 1)
 PY
 
 # ---- 2. a guest timer resumes the VM on time ----
