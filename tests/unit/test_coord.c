@@ -1754,24 +1754,39 @@ static void test_resume_breakdown(void **s)
 	coord_free(c);
 }
 
-/* A VM paused with "r1" outstanding and the probe on: handoff, READY with
- * a 30 s budget, paused, offloaded (the cost view: nothing to write). */
-static struct coord *to_offloaded_probing(void)
+/* Wait @id, handed off after 20 ms, READY with a 30 s budget, paused,
+ * and (the cost view: nothing to write) offloaded. */
+static void offload_cycle(struct coord *c, const char *id)
+{
+	assert_int_equal(coord_wait_start(c, id, COORD_WAIT_MODEL, 0), 0);
+	advance(c, 20 * MS);
+	assert_int_equal(coord_state(c), COORD_HANDOFF);
+	ack_ready(c, 30 * SEC);
+	coord_pause_done(c, 0);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	coord_offload_done(c, 0);
+}
+
+/* A new VM with @probe, the cost view, after its first offload cycle. */
+static struct coord *first_offload(bool probe)
 {
 	struct coord_config cfg;
 	struct coord *c;
 
 	coord_config_default(&cfg);
-	assert_true(cfg.wake_probe);
+	cfg.wake_probe = probe;
 	c = mk_with(true, &ops_cost, &cfg);
 	fw.to_write = 0;
-	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
-	advance(c, 20 * MS);
-	ack_ready(c, 30 * SEC);
-	coord_pause_done(c, 0);
-	assert_int_equal(coord_state(c), COORD_OFFLOADING);
-	coord_offload_done(c, 0);
+	offload_cycle(c, "r1");
 	return c;
+}
+
+/* The wait that ended delivered: resume from the offload and acknowledge. */
+static void data_resume(struct coord *c, const char *id)
+{
+	coord_wait_ready(c, id);
+	coord_resume_done(c, 0);
+	coord_resume_ack(c, fw.last_req);
 }
 
 /*
@@ -1782,7 +1797,7 @@ static struct coord *to_offloaded_probing(void)
  */
 static void test_wake_probe_once(void **s)
 {
-	struct coord *c = to_offloaded_probing();
+	struct coord *c = first_offload(true);
 	struct coord_stats st;
 
 	(void)s;
@@ -1811,18 +1826,12 @@ static void test_wake_probe_once(void **s)
 	assert_int_equal(coord_state(c), COORD_OFFLOADING);
 	coord_offload_done(c, 0);
 	assert_int_equal(coord_state(c), COORD_OFFLOADED);
-	coord_wait_ready(c, "r1");
-	coord_resume_done(c, 0);
-	coord_resume_ack(c, fw.last_req);
+	data_resume(c, "r1");
 	assert_false(fw.last_breakdown.probe);
 	assert_int_equal(fw.last_breakdown.reason, COORD_RESUME_DATA_READY);
 	assert_int_equal(fw.delivered, 1);
 	/* a later wait's offload: no probe */
-	coord_wait_start(c, "r2", COORD_WAIT_MODEL, 0);
-	advance(c, 20 * MS);
-	ack_ready(c, 30 * SEC);
-	coord_pause_done(c, 0);
-	coord_offload_done(c, 0);
+	offload_cycle(c, "r2");
 	assert_int_equal(coord_state(c), COORD_OFFLOADED);
 	coord_get_stats(c, &st);
 	assert_int_equal(st.wake_probes, 1);
@@ -1837,7 +1846,7 @@ static void test_wake_probe_once(void **s)
  * guest never acknowledged is not tried again. */
 static void test_wake_probe_data_ready_and_no_retry(void **s)
 {
-	struct coord *c = to_offloaded_probing();
+	struct coord *c = first_offload(true);
 	struct coord_stats st;
 
 	(void)s;
@@ -1852,7 +1861,7 @@ static void test_wake_probe_data_ready_and_no_retry(void **s)
 	assert_int_equal(fw.last_latency, 2 * MS);
 	coord_free(c);
 
-	c = to_offloaded_probing();
+	c = first_offload(true);
 	coord_resume_done(c, 0);
 	advance(c, 300 * MS);	/* no RESUME_ACK: delivered anyway, re-paused */
 	assert_false(fw.last_breakdown.acked);
@@ -1872,37 +1881,16 @@ static void test_wake_probe_data_ready_and_no_retry(void **s)
 static void test_wake_probe_not_needed(void **s)
 {
 	struct coord_config cfg;
-	struct coord *c;
+	struct coord *c = first_offload(false);
 
 	(void)s;
-	coord_config_default(&cfg);
-	cfg.wake_probe = false;
-	c = mk_with(true, &ops_cost, &cfg);
-	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
-	advance(c, 20 * MS);
-	ack_ready(c, 30 * SEC);
-	coord_pause_done(c, 0);
-	coord_offload_done(c, 0);
 	assert_int_equal(coord_state(c), COORD_OFFLOADED);
-	coord_free(c);
-
 	/* learned from the data resume the probe was switched off for */
-	c = mk_with(true, &ops_cost, &cfg);
-	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
-	advance(c, 20 * MS);
-	ack_ready(c, 30 * SEC);
-	coord_pause_done(c, 0);
-	coord_offload_done(c, 0);
-	coord_wait_ready(c, "r1");
-	coord_resume_done(c, 0);
-	coord_resume_ack(c, fw.last_req);
+	data_resume(c, "r1");
+	cfg = *coord_config(c);
 	cfg.wake_probe = true;
 	coord_set_config(c, &cfg);
-	coord_wait_start(c, "r2", COORD_WAIT_MODEL, 0);
-	advance(c, 20 * MS);
-	ack_ready(c, 30 * SEC);
-	coord_pause_done(c, 0);
-	coord_offload_done(c, 0);
+	offload_cycle(c, "r2");
 	assert_int_equal(coord_state(c), COORD_OFFLOADED);
 	coord_free(c);
 
