@@ -86,6 +86,17 @@ static int get_u32(const char *where, const char *key, const json_t *v, uint32_t
 	return 0;
 }
 
+/* @name: the key's full name, for the error */
+static int get_bool(const char *name, const json_t *v, bool *out, char *err, size_t n)
+{
+	if (!json_is_boolean(v)) {
+		snprintf(err, n, "%s: want true or false", name);
+		return -EINVAL;
+	}
+	*out = json_is_true(v);
+	return 0;
+}
+
 static int get_str(const char *key, const json_t *v, char **out, char *err, size_t n)
 {
 	if (!json_is_string(v) || !json_string_length(v)) {
@@ -179,13 +190,7 @@ static int policy_key_from_json(const char *key, const json_t *v, struct coord_c
 		if (!ret)
 			c->assumed_write_bps = (uint64_t)u << 20;
 	} else if (!strcmp(key, "wake_probe")) {
-		ret = 0;
-		if (json_is_boolean(v)) {
-			c->wake_probe = json_is_true(v);
-		} else {
-			snprintf(err, n, "coordinator.%s: want true or false", key);
-			ret = -EINVAL;
-		}
+		ret = get_bool("coordinator.wake_probe", v, &c->wake_probe, err, n);
 	} else {
 		return 1;
 	}
@@ -327,11 +332,7 @@ int config_pressure_from_json(const json_t *obj, struct vmnapd_settings *s, char
 			if (!json_is_null(v))
 				ret = get_str("pressure.cgroup", v, &cgroup, err, n);
 		} else if (!strcmp(key, "enabled")) {
-			if (!json_is_boolean(v)) {
-				snprintf(err, n, "pressure.enabled: want true or false");
-				ret = -EINVAL;
-			}
-			enabled = json_is_true(v);
+			ret = get_bool("pressure.enabled", v, &enabled, err, n);
 		} else if (!strcmp(key, "interval_ms")) {
 			ret = get_ms("pressure", key, v, &p.interval_ns, err, n);
 			if (!ret && p.interval_ns < 10 * NS_PER_MS) {
@@ -439,11 +440,7 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 				ret = -EINVAL;
 			}
 		} else if (!strcmp(key, "critical_resident")) {
-			ret = json_is_boolean(v) ? 0 : -EINVAL;
-			if (ret)
-				snprintf(err, n, "%s: want true or false", key);
-			else
-				s->critical_resident = json_is_true(v);
+			ret = get_bool(key, v, &s->critical_resident, err, n);
 		} else if (!strcmp(key, "api"))
 			ret = api_from_json(v, s, err, n);
 		else if (!strcmp(key, "coordinator"))
