@@ -79,8 +79,8 @@ struct coord {
 	uint64_t resume_ack_req_id;
 	uint64_t resume_ack_deadline_ns;
 	/* the wake-path probe */
-	bool wake_learned;		/* a resume from an offload was acknowledged */
-	bool probe_tried;		/* the probe was started (once per VM) */
+	bool probe_done;		/* started once, or not needed: a resume
+					 * from an offload was acknowledged */
 	bool probing;			/* the resume being started is the probe */
 
 	/* offload policy */
@@ -1426,7 +1426,7 @@ void coord_resume_ack(struct coord *c, uint64_t req_id)
 	}
 	c->awaiting_resume_ack = false;
 	if (c->rb_active && c->rb.offloaded)
-		c->wake_learned = true;	/* the pager has the wake path */
+		c->probe_done = true;	/* the pager has the wake path */
 	breakdown_end(c, true);
 	deliver_pending(c);
 	coord_rearm(c);
@@ -1508,7 +1508,7 @@ void coord_pause_done(struct coord *c, int err)
 /* Resume now to learn the wake path (see "Wake-path probe" in coord.h)? */
 static bool probe_due(const struct coord *c)
 {
-	return c->cfg.wake_probe && !c->wake_learned && !c->probe_tried && !c->manual &&
+	return c->cfg.wake_probe && !c->probe_done && !c->manual &&
 	       c->link_up && c->ops->resumed && c->ops->pre_resume;
 }
 
@@ -1542,7 +1542,7 @@ void coord_offload_done(struct coord *c, int err)
 	if (c->resume_pending) {
 		start_resume(c, c->resume_pending, "resume_pending");
 	} else if (probe_due(c)) {
-		c->probe_tried = true;
+		c->probe_done = true;
 		c->probing = true;
 		c->st.wake_probes++;
 		start_resume(c, COORD_RESUME_TIMER, "wake_probe");
