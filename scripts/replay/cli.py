@@ -19,6 +19,9 @@ and measures what each wait costs in memory, cohort by cohort:
             cycle's working set streams back after a data resume)
   offload-eager  optional: the cost policy, eager restore (every offloaded
             page streams back after a data resume)
+  offload-recurring  optional: the cost policy, recurring restore (the
+            pages touched in each of the last two data cycles stream back
+            after a data resume)
   offload-nofollow  optional: offload without the fault-order prefetch
             (vmnapd's follow_pages 0), to measure what it does
   offload-notrack  optional: offload without dirty tracking

@@ -17,11 +17,12 @@ TRAJECTORY_VERSION = 1
 # Every cohort, in table order; the optional ones run only when named in
 # --cohorts (REPLAY_COHORTS), the rest by default.
 COHORTS = ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "offload-ws",
-           "offload-eager", "offload-nofollow", "offload-notrack", "swap")
-OPTIONAL_COHORTS = ("offload-ws", "offload-eager", "offload-nofollow", "offload-notrack")
+           "offload-eager", "offload-recurring", "offload-nofollow", "offload-notrack", "swap")
+OPTIONAL_COHORTS = ("offload-ws", "offload-eager", "offload-recurring", "offload-nofollow",
+                    "offload-notrack")
 DEFAULT_COHORTS = tuple(c for c in COHORTS if c not in OPTIONAL_COHORTS)
 VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy", "offload-ws", "offload-eager",
-                 "offload-nofollow", "offload-notrack")
+                 "offload-recurring", "offload-nofollow", "offload-notrack")
 # What each vmnap cohort asks of the coordinator beyond its defaults
 # (PUT /vms/NAME "policy"): offload-seed is the fixed offload rule.
 COHORT_POLICY = {
@@ -32,14 +33,17 @@ COHORT_POLICY = {
     "offload-lazy": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-ws": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-eager": {"kinds": {"model": {"pause": True, "offload": True}}},
+    "offload-recurring": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-nofollow": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-notrack": {"kinds": {"model": {"pause": True, "offload": True}}},
 }
 # The VM's restore policy (PUT /vms/NAME "restore") where one is asked for:
 # offload-lazy names vmnapd's default (faults only) explicitly, offload-ws
 # brings the last cycle's working set back after a data resume,
-# offload-eager every offloaded page.  offload takes vmnapd's default.
-COHORT_RESTORE = {"offload-lazy": "lazy", "offload-ws": "working-set", "offload-eager": "eager"}
+# offload-eager every offloaded page, offload-recurring the pages the last
+# two data cycles both touched.  offload takes vmnapd's default.
+COHORT_RESTORE = {"offload-lazy": "lazy", "offload-ws": "working-set", "offload-eager": "eager",
+                  "offload-recurring": "recurring"}
 # vmnapd settings (its -c file) where a cohort changes one: offload-lazy
 # holds nothing through a wait (the resume-critical set goes out with the
 # rest and is read back before each resume: lazy in full, the frugal peer

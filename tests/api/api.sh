@@ -283,6 +283,9 @@ check "PATCH restore working-set -> 200" test "$(status_of PATCH /vms/vm3 -d '{"
 check "GET shows restore working-set" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = working-set
 check "PATCH restore eager -> 200" test "$(status_of PATCH /vms/vm3 -d '{"restore": "eager"}')" = 200
 check "GET shows restore eager" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = eager
+check "PATCH restore recurring -> 200" test "$(status_of PATCH /vms/vm3 -d '{"restore": "recurring"}')" = 200
+check "GET shows restore recurring" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = recurring
+check "PATCH restore eager again -> 200" test "$(status_of PATCH /vms/vm3 -d '{"restore": "eager"}')" = 200
 check "bad restore -> 400" test "$(status_of PATCH /vms/vm3 -d '{"restore": "sometimes"}')" = 400
 check "restore not a string -> 400" test "$(status_of PATCH /vms/vm3 -d '{"restore": 1}')" = 400
 check "still eager" test "$(curl -s --unix-socket "$SOCK" http://localhost/vms/vm3 | jget '["restore"]')" = eager

@@ -12,6 +12,11 @@
  *          prefetched back but not touched leave it (it shrinks to 0); a
  *          resume overridden to lazy (a guest timer's, pager_resume_restore)
  *          prefetches nothing and adds what it touched to the working set
+ *   recurring  the set is the pages touched in each of the last two data
+ *          cycles: after two data cycles that touched A+B and A+C, with a
+ *          guest timer's resume from a pause in the second, it is A; a
+ *          cycle with no data (a timer's, touching other pages) leaves it;
+ *          the next data resume brings A back with no fault, B and C not
  *   hot    pages written after their restore come back writable (write-
  *          hot): the second cycle's writes take no fault, the next offload
  *          writes those pages, and the writes are kept; after
@@ -51,7 +56,7 @@
  *          writes them all and they come back as written; wstream-sync:
  *          the same with wp_sync tracking
  *
- *   pager_restore eager|lazy|ws|hot|seq|seq-small|faround|faround-sync|
+ *   pager_restore eager|lazy|ws|recurring|hot|seq|seq-small|faround|faround-sync|
  *	seq-zero|seq-zero-sync|wstream|wstream-sync [MiB]
  *	(default 16)
  */
@@ -329,6 +334,62 @@ static int mode_ws(const char *self, uint64_t mib)
 	tap(!err && st.working_set_pages == 0, "offload 5: working set %llu pages: "
 	    "prefetched but untouched pages do not count", (unsigned long long)st.working_set_pages);
 	resume(&h, PAGER_RESTORE_POLICY);
+	verify_all(&h, "after five cycles");
+	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
+	return harness_finish(&h);
+}
+
+static int mode_recurring(const char *self, uint64_t mib)
+{
+	struct harness h = { 0 };
+	uint64_t npages = (mib << 20) / PAGE, q = npages / 4, a = q / STRIDE;
+	struct pager_stats st, st0;
+	int err;
+
+	if (start(&h, self, mib, PAGER_RESTORE_RECURRING))
+		return 1;
+	err = offload(&h);
+	resume(&h, PAGER_RESTORE_POLICY);
+	tap(!err && touch(&h, 0, 2 * q), "data cycle 1 touches A and B (%llu pages each)",
+	    (unsigned long long)a);
+	err = offload(&h);
+	st = stats(&h, NULL);
+	tap(!err && st.working_set_pages == 0, "offload 2: recurring set %llu pages (one "
+	    "data cycle seen)", (unsigned long long)st.working_set_pages);
+
+	resume(&h, PAGER_RESTORE_POLICY);
+	nap_ms(LAZY_WATCH_MS);
+	st0 = stats(&h, NULL);
+	tap(st0.prefetch_pages == st.prefetch_pages, "empty set: nothing prefetched (%llu)",
+	    (unsigned long long)(st0.prefetch_pages - st.prefetch_pages));
+	tap(touch(&h, 0, q) && touch(&h, 2 * q, 3 * q), "data cycle 2 touches A and C");
+	/* a guest timer's resume from a pause, in the same cycle: still data */
+	resume(&h, PAGER_RESTORE_LAZY);
+	err = offload(&h);
+	st0 = stats(&h, NULL);
+	tap(!err && st0.working_set_pages == a, "offload 3: recurring set %llu pages: A "
+	    "(%llu), though a timer's resume came last", (unsigned long long)st0.working_set_pages,
+	    (unsigned long long)a);
+
+	/* a cycle with no data: it touches D, the set stays A */
+	resume(&h, PAGER_RESTORE_LAZY);
+	tap(touch(&h, 3 * q, 3 * q + 16 * STRIDE), "a timer's cycle touches 16 other pages");
+	err = offload(&h);
+	st0 = stats(&h, NULL);
+	tap(!err && st0.working_set_pages == a, "offload 4: recurring set %llu pages (kept)",
+	    (unsigned long long)st0.working_set_pages);
+
+	resume(&h, PAGER_RESTORE_POLICY);
+	st = wait_restored(&h, npages - a);
+	tap(st.pages[PAGE_OFFLOADED] == npages - a && st.last_restore == PAGER_RESTORE_RECURRING &&
+	    st.prefetch_pages - st0.prefetch_pages == a,
+	    "data resume: A came back in the background (%llu prefetched, %llu of %llu "
+	    "offloaded)", (unsigned long long)(st.prefetch_pages - st0.prefetch_pages),
+	    (unsigned long long)st.pages[PAGE_OFFLOADED], (unsigned long long)npages);
+	tap(touch(&h, 0, q), "A touched again");
+	st = stats(&h, NULL);
+	tap(st.faults == st0.faults, "... with no fault (%llu)",
+	    (unsigned long long)(st.faults - st0.faults));
 	verify_all(&h, "after five cycles");
 	tap(vmm_quit(&h) == 0, "mock VMM exited cleanly");
 	return harness_finish(&h);
@@ -855,6 +916,7 @@ static const struct {
 	{ "eager", mode_eager },
 	{ "lazy", mode_lazy },
 	{ "ws", mode_ws },
+	{ "recurring", mode_recurring },
 	{ "hot", mode_hot },
 	{ "seq", mode_seq },
 	{ "seq-small", mode_seq_small },
@@ -873,7 +935,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; argc > 1 && i < sizeof(modes) / sizeof(modes[0]); i++)
 		if (!strcmp(argv[1], modes[i].name))
 			return modes[i].run(argv[0], mockvmm_arg(argc, argv, 2, 16));
-	fprintf(stderr, "usage: pager_restore eager|lazy|ws|hot|seq|seq-small|faround|"
+	fprintf(stderr, "usage: pager_restore eager|lazy|ws|recurring|hot|seq|seq-small|faround|"
 		"faround-sync|seq-zero|seq-zero-sync|wstream|wstream-sync [MiB]\n");
 	return 2;
 }

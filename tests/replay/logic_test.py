@@ -182,24 +182,25 @@ def _():
     assert [r for _, r in out] == [{"cohort": "offload"}, {"cohort": "baseline"}], out
 
 
-@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-nofollow/-notrack")
+@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-recurring/-nofollow/-notrack")
 def _():
     assert common.DEFAULT_COHORTS == ("baseline", "pause", "offload", "offload-seed",
                                       "offload-lazy", "swap")
     assert set(common.COHORTS) == set(common.DEFAULT_COHORTS) | {"offload-ws", "offload-eager",
+                                                                 "offload-recurring",
                                                                  "offload-nofollow",
                                                                  "offload-notrack"}
     for c in common.VMNAP_COHORTS:
         assert c in common.COHORT_POLICY, c
     pol = common.COHORT_POLICY
     assert not pol["pause"]["kinds"]["model"]["offload"]
-    for c in ("offload", "offload-lazy", "offload-ws", "offload-eager", "offload-nofollow",
-              "offload-notrack"):
+    for c in ("offload", "offload-lazy", "offload-ws", "offload-eager", "offload-recurring",
+              "offload-nofollow", "offload-notrack"):
         assert pol[c]["kinds"]["model"]["offload"] and set(pol[c]) == {"kinds"}, c
     assert pol["offload-seed"]["offload_policy"] == "seed"
     # offload takes vmnapd's default restore; the others name theirs
     assert common.COHORT_RESTORE == {"offload-lazy": "lazy", "offload-ws": "working-set",
-                                     "offload-eager": "eager"}
+                                     "offload-eager": "eager", "offload-recurring": "recurring"}
     with open(os.path.join(ROOT, "host-pager/vmnapd.conf.example")) as f:
         conf = json.load(f)
     assert conf["restore"] == "lazy"

@@ -89,6 +89,8 @@ static void test_overrides(void **st)
 	assert_int_equal(s.follow_pages, PAGER_MAX_FOLLOW);
 	assert_int_equal(load_text("{\"restore\": \"eager\"}", &s, err), 0);
 	assert_int_equal(s.restore, PAGER_RESTORE_EAGER);
+	assert_int_equal(load_text("{\"restore\": \"recurring\"}", &s, err), 0);
+	assert_int_equal(s.restore, PAGER_RESTORE_RECURRING);
 	config_free(&s);
 }
 

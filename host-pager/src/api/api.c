@@ -352,7 +352,7 @@ static bool parse_pause(json_t *v, struct pause_spec *ps, struct api_reply *r)
 	return true;
 }
 
-/* "restore": "eager" | "working-set" | "lazy" (enum pager_restore) */
+/* "restore": "eager" | "working-set" | "lazy" | "recurring" (enum pager_restore) */
 static bool parse_restore(json_t *v, int *how, struct api_reply *r)
 {
 	char err[128];

@@ -268,6 +268,7 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	p->next_restore = PAGER_RESTORE_POLICY;
 	p->last_restore = p->restore;
 	p->cycle_data = true;	/* nothing overrode the policy yet */
+	p->cycle_saw_data = true;
 	p->store.fd = -1;
 	p->fault_wake_fd = -1;
 	p->offload_done_fd = -1;
@@ -287,8 +288,10 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	p->hot = calloc(p->npages, 1);
 	p->hot_streak = calloc(p->npages, 1);
 	p->fa = calloc(p->npages, 1);
+	p->ws_data_prev = calloc(p->npages, 1);
 	p->slot_data = malloc(p->npages);
-	if (!p->state || !p->hot || !p->hot_streak || !p->fa || !p->slot_data) {
+	if (!p->state || !p->hot || !p->hot_streak || !p->fa || !p->ws_data_prev ||
+	    !p->slot_data) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -373,6 +376,7 @@ fail:
 	free(p->hot);
 	free(p->hot_streak);
 	free(p->fa);
+	free(p->ws_data_prev);
 	free(p->slot_data);
 	pager_follow_free(p);
 	pthread_mutex_destroy(&p->lock);
@@ -538,6 +542,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	free(p->hot);
 	free(p->hot_streak);
 	free(p->fa);
+	free(p->ws_data_prev);
 	free(p->slot_data);
 	pager_follow_free(p);
 	pthread_mutex_destroy(&p->lock);
@@ -1186,6 +1191,7 @@ static const char *const restore_names[PAGER_RESTORES] = {
 	[PAGER_RESTORE_WORKING_SET] = "working-set",
 	[PAGER_RESTORE_EAGER] = "eager",
 	[PAGER_RESTORE_LAZY] = "lazy",
+	[PAGER_RESTORE_RECURRING] = "recurring",
 };
 
 const char *pager_restore_name(enum pager_restore r)
@@ -1227,6 +1233,7 @@ static void cycle_restore_locked(struct pager *p, enum pager_restore how, bool d
 {
 	p->cycle_override = how != p->restore;
 	p->cycle_data = data;
+	p->cycle_saw_data |= data;
 	pager_follow_resumed_locked(p, data);
 	p->last_restore = how;
 	if (how != PAGER_RESTORE_LAZY && p->cfg.prefetch) {

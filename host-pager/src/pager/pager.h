@@ -122,6 +122,12 @@ struct pager_region_desc {
  *   lazy         faults only, besides the resume-critical set read back
  *                before the VMM continues (pager_resume_prepare), as in
  *                every mode
+ *   recurring    the pages touched in each of the last two data cycles
+ *                (cycles in which data arrived: a resume by the policy, or
+ *                pager_data_arrived) that are still offloaded stream back
+ *                in the background, as working-set does with the last
+ *                cycle's; a cycle with no data (a guest timer's) leaves
+ *                the set as it was
  *
  * "Touched" in a cycle (resume to next offload) is: the page a userfaultfd
  * fault asked for (not its fault-around neighbours), a page dirty tracking
@@ -138,11 +144,12 @@ enum pager_restore {
 	PAGER_RESTORE_WORKING_SET = 0,
 	PAGER_RESTORE_EAGER,
 	PAGER_RESTORE_LAZY,
+	PAGER_RESTORE_RECURRING,
 	PAGER_RESTORES,
 	PAGER_RESTORE_POLICY = PAGER_RESTORES,	/* pager_resume_restore: the VM's */
 };
 const char *pager_restore_name(enum pager_restore r);
-/* "working-set", "eager", "lazy" -> *@out; -EINVAL. */
+/* "working-set", "eager", "lazy", "recurring" -> *@out; -EINVAL. */
 int pager_restore_parse(const char *s, enum pager_restore *out);
 
 enum pager_page_state {

@@ -281,6 +281,11 @@ struct pager {
 	bool cycle_override;		/* this cycle's resume overrode the policy */
 	bool cycle_data;		/* this cycle restores by the policy: its
 					 * resume did, or data arrived since */
+	bool cycle_saw_data;		/* ... at some point in this cycle (a
+					 * later timer's resume from a pause
+					 * clears cycle_data, not this) */
+	uint8_t *ws_data_prev;		/* per page: touched in the last data
+					 * cycle (the recurring set's history) */
 	uint64_t data_arrivals;		/* cycles made data cycles by it */
 	uint64_t ws_pages, eager_pages, zero_copy_offloads;
 	uint64_t ra_mapped_pages;	/* readahead mapped into its mapper */

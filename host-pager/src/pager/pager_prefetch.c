@@ -4,7 +4,10 @@
  * pager_restore) and the working set it uses.  Working-set mode: the pages
  * touched in the previous cycle (PG_WS_PREV) that are still offloaded
  * stream back in the background, in guest-RAM order, read from the store
- * and written into the memfd; eager mode: every offloaded page does.
+ * and written into the memfd; recurring mode: the same, with PG_WS_PREV
+ * the pages touched in each of the last two data cycles (those the next
+ * command is likely to need again, the one-off pages of a single command
+ * left out); eager mode: every offloaded page does.
  *
  * Faults first (as CRIU's lazy pages): while the fault thread serves a
  * batch the prefetcher waits; the transfer size starts at
@@ -305,7 +308,8 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 	}
 	if (ws_pages)
 		log_info(p->subject, "prefetch: %llu %s page(s) in %llu ms",
-			 (unsigned long long)ws_pages, eager ? "offloaded (eager)" : "working-set",
+			 (unsigned long long)ws_pages, eager ? "offloaded (eager)" :
+			 mode == PAGER_RESTORE_RECURRING ? "recurring" : "working-set",
 			 (unsigned long long)((now_ns() - t0) / 1000000));
 }
 
@@ -557,7 +561,7 @@ void pager_ws_cycle_end(struct pager *p)
 {
 	uint64_t ws = 0, hits = 0, misses = 0;
 	uint32_t fa0, fa1;
-	bool keep, known;
+	bool keep, known, data, recurring;
 
 	known = note_present(p, &hits);
 	pthread_mutex_lock(&p->lock);
@@ -565,11 +569,22 @@ void pager_ws_cycle_end(struct pager *p)
 	 * what it touched; a normal one replaces the working set */
 	keep = p->cycle_override;
 	p->cycle_override = false;
+	/* the recurring set: what this data cycle and the last one both
+	 * touched; a cycle without data leaves it */
+	data = p->cycle_saw_data;
+	p->cycle_saw_data = false;
+	recurring = p->restore == PAGER_RESTORE_RECURRING;
 	pager_follow_cycle_end_locked(p);	/* before the marks go */
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
 		uint8_t s = p->state[pg];
-		bool in = (s & PG_WS_CUR) || (keep && (s & PG_WS_PREV));
+		bool cur = s & PG_WS_CUR, in;
 
+		if (recurring)
+			in = data ? cur && p->ws_data_prev[pg] : (s & PG_WS_PREV);
+		else
+			in = cur || (keep && (s & PG_WS_PREV));
+		if (data)
+			p->ws_data_prev[pg] = cur;
 		p->state[pg] = (uint8_t)((s & ~(PG_WS_CUR | PG_WS_PREV | PG_BG)) |
 					 (in ? PG_WS_PREV : 0));
 		ws += in;
@@ -588,9 +603,13 @@ void pager_ws_cycle_end(struct pager *p)
 	p->fa_w1_faults = p->fa_w1_near = 0;
 	fa1 = p->fa_window;
 	pthread_mutex_unlock(&p->lock);
-	log_debug(p->subject, "working set: %llu page(s) touched in the last cycle%s; "
+	log_debug(p->subject, "working set: %llu page(s) %s%s; "
 		  "fault-around %llu of %llu page(s) used, window %u -> %u%s",
-		  (unsigned long long)ws, keep ? " (added: an overridden resume)" : "",
+		  (unsigned long long)ws,
+		  recurring ? "touched in each of the last two data cycles" :
+			      "touched in the last cycle",
+		  recurring ? (data ? "" : " (kept: no data this cycle)") :
+			      keep ? " (added: an overridden resume)" : "",
 		  (unsigned long long)hits, (unsigned long long)(hits + misses), fa0,
 		  fa1, known ? "" : " (a mapper's pagemap unreadable: kept)");
 }

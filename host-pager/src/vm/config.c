@@ -389,7 +389,7 @@ int config_restore_from_json(const json_t *v, int *out, char *err, size_t n)
 	enum pager_restore how;
 
 	if (!json_is_string(v) || pager_restore_parse(json_string_value(v), &how)) {
-		snprintf(err, n, "restore: want \"eager\", \"working-set\" or \"lazy\"");
+		snprintf(err, n, "restore: want \"eager\", \"working-set\", \"lazy\" or \"recurring\"");
 		return -EINVAL;
 	}
 	*out = how;
