@@ -1754,17 +1754,23 @@ static void test_resume_breakdown(void **s)
 	coord_free(c);
 }
 
-/* Wait @id, handed off after 20 ms, READY with a 30 s budget, paused,
+/* A waiting VM handed off after 20 ms, READY with a 30 s budget, paused,
  * and (the cost view: nothing to write) offloaded. */
-static void offload_cycle(struct coord *c, const char *id)
+static void handoff_offload(struct coord *c)
 {
-	assert_int_equal(coord_wait_start(c, id, COORD_WAIT_MODEL, 0), 0);
 	advance(c, 20 * MS);
 	assert_int_equal(coord_state(c), COORD_HANDOFF);
 	ack_ready(c, 30 * SEC);
 	coord_pause_done(c, 0);
 	assert_int_equal(coord_state(c), COORD_OFFLOADING);
 	coord_offload_done(c, 0);
+}
+
+/* Wait @id, then handoff_offload(). */
+static void offload_cycle(struct coord *c, const char *id)
+{
+	assert_int_equal(coord_wait_start(c, id, COORD_WAIT_MODEL, 0), 0);
+	handoff_offload(c);
 }
 
 /* A new VM with @probe, the cost view, after its first offload cycle. */
@@ -1819,12 +1825,7 @@ static void test_wake_probe_once(void **s)
 	assert_int_equal(st.wake_probes, 1);
 	assert_int_equal(st.resumes_by_reason[COORD_RESUME_TIMER], 1);
 	/* paused and offloaded again: this time it stays offloaded */
-	advance(c, 20 * MS);
-	assert_int_equal(coord_state(c), COORD_HANDOFF);
-	ack_ready(c, 30 * SEC);
-	coord_pause_done(c, 0);
-	assert_int_equal(coord_state(c), COORD_OFFLOADING);
-	coord_offload_done(c, 0);
+	handoff_offload(c);
 	assert_int_equal(coord_state(c), COORD_OFFLOADED);
 	data_resume(c, "r1");
 	assert_false(fw.last_breakdown.probe);
