@@ -77,9 +77,8 @@ void pager_follow_free(struct pager *p)
 void pager_follow_resumed_locked(struct pager *p, bool data)
 {
 	/* a timer's resume before the offload that ends a data cycle stops
-	 * the recording but keeps the cycle a data cycle */
+	 * the recording but keeps the cycle a data cycle (cycle_saw_data) */
 	p->fol_rec = p->fol_on && data;
-	p->fol_data |= p->fol_rec;
 }
 
 static void record(struct pager *p, uint64_t pg)
@@ -202,9 +201,8 @@ void pager_follow_cycle_end_locked(struct pager *p)
 		p->fa[p->fol_cur[i]] &= (uint8_t)~FOL_DEDUP;
 	p->fol_cur_n = kept;
 	p->fol_rec = false;
-	if (!p->fol_data || !kept) {
+	if (!p->cycle_saw_data || !kept) {
 		p->fol_cur_n = 0;
-		p->fol_data = false;
 		return;
 	}
 	/* it takes the oldest one's slot (whose pages' fol_last go stale),
@@ -216,7 +214,6 @@ void pager_follow_cycle_end_locked(struct pager *p)
 	p->fol_old_n[slot] = kept;
 	p->fol_cur = old;
 	p->fol_cur_n = 0;
-	p->fol_data = false;
 	for (uint32_t pos = 0; pos < kept; pos++)
 		p->fol_last[p->fol_old[slot][pos]] = (slot + 1) << FOL_POS_BITS | pos;
 }

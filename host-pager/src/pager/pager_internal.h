@@ -187,8 +187,7 @@ struct pager {
 	uint32_t fol_q[PAGER_FOLLOW_QUEUE];
 	uint32_t fol_qhead, fol_qn;
 	bool fol_on;			/* allocated: cfg.follow_pages set */
-	bool fol_data;			/* this cycle had a data resume */
-	bool fol_rec;			/* ... and it runs now: record, follow */
+	bool fol_rec;			/* a data cycle runs now: record, follow */
 	uint64_t fol_queued, fol_installed, fol_hits, fol_misses, fol_late;
 	uint64_t count[PAGE_STATES];
 	struct pager_mapper *mappers;
@@ -283,7 +282,9 @@ struct pager {
 					 * resume did, or data arrived since */
 	bool cycle_saw_data;		/* ... at some point in this cycle (a
 					 * later timer's resume from a pause
-					 * clears cycle_data, not this) */
+					 * clears cycle_data, not this): its
+					 * fault order is kept, and it counts
+					 * for the recurring set */
 	uint8_t *ws_data_prev;		/* per page: touched in the last data
 					 * cycle (the recurring set's history) */
 	uint64_t data_arrivals;		/* cycles made data cycles by it */

@@ -572,9 +572,9 @@ void pager_ws_cycle_end(struct pager *p)
 	/* the recurring set: what this data cycle and the last one both
 	 * touched; a cycle without data leaves it */
 	data = p->cycle_saw_data;
-	p->cycle_saw_data = false;
 	recurring = p->restore == PAGER_RESTORE_RECURRING;
 	pager_follow_cycle_end_locked(p);	/* before the marks go */
+	p->cycle_saw_data = false;
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
 		uint8_t s = p->state[pg];
 		bool cur = s & PG_WS_CUR, in;
