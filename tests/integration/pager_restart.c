@@ -2,8 +2,8 @@
 /*
  * pager_restart.c - vmnapd is killed (SIGKILL) and restarted under a live
  * VMM: a real vmnapd process (build/vmnapd), the mock VMM of mockvmm.h
- * going through the real shim.  Three kills, each followed by a restart on
- * the same run and store directories:
+ * going through the real shim.  Each kill is followed by a restart on the
+ * same run and store directories:
  *
  *   offloaded     a thread of the VMM touching an evicted page blocks
  *                 (never zeros) while no vmnapd runs; the shim hands the
@@ -11,10 +11,17 @@
  *                 (the API shows "recovered": true with the pages found);
  *                 the blocked thread continues with the right value
  *   discarded     the VMM discards a page that came back from the store
- *                 (as a balloon does): after the restart it still reads
- *                 zero, not the page's old stored copy
+ *                 (as a balloon does) and vmnapd is killed at once, before
+ *                 it may have read the discard: after the restart the page
+ *                 reads zero, not its old stored copy
  *   mid-restore   the VMM reads all of its RAM back by faults
+ *   clean         every page came back unwritten and is offloaded again
+ *                 (with dirty tracking: punched with no write): the
+ *                 restarted vmnapd finds every one of them out
  *   mid-offload   an offload is running
+ *   punched       the VMM punches a page that came back out of its memfd
+ *                 (no userfaultfd event: vmnapd never learns of it): after
+ *                 the restart it reads zero
  *   stopped       SIGTERM while offloaded: vmnapd brings every page back;
  *                 the next vmnapd adopts the store it kept, empty
  *
@@ -158,6 +165,35 @@ static int mode_restart(const char *self, uint64_t mib)
 	tap(!strcmp(ans, "ok"), "killed mid-restore: the VMM's read of all its RAM "
 	    "finished, every byte right (%s)", ans);
 
+	/* 2b. killed after an offload of pages that came back unwritten */
+	j = vmnapd_dbg(&h, "offload " VM_NAME);
+	tap(j && json_is_true(json_object_get(j, "ok")), "offloaded the restored pages");
+	json_decref(j);
+	base = stat_now(&h, "pages", "offloaded");
+	j = api_vm(&h);
+	if (j && strcmp(json_string_value(json_object_get(json_object_get(j, "pager"),
+							   "dirty_tracking")) ?: "", "none"))
+		tap(jint(j, "pager", "dirty", "clean_punched_pages") > 0,
+		    "with dirty tracking: %lld of the %lld offloaded page(s) clean, "
+		    "punched with no write", (long long)jint(j, "pager", "dirty",
+							      "clean_punched_pages"),
+		    (long long)base);
+	else
+		tap_diag("no dirty tracking: every page written (%s)",
+			 j ? "dirty_tracking none" : "no API answer");
+	json_decref(j);
+	vmnapd_kill(SIGKILL);
+	vmnapd_spawn(&h, n++);
+	check_recovered(&h, "killed after a clean offload", true);
+	j = api_vm(&h);
+	tap(j && jint(j, "pager", "recovery", "offloaded") == base,
+	    "killed after a clean offload: all %lld offloaded page(s) found out "
+	    "(%lld)", (long long)base, (long long)jint(j, "pager", "recovery", "offloaded"));
+	json_decref(j);
+	vmm_cmd(&h, ans, "verify 1 2");
+	tap(!strcmp(ans, "ok"), "killed after a clean offload: every page of guest RAM "
+	    "intact (%s)", ans);
+
 	/* 3. killed while an offload runs */
 	{
 		char dpath[PATH_MAX + 32];
@@ -193,6 +229,27 @@ static int mode_restart(const char *self, uint64_t mib)
 	json_decref(j);
 	vmm_cmd(&h, ans, "verify 1 2");
 	tap(!strcmp(ans, "ok"), "and reads back right (%s)", ans);
+
+	/* 3b. page 0, back from the store, punched in the memfd behind
+	 * vmnapd (no event) */
+	vmm_cmd(&h, ans, "discard 0 1 memfd");
+	tap(!strcmp(ans, "ok"), "the VMM punched page 0 out of its memfd, telling no "
+	    "one (%s)", ans);
+	vmnapd_kill(SIGKILL);
+	vmnapd_spawn(&h, n++);
+	j = wait_vm(&h);
+	json_decref(j);
+	j = api_vm(&h);
+	tap_diag("punched: store map held %lld page(s): %lld offloaded, %lld resident, "
+		 "%lld discarded", (long long)jint(j, "pager", "recovery", "store_pages"),
+		 (long long)jint(j, "pager", "recovery", "offloaded"),
+		 (long long)jint(j, "pager", "recovery", "resident"),
+		 (long long)jint(j, "pager", "recovery", "discarded"));
+	json_decref(j);
+	vmm_cmd(&h, ans, "peek 0");
+	tap(!strcmp(ans, "value 0"), "after a restart the page punched behind vmnapd "
+	    "reads zero, not its old stored copy (%s)", ans);
+	vmm_cmd(&h, ans, "fill 1");
 
 	/* 4. a clean stop (SIGTERM) while offloaded: pages back, store kept */
 	j = vmnapd_dbg(&h, "offload " VM_NAME);

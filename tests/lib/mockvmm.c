@@ -344,6 +344,9 @@ static const char *discard(struct vmm *v, uint64_t lo, uint64_t hi, const char *
 			      (off_t)(lo * PAGE), (off_t)len);
 		if (!r)
 			r = madvise(a, len, MADV_DONTNEED);
+	} else if (!strcmp(how, "memfd")) {	/* the punch alone: no event */
+		r = fallocate(v->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)(lo * PAGE), (off_t)len);
 	} else {
 		return "unknown discard";
 	}

@@ -18,9 +18,10 @@
  *   verify ROUND THREADS [ZLO ZHI [FLAGS]]  every page's contents (VERIFY_*)
  *   read PAGE   the first word of PAGE ("value 0x..."), answered once
  *            its fault is served (peek: from a thread, with a time limit)
- *   discard LO HI remove|dontneed|qemu  give pages [LO, HI) back as a VMM
- *            does: MADV_REMOVE, MADV_DONTNEED, or QEMU's balloon discard
- *            (punch the memfd, then MADV_DONTNEED)
+ *   discard LO HI remove|dontneed|qemu|memfd  give pages [LO, HI) back
+ *            as a VMM does: MADV_REMOVE, MADV_DONTNEED, QEMU's balloon
+ *            discard (punch the memfd, then MADV_DONTNEED), or its first
+ *            half alone (the punch: no userfaultfd event tells the pager)
  *   touch LO HI [STRIDE]  read a word of every STRIDE-th page in [LO, HI)
  *   touchdown LO HI  read a word of every page in [LO, HI), from the top
  *   peerunmap   the second mapper munmaps its guest RAM (memory unplug)

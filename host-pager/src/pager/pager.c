@@ -505,7 +505,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 	 * (the entries CLEAN pages kept go first: they would name them) */
 	if (live && !p->count[PAGE_OFFLOADED]) {
 		if (p->count[PAGE_CLEAN])
-			store_slots_forget(&p->store, 0, p->npages);
+			store_slots_forget(&p->store, 0, p->npages, false);
 		store_discard(&p->store, pg_store_off(0), p->npages * PAGER_PAGE_SIZE);
 	}
 	pthread_mutex_lock(&p->lock);
@@ -1372,6 +1372,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->recovered_store_pages = p->rec_store_pages;
 	st->recovered_offloaded = p->rec_offloaded;
 	st->recovered_resident = p->rec_resident;
+	st->recovered_discarded = p->rec_discarded;
 	st->store_bad_slots = __atomic_load_n(&p->store.bad_slots, __ATOMIC_RELAXED);
 	st->store_id = p->store.id;
 	st->lost_err = p->lost_err;

@@ -349,6 +349,7 @@ struct pager_stats {
 	uint64_t recovered_store_pages;	/* pages its slot map held */
 	uint64_t recovered_offloaded;	/* ... out of the memfd: OFFLOADED */
 	uint64_t recovered_resident;	/* ... in the memfd: RESIDENT */
+	uint64_t recovered_discarded;	/* ... discarded by the VMM once back */
 	uint64_t store_bad_slots;	/* store reads whose checksum mismatched */
 	int lost_err;			/* -errno that lost the VM ("lost"), or 0 */
 	uint32_t mappers_killed;	/* mapper processes sent SIGKILL for it */

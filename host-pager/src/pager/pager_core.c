@@ -516,9 +516,11 @@ void pager_finish_run_locked(struct pager *p, uint64_t pg, uint64_t n, bool ok)
 	bool clean = ok && pager_tracking_locked(p);
 
 	/* Back in the memfd: with dirty tracking the slots stay valid until
-	 * the pages are written (CLEAN); without, they are stale at once. */
-	if (ok && !clean)
-		store_slots_forget(&p->store, pg, n);
+	 * the pages are written (CLEAN: their entries marked RESIDENT);
+	 * without, they are stale at once.  Under the lock: an offload may
+	 * claim the pages once it is dropped, and its entries go after. */
+	if (ok)
+		store_slots_forget(&p->store, pg, n, clean);
 	for (uint64_t i = 0; i < n; i++) {
 		if (!ok) {
 			p->state[pg + i] &= (uint8_t)~PG_WRITTEN;

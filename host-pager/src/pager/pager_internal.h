@@ -341,7 +341,10 @@ struct pager {
 	uint64_t rec_store_pages;	/* pages the store's map held */
 	uint64_t rec_offloaded;		/* ... of them out of the memfd: OFFLOADED */
 	uint64_t rec_resident;		/* ... of them in the memfd: RESIDENT
-					 * (an interrupted offload or restore) */
+					 * (an interrupted offload or restore,
+					 * or CLEAN) */
+	uint64_t rec_discarded;		/* ... marked RESIDENT, a hole: the VMM
+					 * discarded them (ZERO) */
 
 	/* dirty tracking (pager_dirty.c; under lock, set with reg_lock too) */
 	enum pager_dirty_tracking track;

@@ -53,10 +53,12 @@
  * between "writes completed" and "punch" the batch's slot map entries
  * (written pages stored with their checksum, zero pages not stored) are
  * written and made durable with the slots (a linked map write and
- * fdatasync through the ring, batch_commit).  A batch whose commit fails
- * is not punched (its pages stay RESIDENT).  So
- * a vmnapd killed at any point leaves every page in the memfd or durably
- * in the store (see store.h, pager_recover.c).
+ * fdatasync through the ring, batch_commit); a CLEAN page's entry only
+ * loses its RESIDENT mark (written, no sync: its slot is durable).  A
+ * batch whose commit fails is not punched (its pages stay RESIDENT), and
+ * the entries of pages not punched are settled (batch_settle_entries).
+ * So a vmnapd killed at any point leaves every page in the memfd or
+ * durably in the store (see store.h, pager_recover.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -158,10 +160,47 @@ static void set_error(struct offload *o, int err)
 
 static struct io_uring_sqe *get_sqe(struct offload *o);
 
+/*
+ * The map entries of the batch's pages that stay in the memfd (not
+ * punched: kept, or the batch failed or was cancelled): a CLEAN page's is
+ * marked RESIDENT again, any other's cleared (its slot is stale).  So no
+ * entry says "stored" alone over a page the memfd holds, which a discard
+ * of the page by the VMM would turn into its old copy after a crash.
+ * While the pages are still claimed.
+ */
+static void batch_settle_entries(struct offload *o, struct batch *b)
+{
+	struct store *st = &o->p->store;
+	bool none_punched = b->err || b->cancelled || o->precopy, changed = false;
+	int err;
+
+	for (uint64_t i = 0; i < b->n; i++) {
+		uint64_t pg = b->pg + i;
+		/* the slot holds what the memfd does: a CLEAN page's, or one
+		 * pre-copy stored */
+		bool valid = b->kind[i] == BP_CLEAN ||
+			     (o->precopy && b->kind[i] == BP_WRITE && !b->err && !b->cancelled);
+
+		if (b->kind[i] == BP_SKIP || (!none_punched && b->kind[i] != BP_KEEP) ||
+		    !store_slot_stored(st, pg) || (valid && store_slot_resident(st, pg)))
+			continue;
+		if (valid)
+			store_slot_set_resident(st, pg, true);
+		else
+			store_slot_clear(st, pg);
+		changed = true;
+	}
+	err = changed ? store_slots_write(st, b->pg, b->n) : 0;
+	if (err)
+		log_warn(o->p->subject, "offload: slot map of kept pages: %s", strerror(-err));
+}
+
 /* Punched (or failed): the batch's pages take their final state. */
 static void batch_finish(struct offload *o, struct batch *b)
 {
 	struct pager *p = o->p;
+
+	batch_settle_entries(o, b);
 
 	/*
 	 * wp_sync: protect the punched pages again while they are still
@@ -320,7 +359,7 @@ static void batch_commit(struct offload *o, struct batch *b)
 {
 	struct store *st = &o->p->store;
 	struct io_uring_sqe *map, *sync;
-	bool changed = false;
+	bool changed = false, flipped = false;
 
 	if (!b->err && atomic_load(&o->p->offload_abort)) {
 		b->cancelled = true;	/* the VM wants to run: keep it resident */
@@ -331,15 +370,23 @@ static void batch_commit(struct offload *o, struct batch *b)
 		return;
 	}
 	for (uint64_t i = 0; i < b->n; i++) {
-		if (b->kind[i] == BP_WRITE) {
-			store_slot_set(st, b->pg + i, b->crc[i]);
+		if (b->kind[i] == BP_WRITE) {	/* pre-copy: the memfd keeps it */
+			store_slot_set(st, b->pg + i, b->crc[i], o->precopy);
 			changed = true;
 		} else if (b->kind[i] == BP_ZERO && store_slot_stored(st, b->pg + i)) {
 			store_slot_clear(st, b->pg + i);
 			changed = true;
+		} else if (b->kind[i] == BP_CLEAN && !o->precopy &&
+			   store_slot_resident(st, b->pg + i)) {
+			/* to be punched: stored alone.  Its slot and checksum
+			 * are durable already: written, not synced (store.h) */
+			store_slot_set_resident(st, b->pg + i, false);
+			flipped = true;
 		}
 	}
 	if (!changed) {
+		if (flipped)
+			b->err = store_slots_write(st, b->pg, b->n);
 		batch_punch(o, b);
 		return;
 	}
@@ -615,7 +662,9 @@ static int batch_submit(struct offload *o, struct batch *b,
 	return 0;
 }
 
-/* Pages in [from, to) of the memfd are holes: RESIDENT/ZERO -> ZERO. */
+/* Pages in [from, to) of the memfd are holes: RESIDENT/ZERO -> ZERO; a
+ * CLEAN one too (the VMM punched its memfd behind the pager: its slot is
+ * stale, and the tidy drops it with its map entry). */
 static void mark_holes(struct pager *p, struct pager_region *r, uint64_t from,
 		       uint64_t to)
 {
@@ -624,7 +673,7 @@ static void mark_holes(struct pager *p, struct pager_region *r, uint64_t from,
 
 	pthread_mutex_lock(&p->lock);
 	for (; pg < end; pg++)
-		if (pg_state(p, pg) == PAGE_RESIDENT)
+		if (pg_state(p, pg) == PAGE_RESIDENT || pg_state(p, pg) == PAGE_CLEAN)
 			pg_set(p, pg, PAGE_ZERO);
 	pthread_mutex_unlock(&p->lock);
 }
@@ -813,7 +862,7 @@ static void discard_stale_slots(struct pager *p)
 			for (uint64_t i = pg; i < pg + run && !named; i++)
 				named = store_slot_stored(&p->store, i);
 			if (named)
-				store_slots_forget(&p->store, pg, run);
+				store_slots_forget(&p->store, pg, run, false);
 			store_discard(&p->store, pg_store_off(pg), run * PAGER_PAGE_SIZE);
 			memset(&p->slot_data[pg], 0, run);
 		}

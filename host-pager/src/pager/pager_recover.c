@@ -7,9 +7,14 @@
  * What is true after any crash, by the durability rule of store.h: a page
  * the memfd holds is the guest's page (a punch never happened, or a
  * restore completed); a page the memfd lacks is in the store when the map
- * says so (its checksum with it), else it is zero.  So an interrupted
- * offload rolls back by itself (its unpunched pages are resident) and an
- * interrupted restore is finished by faults.
+ * says "stored" alone (its checksum with it), else it is zero: no entry,
+ * or one marked RESIDENT, whose page the VMM discarded (a balloon) after
+ * it came back.  So an interrupted offload rolls back by itself (its
+ * unpunched pages are resident) and an interrupted restore is finished by
+ * faults.  The entries of pages in the memfd, and of discarded ones, are
+ * cleared and written before anything runs: the pager that adopts the
+ * store counts every resident page as written, so the map holds exactly
+ * the pages out.
  *
  * The previous vmnapd left the mappers' ranges registered (registration
  * belongs to the VMM's mm, not to the reader), and may have read fault
@@ -54,6 +59,9 @@ static int memfd_extent(int fd, uint64_t off, uint64_t end, uint64_t *data_from,
 
 int pager_recover(struct pager *p)
 {
+	bool cleared = false;
+	int err;
+
 	for (unsigned int i = 0; i < p->nr_regions; i++) {
 		struct pager_region *r = &p->regions[i];
 		uint64_t off = r->memfd_off, end = r->memfd_off + r->size;
@@ -75,25 +83,36 @@ int pager_recover(struct pager *p)
 				if (!store_slot_stored(&p->store, pg))
 					continue;
 				p->rec_store_pages++;
-				if (o < from) {
+				if (o < from && !store_slot_resident(&p->store, pg)) {
 					pg_set(p, pg, PAGE_OFFLOADED);
 					p->rec_offloaded++;
-				} else {
-					p->rec_resident++;
+					continue;
 				}
+				if (o < from)
+					p->rec_discarded++;	/* zero: a hole */
+				else
+					p->rec_resident++;
+				store_slot_clear(&p->store, pg);
+				cleared = true;
 			}
 			off = to > off ? to : end;
 		}
 	}
+	err = cleared ? store_slots_write(&p->store, 0, p->npages) : 0;
+	if (err)	/* the map in memory is right; a later crash may not be */
+		log_warn(p->subject, "recovery: slot map of resident pages: %s",
+			 strerror(-err));
 	p->recovered = true;
 	/* register mappers as they come, like an offloaded VM's */
 	p->registered = true;
 	log_info(p->subject, "recovered store %s (id %s): %llu page(s) in the store map, "
 		 "%llu offloaded, %llu resident in the memfd (interrupted offload or "
-		 "restore)", p->store.path, p->store.id,
+		 "restore, or clean), %llu discarded by the VMM since they came back "
+		 "(zero)", p->store.path, p->store.id,
 		 (unsigned long long)p->rec_store_pages,
 		 (unsigned long long)p->rec_offloaded,
-		 (unsigned long long)p->rec_resident);
+		 (unsigned long long)p->rec_resident,
+		 (unsigned long long)p->rec_discarded);
 	return 0;
 }
 

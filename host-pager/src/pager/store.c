@@ -325,10 +325,10 @@ void store_close(struct store *s, bool remove)
 	s->slots = NULL;
 }
 
-void store_slot_set(struct store *s, uint64_t pg, uint32_t crc)
+void store_slot_set(struct store *s, uint64_t pg, uint32_t crc, bool resident)
 {
 	s->slots[pg].crc = htole32(crc);
-	s->slots[pg].flags = htole32(STORE_SLOT_STORED);
+	s->slots[pg].flags = htole32(STORE_SLOT_STORED | (resident ? STORE_SLOT_RESIDENT : 0));
 }
 
 void store_slot_clear(struct store *s, uint64_t pg)
@@ -342,16 +342,45 @@ bool store_slot_stored(const struct store *s, uint64_t pg)
 	return pg < s->npages && (le32toh(s->slots[pg].flags) & STORE_SLOT_STORED);
 }
 
-void store_slots_forget(struct store *s, uint64_t pg, uint64_t n)
+bool store_slot_resident(const struct store *s, uint64_t pg)
 {
+	return pg < s->npages && (le32toh(s->slots[pg].flags) & STORE_SLOT_RESIDENT);
+}
+
+void store_slot_set_resident(struct store *s, uint64_t pg, bool resident)
+{
+	uint32_t f = le32toh(s->slots[pg].flags);
+
+	if (f & STORE_SLOT_STORED)
+		s->slots[pg].flags = htole32(resident ? f | STORE_SLOT_RESIDENT :
+					     f & ~STORE_SLOT_RESIDENT);
+}
+
+int store_slots_write(struct store *s, uint64_t pg, uint64_t n)
+{
+	if (pg > s->npages || n > s->npages - pg)
+		return -ERANGE;
+	return pwrite_all(s->meta_fd, &s->slots[pg], n * sizeof(*s->slots),
+			  s->map_off + pg * sizeof(*s->slots));
+}
+
+void store_slots_forget(struct store *s, uint64_t pg, uint64_t n, bool keep)
+{
+	bool changed = false;
 	int err;
 
 	if (pg > s->npages || n > s->npages - pg)
 		return;
-	for (uint64_t i = pg; i < pg + n; i++)
-		store_slot_clear(s, i);
-	err = pwrite_all(s->meta_fd, &s->slots[pg], n * sizeof(*s->slots),
-			 s->map_off + pg * sizeof(*s->slots));
+	for (uint64_t i = pg; i < pg + n; i++) {
+		if (!store_slot_stored(s, i) || (keep && store_slot_resident(s, i)))
+			continue;
+		if (keep)
+			store_slot_set_resident(s, i, true);
+		else
+			store_slot_clear(s, i);
+		changed = true;
+	}
+	err = changed ? store_slots_write(s, pg, n) : 0;
 	if (err)
 		log_warn(NULL, "store %s: slot map: %s", s->path, strerror(-err));
 }
@@ -360,10 +389,7 @@ int store_slots_commit(struct store *s, uint64_t pg, uint64_t n)
 {
 	int err;
 
-	if (pg > s->npages || n > s->npages - pg)
-		return -ERANGE;
-	err = pwrite_all(s->meta_fd, &s->slots[pg], n * sizeof(*s->slots),
-			 s->map_off + pg * sizeof(*s->slots));
+	err = store_slots_write(s, pg, n);
 	if (!err && fdatasync(s->meta_fd) < 0)
 		err = -errno;
 	return err;

@@ -12,15 +12,27 @@
  *                    STORE_DATA_OFF + n * 4 KiB, written with O_DIRECT
  *                    where the file system allows it
  *   map_off          the slot map: per page 8 bytes, the crc32c of the
- *                    stored page and its flags (STORE_SLOT_STORED)
+ *                    stored page and its flags (STORE_SLOT_STORED,
+ *                    STORE_SLOT_RESIDENT)
  *
  * The durability rule the pager keeps: a page's memfd copy is punched only
- * after its slot and its map entry reached stable storage
- * (store_slots_commit: pwrite + fdatasync), and every other punch of guest
- * RAM clears the page's map entry durably first.  So after a crash, for
- * every page, either the memfd holds it (resident: it wins over a stale
- * entry) or the memfd has a hole and the map says whether the store holds
- * it (with its checksum) or it is zero.
+ * after its slot and its map entry (STORED, not RESIDENT) reached stable
+ * storage (store_slots_commit: pwrite + fdatasync), and every other punch
+ * of guest RAM by the pager clears the page's map entry durably first.  A
+ * page back in the memfd has its entry cleared, or, while its slot stays
+ * valid (a CLEAN page of dirty tracking), marked RESIDENT; the VMM may
+ * discard such a page itself (a balloon) at any time, and a hole under a
+ * RESIDENT entry is that discard.  So after a crash, for every page,
+ * either the memfd holds it (resident: it wins over any entry) or the
+ * memfd has a hole and the map says whether the store holds it (STORED
+ * alone, with its checksum) or it is zero (no entry, or RESIDENT).
+ *
+ * Entries are written without fdatasync where only a vmnapd that dies is
+ * guarded against: marking RESIDENT, clearing the entries of pages back
+ * in the memfd, and taking RESIDENT off a CLEAN page's entry before its
+ * punch (its slot and checksum are durable already).  The memfd does not
+ * outlive the host, and a store is adopted only under the VMM that made
+ * it, so a host crash leaves nothing the map must describe.
  *
  * The file is locked (flock, exclusive) while open: one vmnapd at a time.
  * The store id ties the file to one run of one VMM: the shim learns it in
@@ -49,6 +61,9 @@
 #define STORE_ID_HEX	33	/* 32 hex digits and a NUL */
 
 #define STORE_SLOT_STORED	0x1u	/* the slot holds the page */
+#define STORE_SLOT_RESIDENT	0x2u	/* ... and so does the memfd (the slot
+					 * stays valid until the page is written);
+					 * older vmnapd ignore it */
 
 /* One map entry as on disk (little endian). */
 struct store_slot {
@@ -100,18 +115,26 @@ int store_verify(struct store *s, const void *buf, uint64_t pg, uint64_t n);
 int store_write(struct store *s, const void *buf, size_t len, uint64_t off);
 /* Drop slots [off, off+len) from the file (space only; see the map). */
 void store_discard(struct store *s, uint64_t off, uint64_t len);
-/* Map entries in memory: page @pg stored with checksum @crc, or not. */
-void store_slot_set(struct store *s, uint64_t pg, uint32_t crc);
+/* Map entries in memory: page @pg stored with checksum @crc (and held by
+ * the memfd too if @resident), or not; RESIDENT set or taken off a
+ * stored entry. */
+void store_slot_set(struct store *s, uint64_t pg, uint32_t crc, bool resident);
 void store_slot_clear(struct store *s, uint64_t pg);
 bool store_slot_stored(const struct store *s, uint64_t pg);
+bool store_slot_resident(const struct store *s, uint64_t pg);
+void store_slot_set_resident(struct store *s, uint64_t pg, bool resident);
+/* Write map entries [pg, pg+n) as they are in memory, without fdatasync
+ * (see above for when that is enough).  -errno. */
+int store_slots_write(struct store *s, uint64_t pg, uint64_t n);
 /*
- * Pages [pg, pg+n) are back in the memfd: clear their map entries and
- * write them, without fdatasync (the memfd itself does not outlive the
- * host; this only keeps a vmnapd that dies from leaving entries that a
- * later discard of the page by the VMM would make look stored).  Only
- * after the pages are in the memfd.  Errors are logged: the memfd wins.
+ * Pages [pg, pg+n) are back in the memfd: clear their map entries, or
+ * with @keep mark the stored ones RESIDENT (their slots stay valid), and
+ * write them without fdatasync, so that a later discard of a page by the
+ * VMM never makes its old copy look stored to a vmnapd that died before
+ * it saw the discard.  Only after the pages are in the memfd.  Errors are
+ * logged: the memfd wins.
  */
-void store_slots_forget(struct store *s, uint64_t pg, uint64_t n);
+void store_slots_forget(struct store *s, uint64_t pg, uint64_t n, bool keep);
 /* Write map entries [pg, pg+n) and make them and every slot written so far
  * durable (fdatasync).  -errno. */
 int store_slots_commit(struct store *s, uint64_t pg, uint64_t n);

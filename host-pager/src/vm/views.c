@@ -108,10 +108,11 @@ json_t *pager_stats_json(struct pager *p)
 		json_object_set_new(o, "gpa_refused", json_integer((json_int_t)st.gpa_refused));
 		json_object_set_new(o, "recovered", json_boolean(st.recovered));
 		if (st.recovered)
-			json_object_set_new(o, "recovery", json_pack("{s:I,s:I,s:I}",
+			json_object_set_new(o, "recovery", json_pack("{s:I,s:I,s:I,s:I}",
 				"store_pages", (json_int_t)st.recovered_store_pages,
 				"offloaded", (json_int_t)st.recovered_offloaded,
-				"resident", (json_int_t)st.recovered_resident));
+				"resident", (json_int_t)st.recovered_resident,
+				"discarded", (json_int_t)st.recovered_discarded));
 		json_object_set_new(o, "store_id", json_string(st.store_id ? st.store_id : ""));
 		json_object_set_new(o, "dirty_tracking",
 				    json_string(pager_dirty_tracking_name(st.dirty_tracking)));
