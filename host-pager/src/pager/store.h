@@ -16,23 +16,29 @@
  *                    STORE_SLOT_RESIDENT)
  *
  * The durability rule the pager keeps: a page's memfd copy is punched only
- * after its slot and its map entry (STORED, not RESIDENT) reached stable
- * storage (store_slots_commit: pwrite + fdatasync), and every other punch
- * of guest RAM by the pager clears the page's map entry durably first.  A
- * page back in the memfd has its entry cleared, or, while its slot stays
- * valid (a CLEAN page of dirty tracking), marked RESIDENT; the VMM may
- * discard such a page itself (a balloon) at any time, and a hole under a
- * RESIDENT entry is that discard.  So after a crash, for every page,
- * either the memfd holds it (resident: it wins over any entry) or the
- * memfd has a hole and the map says whether the store holds it (STORED
- * alone, with its checksum) or it is zero (no entry, or RESIDENT).
+ * after its slot and its map entry (STORED with the checksum) reached
+ * stable storage (store_slots_commit: pwrite + fdatasync) and the entry
+ * is not marked RESIDENT, and every other punch of guest RAM by the pager
+ * clears the page's map entry durably first.  A page back in the memfd
+ * has its entry cleared, or, while its slot stays valid (a CLEAN page of
+ * dirty tracking), marked RESIDENT; the VMM may discard such a page
+ * itself (a balloon) at any time, and a hole under a RESIDENT entry is
+ * that discard.  So after a crash, for every page, either the memfd
+ * holds it (resident: it wins over any entry) or the memfd has a hole and
+ * the map says whether the store holds it (STORED alone, with its
+ * checksum) or it is zero (no entry, or RESIDENT).  One window stays: a
+ * discard in the few microseconds from a page's install to its entry's
+ * write, with vmnapd dying in them too, brings the old copy back (the
+ * entry cannot go first: a crash between would read the page as zero).
  *
- * Entries are written without fdatasync where only a vmnapd that dies is
- * guarded against: marking RESIDENT, clearing the entries of pages back
- * in the memfd, and taking RESIDENT off a CLEAN page's entry before its
- * punch (its slot and checksum are durable already).  The memfd does not
- * outlive the host, and a store is adopted only under the VMM that made
- * it, so a host crash leaves nothing the map must describe.
+ * Entries are written without fdatasync where no page's only copy rests
+ * on the write reaching the device: marking RESIDENT, clearing the
+ * entries of pages back in the memfd, and taking RESIDENT off a CLEAN
+ * page's entry before its punch (its slot and checksum were made durable,
+ * and any write error seen, when it was written).  What those writes
+ * guard against is a vmnapd that dies, and the page cache outlives it; a
+ * host crash ends the memfd and its VMM too, and a store is adopted only
+ * under the VMM that made it.
  *
  * The file is locked (flock, exclusive) while open: one vmnapd at a time.
  * The store id ties the file to one run of one VMM: the shim learns it in
