@@ -175,20 +175,13 @@ static void batch_settle_entries(struct offload *o, struct batch *b)
 	int err;
 
 	for (uint64_t i = 0; i < b->n; i++) {
-		uint64_t pg = b->pg + i;
 		/* the slot holds what the memfd does: a CLEAN page's, or one
 		 * pre-copy stored */
 		bool valid = b->kind[i] == BP_CLEAN ||
 			     (o->precopy && b->kind[i] == BP_WRITE && !b->err && !b->cancelled);
 
-		if (b->kind[i] == BP_SKIP || (!none_punched && b->kind[i] != BP_KEEP) ||
-		    !store_slot_stored(st, pg) || (valid && store_slot_resident(st, pg)))
-			continue;
-		if (valid)
-			store_slot_set_resident(st, pg, true);
-		else
-			store_slot_clear(st, pg);
-		changed = true;
+		if (b->kind[i] != BP_SKIP && (none_punched || b->kind[i] == BP_KEEP))
+			changed |= store_slot_in_memfd(st, b->pg + i, valid);
 	}
 	err = changed ? store_slots_write(st, b->pg, b->n) : 0;
 	if (err)

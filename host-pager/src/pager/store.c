@@ -364,6 +364,17 @@ int store_slots_write(struct store *s, uint64_t pg, uint64_t n)
 			  s->map_off + pg * sizeof(*s->slots));
 }
 
+bool store_slot_in_memfd(struct store *s, uint64_t pg, bool keep)
+{
+	if (!store_slot_stored(s, pg) || (keep && store_slot_resident(s, pg)))
+		return false;
+	if (keep)
+		store_slot_set_resident(s, pg, true);
+	else
+		store_slot_clear(s, pg);
+	return true;
+}
+
 void store_slots_forget(struct store *s, uint64_t pg, uint64_t n, bool keep)
 {
 	bool changed = false;
@@ -371,15 +382,8 @@ void store_slots_forget(struct store *s, uint64_t pg, uint64_t n, bool keep)
 
 	if (pg > s->npages || n > s->npages - pg)
 		return;
-	for (uint64_t i = pg; i < pg + n; i++) {
-		if (!store_slot_stored(s, i) || (keep && store_slot_resident(s, i)))
-			continue;
-		if (keep)
-			store_slot_set_resident(s, i, true);
-		else
-			store_slot_clear(s, i);
-		changed = true;
-	}
+	for (uint64_t i = pg; i < pg + n; i++)
+		changed |= store_slot_in_memfd(s, i, keep);
 	err = changed ? store_slots_write(s, pg, n) : 0;
 	if (err)
 		log_warn(NULL, "store %s: slot map: %s", s->path, strerror(-err));

@@ -129,6 +129,9 @@ void store_slot_clear(struct store *s, uint64_t pg);
 bool store_slot_stored(const struct store *s, uint64_t pg);
 bool store_slot_resident(const struct store *s, uint64_t pg);
 void store_slot_set_resident(struct store *s, uint64_t pg, bool resident);
+/* Page @pg is in the memfd: its stored entry cleared, or marked RESIDENT
+ * if @keep (in memory only).  True if the entry changed. */
+bool store_slot_in_memfd(struct store *s, uint64_t pg, bool keep);
 /* Write map entries [pg, pg+n) as they are in memory, without fdatasync
  * (see above for when that is enough).  -errno. */
 int store_slots_write(struct store *s, uint64_t pg, uint64_t n);
