@@ -469,21 +469,6 @@ static int mode_seq(const char *self, uint64_t mib)
 	return harness_finish(&h);
 }
 
-/*
- * Readahead copies a window into the mapping and only then takes the
- * pages out of IN_FLIGHT and counts them: a mapper reads them at once,
- * and may write them before that, or an offload begin.  A page written
- * while IN_FLIGHT is taken for dirty (safe, but not counted as a
- * write-hot restore), and one IN_FLIGHT at an offload stays resident
- * through it.  So the cycles wait for the last window's bookkeeping after
- * a read, before the writes: on a loaded machine the prefetch thread may
- * lag behind the mapper by a whole cycle.
- */
-static void settle(struct harness *h)
-{
-	(void)stats_settled(h);
-}
-
 /* The write loop's faults (one word written per page). */
 static long writeloop(struct harness *h)
 {
@@ -499,6 +484,14 @@ static long writeloop(struct harness *h)
  * offloaded; each cycle's writes must take @want faults, and an unwritten
  * cycle's offloads write only the pages that came back writable on their
  * block's sample (PAGER_HOT_SAMPLE_PAGES), which then start over with it.
+ *
+ * Each read is followed by stats_settled() (here and in hot_check):
+ * readahead copies a window into the mapping and only then takes the
+ * pages out of IN_FLIGHT and counts them, so a mapper may read and write
+ * them before that, or an offload begin.  A page written while IN_FLIGHT
+ * is taken for dirty (safe, but not counted as a write-hot restore), and
+ * one IN_FLIGHT at an offload stays resident through it; on a loaded
+ * machine the prefetch thread may lag behind the mapper by a whole cycle.
  */
 static void hot_cycles(struct harness *h, int *cycle, int n, uint64_t want, bool write)
 {
@@ -512,7 +505,7 @@ static void hot_cycles(struct harness *h, int *cycle, int n, uint64_t want, bool
 		vmm_cmd(h, ans, "touchall");
 		if (strncmp(ans, "ok", 2))
 			err = -1;
-		settle(h);
+		(void)stats_settled(h);
 		flt = write ? writeloop(h) : 0;
 		if (flt != (long)want)
 			bad++;
@@ -558,7 +551,7 @@ static void hot_check(struct harness *h, int *cycle, uint64_t npages)
 	int err;
 
 	vmm_cmd(h, ans, "touchall");
-	settle(h);
+	(void)stats_settled(h);
 	flt = writeloop(h);
 	err = strncmp(ans, "ok", 2) || offload(h);
 	st = stats(h, NULL);

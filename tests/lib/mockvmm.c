@@ -339,14 +339,12 @@ static const char *discard(struct vmm *v, uint64_t lo, uint64_t hi, const char *
 		r = madvise(a, len, MADV_REMOVE);
 	} else if (!strcmp(how, "dontneed")) {
 		r = madvise(a, len, MADV_DONTNEED);
-	} else if (!strcmp(how, "qemu")) {	/* ram_block_discard_range() */
+	} else if (!strcmp(how, "qemu") || !strcmp(how, "memfd")) {
+		/* ram_block_discard_range(), or its punch alone: no event */
 		r = fallocate(v->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			      (off_t)(lo * PAGE), (off_t)len);
-		if (!r)
+		if (!r && !strcmp(how, "qemu"))
 			r = madvise(a, len, MADV_DONTNEED);
-	} else if (!strcmp(how, "memfd")) {	/* the punch alone: no event */
-		r = fallocate(v->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      (off_t)(lo * PAGE), (off_t)len);
 	} else {
 		return "unknown discard";
 	}
