@@ -190,7 +190,7 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_prefetch_pages_total", "counter", "pages brought back by prefetch",
 	      st.prefetch_pages);
 	GAUGE("vmnap_fault_around_pages", "gauge",
-	      "fault-around window now (adapts from hits between 1 and its max)",
+	      "fault-around window now (adapts by cost between 1 and its max)",
 	      st.fault_around_pages);
 	GAUGE("vmnap_fault_around_installed_pages_total", "counter",
 	      "pages fault-around put into the memfd unmapped", st.fault_around_installed);

@@ -259,10 +259,9 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	}
 	p->subject = p->subject_own;
 	p->cfg = *cfg;
-	/* fault-around starts at one page and grows on evidence of used
-	 * neighbours (pager_ws_cycle_end): a VM's first resume from an
-	 * offload, with nothing learned, would otherwise read whole blocks
-	 * for every random fault on its way to the guest's answer */
+	/* fault-around starts at one page, nothing known, and grows on
+	 * evidence that the neighbours spare more than they cost
+	 * (pager_ws_cycle_end) */
 	p->fa_window = 1;
 	p->restore = (enum pager_restore)cfg->restore;
 	p->next_restore = PAGER_RESTORE_POLICY;
@@ -1302,6 +1301,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_around_installed = p->fa_installed;
 	st->fault_around_hits = p->fa_hits;
 	st->fault_around_misses = p->fa_misses;
+	pager_fa_costs_locked(p, &st->fault_around_fault_ns, &st->fault_around_page_ns);
 	st->fault_sequential = p->seq_faults;
 	st->follow_pages = p->fol_on ? p->cfg.follow_pages : 0;
 	st->follow_queued = p->fol_queued;
@@ -1402,6 +1402,7 @@ void pager_set_fault_around(struct pager *p, uint32_t pages)
 	pthread_mutex_lock(&p->lock);
 	p->cfg.fault_around_pages = pages;
 	p->fa_window = pages;
+	p->fa_acc_hits = p->fa_acc_misses = 0;
 	pthread_mutex_unlock(&p->lock);
 }
 

@@ -48,7 +48,7 @@
 #define PAGER_MAX_MAPPERS	16	/* processes mapping one VM's RAM */
 #define PAGER_LAT_BUCKETS	32	/* fault latency: power-of-2 µs buckets */
 #define PAGER_MAX_FAULT_AROUND	256	/* pages (1 MiB) */
-#define PAGER_DEFAULT_FAULT_AROUND	16	/* the adaptive window's max */
+#define PAGER_DEFAULT_FAULT_AROUND	8	/* the adaptive window's max */
 /* Sequential fault streams followed per mapper at once: a guest walking
  * one buffer interleaves its faults with others (its kernel's, other
  * tasks'), which would end a single stream at every stray fault. */
@@ -275,6 +275,10 @@ struct pager_stats {
 	 * ones a mapper mapped by the next offload (hits) or not (misses) */
 	uint32_t fault_around_pages, fault_around_max;
 	uint64_t fault_around_installed, fault_around_hits, fault_around_misses;
+	/* what the window is chosen by: a random fault's mean service time
+	 * (what a hit spares) and one neighbour's cost (its share of a
+	 * larger store read and its memfd write), ns */
+	uint64_t fault_around_fault_ns, fault_around_page_ns;
 	uint64_t fault_sequential;	/* faults served as a sequential
 					 * stream's (a doubling window) */
 	/* fault-order prefetch: pages queued after a fault; of them, put

@@ -25,10 +25,15 @@
  * maps with no round trip here.  At each offload's cycle end
  * (pager_ws_cycle_end) the marked pages some mapper maps are hits, the
  * rest misses, and the window (p->fa_window, 1 .. fault_around_pages,
- * starting at 1) doubles on >= 1/2 hits and halves on < 1/4.  At window
- * 1 nothing is installed: a fault whose pair buddy page was touched
- * earlier in the cycle, or that continues a sequential stream, counts as
- * a hit instead.
+ * starting at 1) doubles or halves by what the hits spared (a fault's
+ * service time each) against what the neighbours cost (their share of
+ * the reads, measured here: pager_fa_cost_*_locked).  At window 1 nothing
+ * is installed: a fault whose pair buddy page was touched earlier in the
+ * cycle, or that continues a sequential stream, counts as a hit instead.
+ * From a resume to its delivery (the resume-critical window), and in a
+ * guest timer's cycle, a random fault reads its own page only and is not
+ * counted: the guest's answer waits on it, and a timer's few scattered
+ * faults say nothing of the commands'.
  *
  * A process that exited (ESRCH) is not an error: its mapper is dropped.
  * A fault that cannot be served (the store read or UFFDIO_COPY failed) is
@@ -79,6 +84,7 @@ struct fault_ctx {
 	struct stuck_fault stuck[MAX_STUCK_FAULTS];
 	unsigned int nstuck;
 	uint64_t retry_at_ns;
+	bool random;			/* this fault was served as a random one */
 };
 
 void pager_fault_kick(struct pager *p)
@@ -309,13 +315,20 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 			   uint64_t fault_addr, bool write)
 {
 	struct pager *p = fc->p;
-	uint64_t around = p->fa_window, start, n, host, eexist = 0, t_read;
-	bool wp = m->wp, seq = false, wstream = false, wpage, spread;
+	uint64_t around, start, n, host, eexist = 0, t_read, t_inst = 0;
+	bool wp = m->wp, seq = false, wstream = false, wpage, spread, fa_on;
 	struct pager_wplan plan = { .how = PAGER_WMAP_PROTECTED };
 	struct pager_stream cur = { 0 };
 	unsigned int k;
 	int err;
 
+	/* Fault-around serves the agent's commands: from a resume to its
+	 * delivery the guest's answer waits on every fault (the
+	 * resume-critical set is what spares these faults next time), and a
+	 * guest timer's cycle touches a few scattered pages.  There each
+	 * fault reads its own page only, and is no evidence for the window. */
+	fa_on = p->cycle_data && !p->crit_recording;
+	around = fa_on ? p->fa_window : 1;
 	/* Sequential: the fault lands after the last run of one of the
 	 * streams, at most a window beyond where it (and its readahead)
 	 * ended; resident pages in between are skipped by the mapper without
@@ -336,7 +349,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		cur.window = (uint32_t)window;
 		seq = true;
 		p->seq_faults++;
-		if (around == 1) {	/* neighbours used: a hit at window 1 */
+		if (fa_on && around == 1) {	/* neighbours used: a hit at window 1 */
 			p->fa_w1_faults++;
 			p->fa_w1_near++;
 		}
@@ -355,7 +368,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 		/* a new stream may start here: it takes the least recent's place */
 		k = PAGER_STREAMS - 1;
 		cur.window = (uint32_t)around;
-		if (around == 1) {
+		if (fa_on && around == 1) {
 			uint64_t buddy = r->first_page + ((pg - r->first_page) ^ 1);
 
 			p->fa_w1_faults++;
@@ -419,8 +432,12 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	t_read = now_ns();
 	err = store_read(&p->store, fc->buf, n * PAGER_PAGE_SIZE, pg_store_off(start));
 	t_read = now_ns() - t_read;
-	if (!err && spread && install_neighbours(r, start, n, pg, fc->buf))
-		spread = false;	/* mapped whole below (EEXIST for those put in) */
+	if (!err && spread) {
+		t_inst = now_ns();
+		if (install_neighbours(r, start, n, pg, fc->buf))
+			spread = false;	/* mapped whole below (EEXIST for those put in) */
+		t_inst = now_ns() - t_inst;
+	}
 	if (!err && spread)
 		err = uffd_copy(m->uffd, host + (pg - start) * PAGER_PAGE_SIZE,
 				(const char *)fc->buf + (pg - start) * PAGER_PAGE_SIZE,
@@ -433,6 +450,9 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	pthread_mutex_lock(&p->lock);
 	p->eexist += eexist;
 	p->fault_read_ns_sum += t_read;
+	if (!err)
+		pager_fa_cost_read_locked(p, n, t_read + t_inst);
+	fc->random = !seq;
 	if (err) {
 		pager_finish_run_locked(p, start, n, false);
 		return err;
@@ -573,6 +593,7 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 	pthread_mutex_lock(&p->lock);
 	t_locked = now_ns();
 	seq0 = p->seq_faults;
+	fc->random = false;
 	/* counted before the faulter is woken (UFFDIO_COPY, ZEROPAGE, WAKE):
 	 * what it does next (a delivery, a stats read) sees this fault */
 	if (!retry) {
@@ -644,6 +665,8 @@ static int handle_fault(struct fault_ctx *fc, struct pager_mapper *m,
 		p->fault_lat_ns_sum += lat;
 		if (p->seq_faults != seq0)
 			p->fault_seq_ns_sum += lat;
+		if (fc->random && !err)
+			pager_fa_cost_fault_locked(p, lat);
 	}
 	unregister = pager_unregister_due_locked(p);
 	pthread_mutex_unlock(&p->lock);

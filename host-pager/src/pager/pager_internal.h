@@ -172,7 +172,17 @@ struct pager {
 					 * installed (or queued), not counted */
 	uint32_t fa_window;
 	uint64_t fa_w1_faults, fa_w1_near;	/* this cycle, at window 1 */
+	uint64_t fa_acc_hits, fa_acc_misses;	/* since the window was last
+						 * decided */
 	uint64_t fa_installed, fa_hits, fa_misses;	/* totals */
+	/* what a hit saves and a neighbour costs, measured (halved past
+	 * FA_COST_DECAY faults): the service time of random faults, and the
+	 * fault thread's store reads of one page and of more (their pages
+	 * beyond the first; with a random fault's memfd writes of its
+	 * neighbours) */
+	uint64_t fac_faults, fac_fault_ns;
+	uint64_t fac_single, fac_single_ns;
+	uint64_t fac_multi, fac_multi_ns, fac_multi_extra;
 	uint64_t seq_faults;		/* served as a sequential stream's */
 	/* fault-order prefetch (pager_follow.c; under lock): the pages the
 	 * last data cycles brought back, in the order first asked for (a
@@ -490,6 +500,14 @@ void pager_prefetch_quiesce(struct pager *p);
  * the background that a mapper maps now count as touched, and this cycle's
  * touched pages become the working set.  Neither lock held. */
 void pager_ws_cycle_end(struct pager *p);
+/* Fault-around's costs, measured: a fault-thread store read of @n pages
+ * taking @ns (with the memfd writes of a random fault's neighbours), the
+ * service time @ns of a random fault.  Lock held. */
+void pager_fa_cost_read_locked(struct pager *p, uint64_t n, uint64_t ns);
+void pager_fa_cost_fault_locked(struct pager *p, uint64_t ns);
+/* What fault-around weighs now: a random fault's mean service time and a
+ * neighbour's cost, ns (the defaults until measured).  Lock held. */
+void pager_fa_costs_locked(const struct pager *p, uint64_t *fault_ns, uint64_t *page_ns);
 
 
 /* pager_follow.c */

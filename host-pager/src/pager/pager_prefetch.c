@@ -534,32 +534,108 @@ out:
 	return all;
 }
 
+/* The measured sums are halved past this many random faults: recent
+ * costs weigh more. */
+#define FA_COST_DECAY		65536
+/* Until both kinds of read have been seen: what a neighbour costs (its
+ * share of a larger store read and its memfd write; some 5 us on this
+ * project's build machine) and what a random fault costs. */
+#define FA_PAGE_NS_DEFAULT	5000
+#define FA_FAULT_NS_DEFAULT	100000
+/* The window moves on this many samples (neighbours, or stand-ins at
+ * window 1) at least, gathered over as many cycles as it takes: a guest
+ * timer's cycle may fault only a few pages. */
+#define FA_MIN_SAMPLES		64
+
+void pager_fa_cost_read_locked(struct pager *p, uint64_t n, uint64_t ns)
+{
+	if (n == 1) {
+		p->fac_single++;
+		p->fac_single_ns += ns;
+	} else if (n > 1) {
+		p->fac_multi++;
+		p->fac_multi_ns += ns;
+		p->fac_multi_extra += n - 1;
+	}
+}
+
+void pager_fa_cost_fault_locked(struct pager *p, uint64_t ns)
+{
+	p->fac_faults++;
+	p->fac_fault_ns += ns;
+	if (p->fac_faults >= FA_COST_DECAY) {
+		uint64_t *sum[] = { &p->fac_faults, &p->fac_fault_ns, &p->fac_single,
+				    &p->fac_single_ns, &p->fac_multi, &p->fac_multi_ns,
+				    &p->fac_multi_extra };
+
+		for (size_t i = 0; i < sizeof(sum) / sizeof(sum[0]); i++)
+			*sum[i] /= 2;
+	}
+}
+
+/* What one neighbour costs, ns: the time a read of more pages takes over
+ * one of a single page, per page beyond the first. */
+static uint64_t fa_page_ns(const struct pager *p)
+{
+	uint64_t single;
+
+	if (!p->fac_single || !p->fac_multi || !p->fac_multi_extra)
+		return FA_PAGE_NS_DEFAULT;
+	single = p->fac_single_ns / p->fac_single;
+	if (p->fac_multi_ns <= p->fac_multi * single)
+		return 1;	/* no dearer than one page: next to free */
+	return (p->fac_multi_ns - p->fac_multi * single) / p->fac_multi_extra;
+}
+
+void pager_fa_costs_locked(const struct pager *p, uint64_t *fault_ns, uint64_t *page_ns)
+{
+	*fault_ns = p->fac_faults ? p->fac_fault_ns / p->fac_faults : FA_FAULT_NS_DEFAULT;
+	*page_ns = fa_page_ns(p);
+}
+
 /*
- * The fault-around window for the next cycle, from this cycle's @hits of
- * @hits + @misses samples: double on >= 1/2 hits, halve on < 1/4, up to
- * cfg.fault_around_pages and down to 1 (the swap readahead's way).  Lock
- * held.
+ * The fault-around window for the next cycle, by cost, from the @hits of
+ * @hits + @misses neighbours installed in this cycle and in those before
+ * it since the window was last decided (FA_MIN_SAMPLES at least): a hit
+ * spared a random fault's service time, every neighbour cost its share of
+ * a larger store read and its memfd write.  The window doubles while what
+ * the hits spared is at least twice what the neighbours cost, halves once
+ * it is less than they cost, between 1 and cfg.fault_around_pages (the
+ * bound on memory brought in unused).  At window 1 nothing is installed:
+ * the stand-ins count, each fault a neighbour that window 2 would have
+ * installed.  A neighbour costs a few us where a fault costs a store read
+ * and a userfaultfd round trip, so a window pays even when most of what
+ * it installs goes unused.  Lock held.
  */
 static void fa_adapt_locked(struct pager *p, uint64_t hits, uint64_t misses)
 {
 	uint32_t w = p->fa_window, max = p->cfg.fault_around_pages;
+	uint64_t fault_ns, page_ns, saved, cost;
 
 	if (w == 1) {	/* nothing installed: the window-1 stand-ins */
 		hits = p->fa_w1_near;
 		misses = p->fa_w1_faults - p->fa_w1_near;
 	}
-	if (!hits && !misses)
+	p->fa_acc_hits += hits;
+	p->fa_acc_misses += misses;
+	if (p->fa_acc_hits + p->fa_acc_misses < FA_MIN_SAMPLES)
 		return;
-	if (hits * 2 >= hits + misses)
+	hits = p->fa_acc_hits;
+	misses = p->fa_acc_misses;
+	p->fa_acc_hits = p->fa_acc_misses = 0;
+	pager_fa_costs_locked(p, &fault_ns, &page_ns);
+	saved = hits * fault_ns;
+	cost = (hits + misses) * page_ns;
+	if (saved >= 2 * cost)
 		w = w * 2 > max ? max : w * 2;
-	else if (hits * 4 < hits + misses)
+	else if (saved < cost)
 		w = w / 2 ? w / 2 : 1;
 	p->fa_window = w;
 }
 
 void pager_ws_cycle_end(struct pager *p)
 {
-	uint64_t ws = 0, hits = 0, misses = 0;
+	uint64_t ws = 0, hits = 0, misses = 0, fault_ns, page_ns;
 	uint32_t fa0, fa1;
 	bool keep, known, data, recurring;
 
@@ -602,14 +678,17 @@ void pager_ws_cycle_end(struct pager *p)
 		fa_adapt_locked(p, hits, misses);
 	p->fa_w1_faults = p->fa_w1_near = 0;
 	fa1 = p->fa_window;
+	pager_fa_costs_locked(p, &fault_ns, &page_ns);
 	pthread_mutex_unlock(&p->lock);
 	log_debug(p->subject, "working set: %llu page(s) %s%s; "
-		  "fault-around %llu of %llu page(s) used, window %u -> %u%s",
+		  "fault-around %llu of %llu page(s) used (a fault %llu us, a "
+		  "neighbour %.1f us), window %u -> %u%s",
 		  (unsigned long long)ws,
 		  recurring ? "touched in each of the last two data cycles" :
 			      "touched in the last cycle",
 		  recurring ? (data ? "" : " (kept: no data this cycle)") :
 			      keep ? " (added: an overridden resume)" : "",
-		  (unsigned long long)hits, (unsigned long long)(hits + misses), fa0,
+		  (unsigned long long)hits, (unsigned long long)(hits + misses),
+		  (unsigned long long)(fault_ns / 1000), page_ns / 1000.0, fa0,
 		  fa1, known ? "" : " (a mapper's pagemap unreadable: kept)");
 }

@@ -55,12 +55,14 @@ json_t *pager_stats_json(struct pager *p)
 		json_object_set_new(o, "resident_async", json_pack("{s:I,s:I}",
 			"asked", (json_int_t)st.resident_asked,
 			"failed", (json_int_t)st.resident_failed));
-		json_object_set_new(o, "fault_around", json_pack("{s:i,s:i,s:I,s:I,s:I,s:I}",
+		json_object_set_new(o, "fault_around", json_pack("{s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I}",
 			"pages", (int)st.fault_around_pages,
 			"max", (int)st.fault_around_max,
 			"installed", (json_int_t)st.fault_around_installed,
 			"hits", (json_int_t)st.fault_around_hits,
 			"misses", (json_int_t)st.fault_around_misses,
+			"fault_ns", (json_int_t)st.fault_around_fault_ns,
+			"page_ns", (json_int_t)st.fault_around_page_ns,
 			"sequential", (json_int_t)st.fault_sequential));
 		json_object_set_new(o, "follow", json_pack("{s:i,s:I,s:I,s:I,s:I,s:I}",
 			"pages", (int)st.follow_pages,
