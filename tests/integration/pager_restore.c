@@ -812,6 +812,34 @@ static void fa_view_cb(struct harness *h, void *arg)
 	json_decref(o);
 }
 
+/* Resumed into a cycle where fault-around is off (@off): touching page
+ * @at brings that page alone; once @on_cb has run on the loop (@on), a
+ * fault at @at + FA_APART installs the window's neighbours.  Stats from
+ * after the pre-resume restore (the resume-critical set's pages). */
+static void fa_off_then_on(struct harness *h, uint64_t at, const char *off,
+			   void (*on_cb)(struct harness *, void *), const char *on)
+{
+	struct pager_stats st0 = stats_settled(h), st;
+	uint32_t w = st0.fault_around_pages;
+
+	tap(touch_stride(h, at, at + 1, 1), "page %llu touched %s", (unsigned long long)at, off);
+	st = stats_settled(h);
+	tap(w > 1 && st.fault_around_installed == st0.fault_around_installed &&
+	    st0.pages[PAGE_OFFLOADED] - st.pages[PAGE_OFFLOADED] == 1,
+	    "%s: window %u, %llu neighbours installed, %llu page(s) brought in "
+	    "(want 0 and 1)", off, w,
+	    (unsigned long long)(st.fault_around_installed - st0.fault_around_installed),
+	    (unsigned long long)(st0.pages[PAGE_OFFLOADED] - st.pages[PAGE_OFFLOADED]));
+	on_loop(h, on_cb, NULL);
+	st0 = st;
+	tap(touch_stride(h, at + FA_APART, at + FA_APART + 1, 1), "page %llu touched %s",
+	    (unsigned long long)(at + FA_APART), on);
+	st = stats_settled(h);
+	tap(st.fault_around_installed - st0.fault_around_installed == w - 1,
+	    "%s: %llu neighbours installed (want %u)", on,
+	    (unsigned long long)(st.fault_around_installed - st0.fault_around_installed), w - 1);
+}
+
 static int mode_faround(const char *self, uint64_t mib)
 {
 	struct harness h = { 0 };
@@ -934,62 +962,21 @@ static int mode_faround(const char *self, uint64_t mib)
 	tap(!offload(&h), "offload");
 	{
 		struct restore_call c = { .how = PAGER_RESTORE_POLICY };
-		uint64_t at = npages / 2 - (npages / 2) % FA_APART;
 
-		st0 = stats(&h, NULL);
-		w = st0.fault_around_pages;
 		on_loop(&h, resume_cb, &c);
-		tap(touch_stride(&h, at, at + 1, 1), "page %llu touched before the delivery",
-		    (unsigned long long)at);
-		st = stats_settled(&h);
-		tap(w > 1 && st.fault_around_installed == st0.fault_around_installed &&
-		    st0.pages[PAGE_OFFLOADED] - st.pages[PAGE_OFFLOADED] == 1,
-		    "before the delivery: window %u, %llu neighbours installed, %llu "
-		    "page(s) brought in (want 0 and 1)", w,
-		    (unsigned long long)(st.fault_around_installed - st0.fault_around_installed),
-		    (unsigned long long)(st0.pages[PAGE_OFFLOADED] - st.pages[PAGE_OFFLOADED]));
-		on_loop(&h, delivered_cb, NULL);
-		st0 = st;
-		tap(touch_stride(&h, at + FA_APART, at + FA_APART + 1, 1), "page %llu touched "
-		    "after it", (unsigned long long)(at + FA_APART));
-		st = stats_settled(&h);
-		tap(st.fault_around_installed - st0.fault_around_installed == w - 1,
-		    "after the delivery: %llu neighbours installed (want %u)",
-		    (unsigned long long)(st.fault_around_installed - st0.fault_around_installed),
-		    w - 1);
+		fa_off_then_on(&h, npages / 2 - (npages / 2) % FA_APART, "before the delivery",
+			       delivered_cb, "after the delivery");
 	}
-
 	/* a guest timer's cycle (its resume names the restore): faults bring
 	 * their own page only, until data arrives in it */
 	tap(!offload(&h), "offload");
 	{
 		struct restore_call c = { .how = PAGER_RESTORE_LAZY };
-		uint64_t at = npages / 2 - (npages / 2) % FA_APART + 2 * FA_APART;
 
 		on_loop(&h, resume_cb, &c);
 		on_loop(&h, delivered_cb, NULL);
-		/* after the pre-resume restore (the page touched before the
-		 * last delivery is in the resume-critical set now) */
-		st0 = stats_settled(&h);
-		w = st0.fault_around_pages;
-		tap(touch_stride(&h, at, at + 1, 1), "page %llu touched in a timer's cycle",
-		    (unsigned long long)at);
-		st = stats_settled(&h);
-		tap(w > 1 && st.fault_around_installed == st0.fault_around_installed &&
-		    st0.pages[PAGE_OFFLOADED] - st.pages[PAGE_OFFLOADED] == 1,
-		    "a timer's cycle: window %u, %llu neighbours installed, %llu page(s) "
-		    "brought in (want 0 and 1)", w,
-		    (unsigned long long)(st.fault_around_installed - st0.fault_around_installed),
-		    (unsigned long long)(st0.pages[PAGE_OFFLOADED] - st.pages[PAGE_OFFLOADED]));
-		on_loop(&h, data_arrived_cb, NULL);
-		st0 = st;
-		tap(touch_stride(&h, at + FA_APART, at + FA_APART + 1, 1), "page %llu touched "
-		    "once data arrived", (unsigned long long)(at + FA_APART));
-		st = stats_settled(&h);
-		tap(st.fault_around_installed - st0.fault_around_installed == w - 1,
-		    "once data arrived: %llu neighbours installed (want %u)",
-		    (unsigned long long)(st.fault_around_installed - st0.fault_around_installed),
-		    w - 1);
+		fa_off_then_on(&h, npages / 2 - (npages / 2) % FA_APART + 2 * FA_APART,
+			       "in a timer's cycle", data_arrived_cb, "once data arrived");
 	}
 	vmm_cmd(&h, ans, "verify 2 2");
 	tap(!strcmp(ans, "ok"), "every page as written in round 2 (%s)", ans);
