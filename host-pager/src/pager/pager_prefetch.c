@@ -542,9 +542,9 @@ out:
  * project's build machine) and what a random fault costs. */
 #define FA_PAGE_NS_DEFAULT	5000
 #define FA_FAULT_NS_DEFAULT	100000
-/* The window moves on this many samples (neighbours, or stand-ins at
- * window 1) at least, gathered over as many cycles as it takes: a guest
- * timer's cycle may fault only a few pages. */
+/* The window is decided on this many samples (neighbours, or stand-ins
+ * at window 1) at least, gathered over as many cycles as it takes: a
+ * short command faults only a few pages. */
 #define FA_MIN_SAMPLES		64
 
 void pager_fa_cost_read_locked(struct pager *p, uint64_t n, uint64_t ns)
