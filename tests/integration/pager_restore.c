@@ -922,7 +922,8 @@ static int mode_faround(const char *self, uint64_t mib)
 		misses = v.misses - (json_int_t)st.fault_around_misses;
 		saved = hits * v.fault_ns;
 		cost = (hits + misses) * v.page_ns;
-		want_w = saved >= 2 * cost ? w : saved < cost ? w / 2 : w;
+		/* at its max the window cannot double: it holds or halves */
+		want_w = saved < cost ? w / 2 : w;
 		tap(w == FA_MAX && hits == (json_int_t)singles &&
 		    misses == (json_int_t)(singles * (FA_MAX - 2)),
 		    "sparse: at window %u, %lld hits and %lld misses (want %llu and %llu)",
