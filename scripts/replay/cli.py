@@ -158,6 +158,8 @@ def cmd_table(args):
             ("delivery_unthrottled_p99_ms", "unthrottled deliv. p99 ms", "{:.1f}"),
             ("delivery_offloaded_n", "deliv. after offload", "{:.0f}"),
             ("delivery_offloaded_p99_ms", "deliv. p99 after offload ms", "{:.1f}"),
+            ("delivery_paused_n", "deliv. after pause", "{:.0f}"),
+            ("delivery_paused_p99_ms", "deliv. p99 after pause ms", "{:.1f}"),
             ("offloaded_bytes", "offloaded MiB", "{:.0f}"),
             ("store_written_bytes", "store written MiB", "{:.0f}"),
             ("resume_vmm_p99_ms", "resume VMM p99 ms", "{:.1f}"),

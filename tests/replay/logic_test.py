@@ -509,4 +509,41 @@ def _():
         shutil.rmtree(d)
 
 
+@t("table: a cohort's deliveries after an offload and after a pause, each with its p99")
+def _():
+    import contextlib
+    import io
+    import shutil
+    d = tempfile.mkdtemp()
+    cohorts = {"baseline": {"runs": 1, "delivery_p99_ms": 9.4},
+               "pause": {"runs": 1, "delivery_paused_n": 19, "delivery_paused_p99_ms": 9.137},
+               "offload": {"runs": 1, "delivery_offloaded_n": 17, "delivery_offloaded_p99_ms": 12.788,
+                           "delivery_paused_n": 1, "delivery_paused_p99_ms": 17.724},
+               "swap": {"runs": 0, "skipped": "not in --cohorts"}}
+    with open(os.path.join(d, "summary.json"), "w") as f:
+        json.dump({"vms": 1, "repeats": 1, "trajectory": "t.jsonl", "trajectory_steps": 3,
+                   "trajectory_wait_s": 1.0, "run_id": "t", "cohorts": cohorts}, f)
+    with open(os.path.join(d, "validation.json"), "w") as f:
+        json.dump({"measurement_integrity_passed": True, "max_sampling_gap_ms": 1, "lost_events": 0,
+                   "lost_events_vmnapd": 0, "checks_total": 2, "checks_failed": 0}, f)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            assert cli.cmd_table(types.SimpleNamespace(run_dir=d)) == 0
+    finally:
+        shutil.rmtree(d)
+    lines = out.getvalue().splitlines()
+    head = next(ln for ln in lines if ln.startswith("| cohort |"))
+    titles = [c.strip() for c in head.strip("|").split("|")]
+    rows = {ln.split("|")[1].strip(): [c.strip() for c in ln.strip("|").split("|")]
+            for ln in lines if ln.startswith("| ") and not ln.startswith("| cohort |")}
+    col = {k: titles.index(k) for k in ("deliv. after offload", "deliv. p99 after offload ms",
+                                         "deliv. after pause", "deliv. p99 after pause ms")}
+    pause, off, base = rows["pause"], rows["offload"], rows["baseline"]
+    assert [pause[col[k]] for k in col] == ["-", "-", "19", "9.1"], pause
+    assert [off[col[k]] for k in col] == ["17", "12.8", "1", "17.7"], off
+    assert [base[col[k]] for k in col] == ["-"] * 4, base
+    assert "skipped: not in --cohorts" in rows["swap"][1], rows["swap"]
+
+
 sys.exit(tap.done())
