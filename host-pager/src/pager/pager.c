@@ -234,6 +234,38 @@ static int regions_init(struct pager *p, const struct pager_region_desc *rd,
 	return 0;
 }
 
+/*
+ * Close and free all that pager_create() sets up (what it got so far, on
+ * its way out of a failure), removing the store file if @remove.  The
+ * threads are stopped and the eventfds out of the loop.
+ */
+static void release(struct pager *p, bool remove)
+{
+	int *fds[] = { &p->fault_wake_fd, &p->offload_done_fd, &p->error_fd,
+		       &p->resident_fd };
+
+	pager_critical_release(p);
+	store_close(&p->store, remove);
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+	free(p->state);
+	free(p->hot);
+	free(p->hot_streak);
+	free(p->fa);
+	free(p->ws_data_prev);
+	free(p->slot_data);
+	pager_follow_free(p);
+	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->reg_lock);
+	pthread_cond_destroy(&p->state_cv);
+	pthread_cond_destroy(&p->prefetch_cv);
+	pthread_cond_destroy(&p->resident_cv);
+	pthread_cond_destroy(&p->offload_cv);
+	free(p->subject_own);
+	free(p);
+}
+
 static int pager_create(struct loop *loop, const char *subject, const char *name,
 			const struct pager_config *cfg, const struct pager_region_desc *rd,
 			unsigned int nr, const char *store_id, void *owner,
@@ -362,30 +394,7 @@ fail_loop:
 	loop_del_fd(p->loop, p->error_fd);
 	loop_del_fd(p->loop, p->resident_fd);
 fail:
-	if (p->fault_wake_fd >= 0)
-		close(p->fault_wake_fd);
-	if (p->offload_done_fd >= 0)
-		close(p->offload_done_fd);
-	if (p->error_fd >= 0)
-		close(p->error_fd);
-	if (p->resident_fd >= 0)
-		close(p->resident_fd);
-	store_close(&p->store, false);
-	free(p->state);
-	free(p->hot);
-	free(p->hot_streak);
-	free(p->fa);
-	free(p->ws_data_prev);
-	free(p->slot_data);
-	pager_follow_free(p);
-	pthread_mutex_destroy(&p->lock);
-	pthread_mutex_destroy(&p->reg_lock);
-	pthread_cond_destroy(&p->state_cv);
-	pthread_cond_destroy(&p->prefetch_cv);
-	pthread_cond_destroy(&p->resident_cv);
-	pthread_cond_destroy(&p->offload_cv);
-	free(p->subject_own);
-	free(p);
+	release(p, false);
 	return err;
 }
 
@@ -516,12 +525,7 @@ static void teardown(struct pager *p, bool live, bool remove)
 		struct pager_mapper *m = p->mappers;
 
 		p->mappers = m->next;
-		close(m->uffd);
-		if (m->pagemap_fd >= 0)
-			close(m->pagemap_fd);
-		if (m->pidfd >= 0)
-			close(m->pidfd);
-		free(m);
+		pager_mapper_free(m);
 	}
 	for (unsigned int i = 0; i < p->nr_regions; i++) {
 		bool dup = false;
@@ -531,28 +535,8 @@ static void teardown(struct pager *p, bool live, bool remove)
 		if (p->regions[i].memfd >= 0 && !dup)
 			close(p->regions[i].memfd);
 	}
-	pager_critical_release(p);
-	store_close(&p->store, remove);
-	close(p->fault_wake_fd);
-	close(p->offload_done_fd);
-	close(p->error_fd);
-	close(p->resident_fd);
-	free(p->state);
-	free(p->hot);
-	free(p->hot_streak);
-	free(p->fa);
-	free(p->ws_data_prev);
-	free(p->slot_data);
-	pager_follow_free(p);
-	pthread_mutex_destroy(&p->lock);
-	pthread_mutex_destroy(&p->reg_lock);
-	pthread_cond_destroy(&p->state_cv);
-	pthread_cond_destroy(&p->prefetch_cv);
-	pthread_cond_destroy(&p->resident_cv);
-	pthread_cond_destroy(&p->offload_cv);
 	log_info(p->subject, "pager detached");
-	free(p->subject_own);
-	free(p);
+	release(p, remove);
 }
 
 void pager_free(struct pager *p)
@@ -658,6 +642,17 @@ void pager_set_not_evictable(struct pager *p, const char *reason)
 	log_info(p->subject, "not evictable: %s", reason);
 }
 
+void pager_mapper_free(struct pager_mapper *m)
+{
+	if (m->uffd >= 0)
+		close(m->uffd);
+	if (m->pagemap_fd >= 0)
+		close(m->pagemap_fd);
+	if (m->pidfd >= 0)
+		close(m->pidfd);
+	free(m);
+}
+
 int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 		     unsigned int nr, pid_t pid, struct pager_mapper **out)
 {
@@ -700,11 +695,8 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->reg_lock);
 	if (err) {
-		if (m->pagemap_fd >= 0)
-			close(m->pagemap_fd);
-		if (m->pidfd >= 0)
-			close(m->pidfd);
-		free(m);
+		m->uffd = -1;	/* the caller's still */
+		pager_mapper_free(m);
 		return err;
 	}
 	pager_fault_kick(p);

@@ -1047,12 +1047,7 @@ static nfds_t poll_set(struct fault_ctx *fc)
 		struct pager_mapper *m = gone;
 
 		gone = m->next;
-		close(m->uffd);
-		if (m->pagemap_fd >= 0)
-			close(m->pagemap_fd);
-		if (m->pidfd >= 0)
-			close(m->pidfd);
-		free(m);
+		pager_mapper_free(m);
 	}
 	return n;
 }

@@ -423,6 +423,9 @@ void pager_lose(struct pager *p, int err);
 /* Register every live mapper's ranges MISSING; p->reg_lock held, p->lock
  * not.  The caller sets p->registered. */
 int pager_register_all(struct pager *p);
+/* Close an unlisted mapper's fds (its uffd once added: the pager's) and
+ * free it. */
+void pager_mapper_free(struct pager_mapper *m);
 /* Register @m's ranges MISSING; p->reg_lock held, p->lock not.  -errno
  * (-ESRCH: the process exited). */
 int pager_mapper_register(struct pager *p, struct pager_mapper *m);
