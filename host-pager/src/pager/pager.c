@@ -642,17 +642,6 @@ void pager_set_not_evictable(struct pager *p, const char *reason)
 	log_info(p->subject, "not evictable: %s", reason);
 }
 
-void pager_mapper_free(struct pager_mapper *m)
-{
-	if (m->uffd >= 0)
-		close(m->uffd);
-	if (m->pagemap_fd >= 0)
-		close(m->pagemap_fd);
-	if (m->pidfd >= 0)
-		close(m->pidfd);
-	free(m);
-}
-
 int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 		     unsigned int nr, pid_t pid, struct pager_mapper **out)
 {

@@ -1010,6 +1010,17 @@ static void serve_uffd(struct fault_ctx *fc, struct pager_mapper *m)
 	}
 }
 
+void pager_mapper_free(struct pager_mapper *m)
+{
+	if (m->uffd >= 0)
+		close(m->uffd);
+	if (m->pagemap_fd >= 0)
+		close(m->pagemap_fd);
+	if (m->pidfd >= 0)
+		close(m->pidfd);
+	free(m);
+}
+
 /* Rebuild the poll set; close and free mappers their owner removed. */
 static nfds_t poll_set(struct fault_ctx *fc)
 {

@@ -423,9 +423,6 @@ void pager_lose(struct pager *p, int err);
 /* Register every live mapper's ranges MISSING; p->reg_lock held, p->lock
  * not.  The caller sets p->registered. */
 int pager_register_all(struct pager *p);
-/* Close an unlisted mapper's fds (its uffd once added: the pager's) and
- * free it. */
-void pager_mapper_free(struct pager_mapper *m);
 /* Register @m's ranges MISSING; p->reg_lock held, p->lock not.  -errno
  * (-ESRCH: the process exited). */
 int pager_mapper_register(struct pager *p, struct pager_mapper *m);
@@ -485,6 +482,9 @@ void pager_thread_stop(struct pager *p, pthread_t t, bool *started, bool *exit,
 		       pthread_cond_t *cv);
 
 /* pager_fault.c */
+/* Close an unlisted mapper's fds (its uffd once added: the pager's) and
+ * free it. */
+void pager_mapper_free(struct pager_mapper *m);
 int pager_fault_thread_start(struct pager *p);
 void pager_fault_thread_stop(struct pager *p);
 void pager_fault_kick(struct pager *p);
