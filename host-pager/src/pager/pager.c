@@ -254,6 +254,8 @@ static void release(struct pager *p, bool remove)
 	free(p->hot_streak);
 	free(p->fa);
 	free(p->ws_data_prev);
+	free(p->tail);
+	free(p->tail_scan);
 	free(p->slot_data);
 	pager_follow_free(p);
 	pthread_mutex_destroy(&p->lock);
@@ -321,8 +323,12 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	p->fa = calloc(p->npages, 1);
 	p->ws_data_prev = calloc(p->npages, 1);
 	p->slot_data = malloc(p->npages);
+	if (p->cfg.tail_resident) {
+		p->tail = calloc(p->npages, 1);
+		p->tail_scan = malloc(p->npages);
+	}
 	if (!p->state || !p->hot || !p->hot_streak || !p->fa || !p->ws_data_prev ||
-	    !p->slot_data) {
+	    !p->slot_data || (p->cfg.tail_resident && (!p->tail || !p->tail_scan))) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -1338,10 +1344,13 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_in_flight_faults = p->fault_in_flight_faults;
 	st->fault_seq_ns_sum = p->fault_seq_ns_sum;
 	st->critical_set_pages = p->crit_nr;
-	st->kept_dirty_pages = pager_kept_dirty_locked(p);
+	st->kept_dirty_pages = pager_kept_dirty_locked(p) + pager_tail_resident_locked(p);
 	st->device_pages = p->dev_nr;
 	st->device_ranges_refused = p->dev_refused;
 	st->critical_kept_pages = p->crit_kept_pages;
+	st->tail_pages = p->tail_nr;
+	st->tail_ticks = p->tail_ticks;
+	st->tail_sets = p->tail_sets;
 	st->critical_restored_pages = p->crit_restored_pages;
 	st->critical_mapped_pages = p->crit_mapped_pages;
 	st->critical_window_faults = p->crit_window_faults;

@@ -61,6 +61,11 @@
 /* Pages of vmnapd's own devices kept resident (pager_set_device_pages). */
 #define PAGER_DEVICE_MAX_PAGES		64
 #define PAGER_CRITICAL_BUDGET_NS	5000000ull	/* 5 ms */
+/* The command's last writes (pager_config.tail_resident): scanned every
+ * PAGER_TAIL_TICK_MS while a command runs; at most PAGER_TAIL_MAX_PAGES,
+ * of the last two ticks, kept resident through the wait. */
+#define PAGER_TAIL_TICK_MS		100
+#define PAGER_TAIL_MAX_PAGES		512
 /* Fault-order prefetch (pager_config.follow_pages): the fault orders of
  * the last PAGER_FOLLOW_CYCLES data cycles are kept, at most
  * PAGER_FOLLOW_MAX_PAGES pages each; a fault queues at most
@@ -86,6 +91,11 @@ struct pager_config {
 					 * a resume neither restores nor
 					 * faults on them (at most 4 MiB held
 					 * through each wait); default false */
+	bool tail_resident;		/* with critical_resident: offloads
+					 * also leave the pages the command
+					 * wrote last before its wait
+					 * (pager_tail_track) resident, at
+					 * most 2 MiB; default false */
 	uint32_t follow_pages;		/* fault-order prefetch: after a fault
 					 * on a page the last data cycles
 					 * faulted, the pages that came after
@@ -348,6 +358,10 @@ struct pager_stats {
 	uint64_t critical_ring_resets;		/* store rings dropped: a read the
 						 * ring did not take or complete */
 	uint64_t critical_last_restore_ns;	/* duration of the last restore */
+	/* the command's last writes (tail_resident) */
+	uint64_t tail_pages;			/* in the set now */
+	uint64_t tail_ticks;			/* scans while commands ran */
+	uint64_t tail_sets;			/* sets made (waits begun) */
 	/* recovery: created over a store a previous vmnapd left */
 	bool recovered;
 	uint64_t recovered_store_pages;	/* pages its slot map held */
@@ -620,6 +634,18 @@ int pager_offload_cancel(struct pager *p);
  * need, so the rest is left to the next offload's tidy.
  */
 int pager_resume_prepare(struct pager *p);
+/*
+ * A command runs (@on: the VM's coordinator entered RUNNING) or its wait
+ * began (!@on: it left RUNNING).  With tail_resident (and
+ * critical_resident, and asynchronous write-protect), the pager scans for
+ * the pages the command writes every PAGER_TAIL_TICK_MS while it runs;
+ * when the wait begins, the pages of the last two scans become a set the
+ * wait's offloads leave resident and mapped, as the resume-critical set,
+ * since the guest's way to the next data is mostly through them (the
+ * connection's socket, the agent's buffers).  The next command drops it.
+ * Loop thread.
+ */
+void pager_tail_track(struct pager *p, bool on);
 /*
  * Data is taken in while the VM runs, with pages out since an offload
  * earlier in its wait (resumed for a guest timer, not for the data): the

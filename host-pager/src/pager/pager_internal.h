@@ -345,6 +345,16 @@ struct pager {
 	uint64_t crit_last_restore_ns, crit_budget_stops, crit_ring_resets;
 	uint64_t crit_kept_pages;	/* left resident by offloads */
 
+	/* the command's last writes (pager_tail.c; under lock) */
+	uint8_t *tail;			/* per page: TAIL_* (NULL: tail_resident off) */
+	uint8_t *tail_scan;		/* offload worker: a tick's scan */
+	uint64_t tail_pg[PAGER_TAIL_MAX_PAGES];	/* the set, sorted */
+	unsigned int tail_nr;
+	bool tail_ticking;		/* a command runs: tick */
+	bool tail_freeze;		/* the wait began: the worker makes the set */
+	uint64_t tail_next_ns;		/* the next tick (offload worker) */
+	uint64_t tail_ticks, tail_sets;
+
 	/* recovery (pager_recover.c): created over a store a vmnapd that
 	 * ended left behind; set before the threads start, read-only after */
 	bool recovered;
@@ -565,8 +575,31 @@ uint64_t pager_kept_dirty_locked(const struct pager *p);
 /* The set's pages and the devices' (pager_set_device_pages), sorted,
  * without duplicates, into @pgs (room for PAGER_KEEP_MAX_PAGES); how
  * many.  p->lock held. */
-#define PAGER_KEEP_MAX_PAGES	(PAGER_CRITICAL_MAX_PAGES + PAGER_DEVICE_MAX_PAGES)
+#define PAGER_KEEP_MAX_PAGES	(PAGER_CRITICAL_MAX_PAGES + PAGER_DEVICE_MAX_PAGES + \
+				 PAGER_TAIL_MAX_PAGES)
 unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs);
+
+/* pager_tail.c */
+/* p->tail bits: written in the current tick, in the one before, since the
+ * last offload's scan (which these writes no longer reach). */
+#define TAIL_CUR	1u
+#define TAIL_PREV	2u
+#define TAIL_SINCE	4u
+/* The offload worker, between jobs: make the set if the wait began, or
+ * tick if one is due (true: it did one of them, with the lock dropped
+ * meanwhile); else *@wait_ns is how long until the next tick (0: none).
+ * Lock held. */
+bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns);
+/* An offload's scan: add the pages ticks found written since the last
+ * one to @written (npages entries), and forget them.  Lock held. */
+void pager_tail_merge_written_locked(struct pager *p, uint8_t *written);
+/* The offload's kept pages: @pgs holds @n sorted (room for
+ * PAGER_KEEP_MAX_PAGES); add the set's (critical_resident and
+ * tail_resident), sorted, without duplicates.  How many now.  Lock held. */
+unsigned int pager_tail_keep_locked(const struct pager *p, uint64_t *pgs, unsigned int n);
+/* RESIDENT pages of the set (written: the offloads keep them unwritten).
+ * Lock held. */
+uint64_t pager_tail_resident_locked(const struct pager *p);
 
 /* pager_offload.c */
 /* Hand the job offload_job_set_locked() set to the offload worker,

@@ -65,6 +65,7 @@
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -899,6 +900,7 @@ static int offload_scan(struct offload *o)
 	if (pager_dirty_scan(p, 0, p->npages, written, &o->kept_set))
 		o->track = false;	/* fell back: every CLEAN page is RESIDENT */
 	pthread_mutex_lock(&p->lock);
+	pager_tail_merge_written_locked(p, written);	/* what ticks found */
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
 		if (written[pg] && pager_dirty_note_locked(p, pg)) {
 			found++;
@@ -1005,6 +1007,8 @@ static void offload_job_run(struct pager *p)
 	o.kept_set.pg = o.keep;
 	if (p->cfg.critical_resident)
 		o.kept_set.nr = pager_critical_snapshot_locked(p, o.keep);
+	if (!o.precopy)	/* and the command's last writes (pager_tail.c) */
+		o.kept_set.nr = pager_tail_keep_locked(p, o.keep, o.kept_set.nr);
 	o.kept_written.pg = o.keep_written;
 	for (unsigned int i = 0; i < o.kept_set.nr; i++)
 		if (pg_state(p, o.keep[i]) == PAGE_RESIDENT)
@@ -1043,10 +1047,30 @@ static void *offload_worker_main(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (!p->offload_job && !p->offload_exit)
-			pthread_cond_wait(&p->offload_cv, &p->lock);
+		while (!p->offload_job && !p->offload_exit) {
+			uint64_t wait_ns = 0;
+			struct timespec ts;
+
+			/* between jobs: the command's last writes */
+			if (pager_tail_work_locked(p, &wait_ns))
+				continue;
+			if (!wait_ns) {
+				pthread_cond_wait(&p->offload_cv, &p->lock);
+				continue;
+			}
+			clock_gettime(CLOCK_REALTIME, &ts);	/* the cv's clock */
+			wait_ns += (uint64_t)ts.tv_nsec;
+			ts.tv_sec += (time_t)(wait_ns / 1000000000ull);
+			ts.tv_nsec = (long)(wait_ns % 1000000000ull);
+			pthread_cond_timedwait(&p->offload_cv, &p->lock, &ts);
+		}
 		if (p->offload_exit)
 			break;
+		if (p->tail_freeze) {	/* the wait's set before its offload */
+			uint64_t wait_ns;
+
+			pager_tail_work_locked(p, &wait_ns);
+		}
 		p->offload_job = false;
 		pthread_mutex_unlock(&p->lock);
 		offload_job_run(p);

@@ -41,6 +41,7 @@ void config_default(struct vmnapd_settings *s)
 	s->fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS;
 	s->fault_around_pages = PAGER_DEFAULT_FAULT_AROUND;
 	s->critical_resident = true;
+	s->tail_resident = true;
 	s->follow_pages = CONFIG_DEFAULT_FOLLOW;
 	s->api_max_body = CONFIG_DEFAULT_API_BODY;
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
@@ -441,6 +442,8 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 			}
 		} else if (!strcmp(key, "critical_resident")) {
 			ret = get_bool(key, v, &s->critical_resident, err, n);
+		} else if (!strcmp(key, "tail_resident")) {
+			ret = get_bool(key, v, &s->tail_resident, err, n);
 		} else if (!strcmp(key, "api"))
 			ret = api_from_json(v, s, err, n);
 		else if (!strcmp(key, "coordinator"))

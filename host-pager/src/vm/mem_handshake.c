@@ -734,6 +734,7 @@ int mem_handshake_start(struct vmnapd *d, const char *path,
 			hs->cfg.fault_error_timeout_ms = d->settings->fault_error_timeout_ms;
 			hs->cfg.fault_around_pages = d->settings->fault_around_pages;
 			hs->cfg.critical_resident = d->settings->critical_resident;
+			hs->cfg.tail_resident = d->settings->tail_resident;
 			hs->cfg.follow_pages = d->settings->follow_pages;
 		}
 	}

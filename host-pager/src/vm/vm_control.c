@@ -496,6 +496,10 @@ static void ctl_transition(void *arg, enum coord_state from, enum coord_state to
 		json_object_set_new(f, "faults_sequential",
 				    json_integer((json_int_t)st.fault_sequential));
 	}
+	/* a command runs in RUNNING; leaving it, its wait begins */
+	if (vm->pager && vm->coord && coord_managed(vm->coord) &&
+	    (to == COORD_RUNNING) != (from == COORD_RUNNING))
+		pager_tail_track(vm->pager, to == COORD_RUNNING);
 	if (vm->coord && !strcmp(why, "busy"))
 		json_object_set_new(f, "evidence", busy_evidence_json(coord_last_evidence(vm->coord)));
 	events_emit(vm->d, vm->name, "transition", f);

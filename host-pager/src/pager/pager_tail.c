@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_tail.c - the command's last writes.  When the agent's data comes
+ * back, the guest's way from the vsock socket to the agent faults on pages
+ * the command before wrote: the connection's socket and its slab pages,
+ * the agent's buffers.  The same pages are written at the command's start
+ * and again at its end, and their last write is what tells them apart from
+ * the tens of thousands of others the command wrote: measured on the heavy
+ * replay trajectory, a third of the data path's faults fell on pages
+ * written in the last 100 ms before the wait began, a few hundred pages.
+ *
+ * So while the VM runs a command (the coordinator's RUNNING, told by
+ * pager_tail_track), the offload worker scans every tracked mapper for
+ * written pages every PAGER_TAIL_TICK_MS, write-protecting them again as
+ * an offload's scan does (each later write costs the writer one
+ * asynchronous write-protect fault, resolved by the kernel), and keeps
+ * two bits a page: written in the current tick, in the one before.  When
+ * the wait begins, a last scan closes the current tick and the pages of
+ * both (the current tick's first, at most PAGER_TAIL_MAX_PAGES, none of
+ * the resume-critical set's) become the tail set, which the wait's
+ * offloads leave resident and mapped like the resume-critical set
+ * (pager_offload.c, with critical_resident and tail_resident).  A tick
+ * applies what it finds as an offload's scan would (a written CLEAN page
+ * becomes RESIDENT), and remembers it (TAIL_SINCE) for the next offload's
+ * scan, which would not see those writes again: the write-hot checks
+ * (pager_hot_scan_locked) count them.
+ *
+ * Only with asynchronous write-protect (wp_async): with wp_sync every such
+ * write would be a round trip through vmnapd.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "loop.h"
+#include "pager_internal.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void pager_tail_track(struct pager *p, bool on)
+{
+	pthread_mutex_lock(&p->lock);
+	if (!p->cfg.tail_resident || !p->cfg.critical_resident || !p->tail ||
+	    p->track != PAGER_DIRTY_WP_ASYNC) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	if (on) {
+		/* a command runs: the last wait's set has served */
+		p->tail_nr = 0;
+		p->tail_ticking = true;
+	} else if (p->tail_ticking) {
+		p->tail_ticking = false;
+		p->tail_freeze = true;
+	}
+	/* the worker ticks; it exists once the VM was first offloaded */
+	pthread_cond_signal(&p->offload_cv);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Scan for the pages written since the last scan (protecting them again,
+ * but for the resume-critical set's, which the offloads keep writable),
+ * and move the tick on.  Offload worker. */
+static void tail_tick(struct pager *p)
+{
+	uint64_t keep_pg[PAGER_KEEP_MAX_PAGES];
+	struct pager_keep keep = { .pg = keep_pg };
+	uint64_t found = 0;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->cfg.critical_resident)
+		keep.nr = pager_critical_snapshot_locked(p, keep_pg);
+	pthread_mutex_unlock(&p->lock);
+	memset(p->tail_scan, 0, p->npages);
+	if (pager_dirty_scan(p, 0, p->npages, p->tail_scan, &keep)) {
+		/* tracking fell back (said and counted there): no ticks */
+		pthread_mutex_lock(&p->lock);
+		p->tail_ticking = false;
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t pg = 0; pg < p->npages; pg++) {
+		uint8_t b = p->tail[pg] & TAIL_SINCE;
+
+		if (p->tail[pg] & TAIL_CUR)
+			b |= TAIL_PREV;
+		if (p->tail_scan[pg]) {
+			b |= TAIL_CUR | TAIL_SINCE;
+			if (pager_dirty_note_locked(p, pg)) {	/* as an offload's scan */
+				found++;
+				p->state[pg] |= PG_WS_CUR;
+				pager_hot_renew_locked(p, pg);
+			}
+		}
+		p->tail[pg] = b;
+	}
+	p->dirty_scanned += found;
+	p->tail_ticks++;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The wait began: the last two ticks' pages become the set.  Offload
+ * worker. */
+static void tail_freeze(struct pager *p)
+{
+	uint64_t keep_pg[PAGER_KEEP_MAX_PAGES];
+	unsigned int nkeep = 0, n = 0;
+
+	tail_tick(p);
+	pthread_mutex_lock(&p->lock);
+	if (p->cfg.critical_resident)
+		nkeep = pager_critical_snapshot_locked(p, keep_pg);
+	for (uint8_t want = TAIL_CUR; want; want = want == TAIL_CUR ? TAIL_PREV : 0) {
+		for (uint64_t pg = 0; pg < p->npages && n < PAGER_TAIL_MAX_PAGES; pg++) {
+			enum pager_page_state s = pg_state(p, pg);
+
+			if (!(p->tail[pg] & want) ||
+			    (want == TAIL_PREV && (p->tail[pg] & TAIL_CUR)) ||
+			    (s != PAGE_RESIDENT && s != PAGE_CLEAN) ||
+			    bsearch(&pg, keep_pg, nkeep, sizeof(*keep_pg), cmp_u64))
+				continue;
+			p->tail_pg[n++] = pg;
+		}
+	}
+	qsort(p->tail_pg, n, sizeof(*p->tail_pg), cmp_u64);
+	p->tail_nr = n;
+	p->tail_sets++;
+	for (uint64_t pg = 0; pg < p->npages; pg++)
+		p->tail[pg] &= TAIL_SINCE;
+	pthread_mutex_unlock(&p->lock);
+	log_debug(p->subject, "the command's last writes: %u page(s) kept through the wait", n);
+}
+
+bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
+{
+	if (p->tail_freeze) {
+		p->tail_freeze = false;
+		pthread_mutex_unlock(&p->lock);
+		tail_freeze(p);
+		pthread_mutex_lock(&p->lock);
+		return true;
+	}
+	if (!p->tail_ticking)
+		return false;
+	if (now_ns() < p->tail_next_ns) {
+		*wait_ns = p->tail_next_ns - now_ns();
+		return false;
+	}
+	p->tail_next_ns = now_ns() + PAGER_TAIL_TICK_MS * 1000000ull;
+	pthread_mutex_unlock(&p->lock);
+	tail_tick(p);
+	pthread_mutex_lock(&p->lock);
+	return true;
+}
+
+void pager_tail_merge_written_locked(struct pager *p, uint8_t *written)
+{
+	for (uint64_t pg = 0; p->tail && pg < p->npages; pg++) {
+		if (p->tail[pg] & TAIL_SINCE)
+			written[pg] = 1;
+		p->tail[pg] &= (uint8_t)~TAIL_SINCE;
+	}
+}
+
+unsigned int pager_tail_keep_locked(const struct pager *p, uint64_t *pgs, unsigned int n)
+{
+	unsigned int all = n, out = 0;
+
+	if (!p->cfg.critical_resident || !p->cfg.tail_resident || !p->tail_nr)
+		return n;
+	memcpy(pgs + n, p->tail_pg, p->tail_nr * sizeof(*pgs));
+	all += p->tail_nr;
+	qsort(pgs, all, sizeof(*pgs), cmp_u64);
+	for (unsigned int i = 0; i < all; i++)
+		if (!out || pgs[out - 1] != pgs[i])
+			pgs[out++] = pgs[i];
+	return out;
+}
+
+uint64_t pager_tail_resident_locked(const struct pager *p)
+{
+	uint64_t n = 0;
+
+	if (!p->cfg.critical_resident || !p->cfg.tail_resident)
+		return 0;
+	for (unsigned int i = 0; i < p->tail_nr; i++)
+		n += pg_state(p, p->tail_pg[i]) == PAGE_RESIDENT;
+	return n;
+}

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pager_tail.c - the command's last writes (pager_config.tail_resident,
+ * mock VMM, mockvmm.h).  With ticks on (pager_tail_track, as vmnapd's
+ * coordinator does while a command runs), the mapper rewrites every data
+ * page, then, ticks later, the set S: when the wait begins (tracking off)
+ * S alone becomes the tail set; the next offload leaves S in the memfd and
+ * mapped with its last contents while every other data page goes out, and
+ * touching S takes no fault.  The next command drops the set: the offload
+ * after it takes S out and brings back S's last contents.
+ *
+ * A CLEAN page written while ticks run is found by a tick (which protects
+ * it again, so the offload's own scan no longer sees that write): the
+ * next offload must still store its new contents, never punch it as
+ * CLEAN (a stale slot would bring the old round back).
+ *
+ * The ticks' progress is read from the pager's counters (tail_ticks,
+ * tail_sets), polled with a generous limit: nothing is timed.  TAP.
+ *
+ *   pager_tail [MiB]	(default 16)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mockvmm.h"
+#include "pager.h"
+
+#define TICK_POLL_US		10000
+#define TICK_POLL_MAX	6000	/* 60 s: a loaded machine, not a speed */
+
+static void track_cb(struct harness *h, void *arg)
+{
+	pager_tail_track(the_pager(h), *(const bool *)arg);
+}
+
+static void track(struct harness *h, bool on)
+{
+	on_loop(h, track_cb, &on);
+}
+
+/* Wait for @n more ticks (or one more set with @set): false if they never
+ * came. */
+static bool ticks_pass(struct harness *h, uint64_t n, bool set)
+{
+	struct pager_stats st0 = stats(h, NULL), st = st0;
+
+	for (int i = 0; i < TICK_POLL_MAX; i++) {
+		if (set ? st.tail_sets > st0.tail_sets : st.tail_ticks >= st0.tail_ticks + n)
+			return true;
+		usleep(TICK_POLL_US);
+		st = stats(h, NULL);
+	}
+	return false;
+}
+
+/* How many pages of S the memfd holds with round @round's contents. */
+struct set_call {
+	unsigned int round, in, same, n;
+};
+
+static void set_cb(struct harness *h, void *arg)
+{
+	struct set_call *sc = arg;
+	uint64_t pgs[CRIT_SET_MAX], off, want[PAGE / 8], got[PAGE / 8];
+	struct pager_stats st;
+	int fd;
+
+	pager_get_stats(the_pager(h), &st);
+	sc->n = crit_set(st.pages_total, pgs);
+	sc->in = sc->same = 0;
+	if (pager_gpa_to_memfd(the_pager(h), 0, &fd, &off))
+		return;
+	for (unsigned int k = 0; k < sc->n; k++) {
+		off_t at = (off_t)(off + pgs[k] * PAGE);
+
+		if (lseek(fd, at, SEEK_DATA) != at)
+			continue;
+		sc->in++;
+		page_pattern(pgs[k], sc->round, want);
+		sc->same += pread(fd, got, PAGE, at) == PAGE && !memcmp(got, want, PAGE);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct harness h = { 0 };
+	struct pager_config pcfg;
+	struct pager_stats st, st1;
+	struct set_call sc;
+	char ans[LINE_MAX_LEN];
+	uint64_t mib;
+	int err;
+
+	if (mockvmm_init(argc, argv))
+		return 0;
+	mib = mockvmm_arg(argc, argv, 1, 16);
+	pager_config_default(&pcfg, "");
+	pcfg.prefetch = false;
+	pcfg.critical_resident = true;
+	pcfg.tail_resident = true;
+	if (!harness_up(&h, &pcfg, argv[0], mib))
+		return 1;
+	/* the offload worker ticks; the first offload starts it (and by then
+	 * the mapper has registered: tracking is decided) */
+	err = offload(&h);
+	tap(!err, "offload 1: %s", strerror(-err));
+	st = stats(&h, NULL);
+	if (st.dirty_tracking != PAGER_DIRTY_WP_ASYNC) {
+		tap_skip("the command's last writes", "they need asynchronous write-protect, "
+			 "tracking here is %s", pager_dirty_tracking_name(st.dirty_tracking));
+		vmm_quit(&h);
+		return harness_finish(&h);
+	}
+
+	track(&h, true);
+	vmm_cmd(&h, ans, "fill 2");
+	tap(!strcmp(ans, "ok") && ticks_pass(&h, 3, false),
+	    "a command rewrote every data page, three ticks passed (%s)", ans);
+	vmm_cmd(&h, ans, "writeset 3");
+	track(&h, false);
+	st = stats(&h, NULL);
+	tap(!strncmp(ans, "ok", 2) && ticks_pass(&h, 0, true),
+	    "then it wrote S, and its wait began: a set made (%s)", ans);
+	st1 = stats(&h, NULL);
+	sc = (struct set_call){ .round = 3 };
+	on_loop(&h, set_cb, &sc);
+	tap(st1.tail_pages == sc.n && st1.tail_ticks > st.tail_ticks,
+	    "the set is S, the last write: %llu page(s), S has %u",
+	    (unsigned long long)st1.tail_pages, sc.n);
+
+	err = offload(&h);
+	st = stats(&h, NULL);
+	sc = (struct set_call){ .round = 3 };
+	on_loop(&h, set_cb, &sc);
+	tap(!err && sc.in == sc.n && sc.same == sc.n && st.pages[PAGE_OFFLOADED] > 0 &&
+	    st.pages[PAGE_RESIDENT] + st.pages[PAGE_CLEAN] == sc.n &&
+	    st.critical_kept_pages - st1.critical_kept_pages == sc.n,
+	    "offload 2 left S in the memfd with its last contents (%u of %u pages), and only "
+	    "S: %llu resident, %llu offloaded", sc.same, sc.n,
+	    (unsigned long long)(st.pages[PAGE_RESIDENT] + st.pages[PAGE_CLEAN]),
+	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
+	tap(st.kept_dirty_pages == sc.n,
+	    "S's written pages counted as kept: %llu", (unsigned long long)st.kept_dirty_pages);
+	vmm_cmd(&h, ans, "touchset 3");
+	st1 = stats(&h, NULL);
+	tap(!strncmp(ans, "ok", 2) && st1.faults == st.faults,
+	    "the data comes: touching S took no fault (%s)", ans);
+
+	/* the next command: the set is dropped, S goes out with the rest */
+	track(&h, true);
+	st = stats(&h, NULL);
+	tap(st.tail_pages == 0, "the next command dropped the set");
+	vmm_cmd(&h, ans, "writeset 4");
+	err = offload(&h);
+	sc = (struct set_call){ .round = 4 };
+	on_loop(&h, set_cb, &sc);
+	tap(!err && sc.in == 0, "offload 3: S went out (%u of %u pages in the memfd)", sc.in,
+	    sc.n);
+	vmm_cmd(&h, ans, "touchset 4");
+	tap(!strncmp(ans, "ok", 2), "S back from the store as last written (%s)", ans);
+
+	/* S CLEAN now (read back); written while ticks run, the tick that
+	 * finds it protects it again: the offload must still store it */
+	vmm_cmd(&h, ans, "writeset 5");
+	tap(!strncmp(ans, "ok", 2) && ticks_pass(&h, 2, false),
+	    "S, CLEAN, written while a command runs; two ticks passed (%s)", ans);
+	err = offload(&h);
+	sc = (struct set_call){ .round = 5 };
+	on_loop(&h, set_cb, &sc);
+	vmm_cmd(&h, ans, "touchset 5");
+	tap(!err && sc.in == 0 && !strncmp(ans, "ok", 2),
+	    "offload 4 stored S's new contents, not its stale slot (%s)", ans);
+	vmm_cmd(&h, ans, "writeset 2");
+	vmm_cmd(&h, ans, "verify 2 2");
+	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
+	track(&h, false);
+	vmm_quit(&h);
+	return harness_finish(&h);
+}
