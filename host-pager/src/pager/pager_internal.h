@@ -354,6 +354,7 @@ struct pager {
 	bool tail_freeze;		/* the wait began: the worker makes the set */
 	uint64_t tail_next_ns;		/* the next tick (offload worker) */
 	uint64_t tail_ticks, tail_sets;
+	uint64_t tail_run_ticks;	/* ticks since the command began */
 
 	/* recovery (pager_recover.c): created over a store a vmnapd that
 	 * ended left behind; set before the threads start, read-only after */

@@ -1070,6 +1070,7 @@ static void *offload_worker_main(void *arg)
 			uint64_t wait_ns;
 
 			pager_tail_work_locked(p, &wait_ns);
+			continue;	/* the lock was dropped: look again */
 		}
 		p->offload_job = false;
 		pthread_mutex_unlock(&p->lock);

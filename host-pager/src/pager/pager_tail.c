@@ -55,6 +55,7 @@ void pager_tail_track(struct pager *p, bool on)
 		/* a command runs: the last wait's set has served */
 		p->tail_nr = 0;
 		p->tail_ticking = true;
+		p->tail_run_ticks = 0;
 	} else if (p->tail_ticking) {
 		p->tail_ticking = false;
 		p->tail_freeze = true;
@@ -103,6 +104,7 @@ static void tail_tick(struct pager *p)
 	}
 	p->dirty_scanned += found;
 	p->tail_ticks++;
+	p->tail_run_ticks++;
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -113,6 +115,15 @@ static void tail_freeze(struct pager *p)
 	uint64_t keep_pg[PAGER_KEEP_MAX_PAGES];
 	unsigned int nkeep = 0, n = 0;
 
+	pthread_mutex_lock(&p->lock);
+	if (!p->tail_run_ticks) {
+		/* no tick while the command ran (the worker had not started):
+		 * a scan now would find everything written since the last
+		 * offload, not the command's last writes */
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	pthread_mutex_unlock(&p->lock);
 	tail_tick(p);
 	pthread_mutex_lock(&p->lock);
 	if (p->cfg.critical_resident)
