@@ -62,9 +62,12 @@
 #define PAGER_DEVICE_MAX_PAGES		64
 #define PAGER_CRITICAL_BUDGET_NS	5000000ull	/* 5 ms */
 /* The command's last writes (pager_config.tail_resident): scanned every
- * PAGER_TAIL_TICK_MS while a command runs; at most PAGER_TAIL_MAX_PAGES,
+ * PAGER_TAIL_TICK_MS while a command runs (or less often where one scan
+ * takes over 1/PAGER_TAIL_DUTY of that); at most PAGER_TAIL_MAX_PAGES,
  * of the last two ticks, kept resident through the wait. */
 #define PAGER_TAIL_TICK_MS		100
+#define PAGER_TAIL_DUTY			20	/* ... or 20 scans' time: at
+						 * most 5 % of a CPU */
 #define PAGER_TAIL_MAX_PAGES		512
 /* Fault-order prefetch (pager_config.follow_pages): the fault orders of
  * the last PAGER_FOLLOW_CYCLES data cycles are kept, at most

@@ -11,7 +11,8 @@
  *
  * So while the VM runs a command (the coordinator's RUNNING, told by
  * pager_tail_track), the offload worker scans every tracked mapper for
- * written pages every PAGER_TAIL_TICK_MS, write-protecting them again as
+ * written pages every PAGER_TAIL_TICK_MS (less often where a scan would
+ * take more than 1/PAGER_TAIL_DUTY of that), write-protecting them again as
  * an offload's scan does (each later write costs the writer one
  * asynchronous write-protect fault, resolved by the kernel), and keeps
  * two bits a page: written in the current tick, in the one before.  When
@@ -151,6 +152,8 @@ static void tail_freeze(struct pager *p)
 
 bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 {
+	uint64_t t0, spent;
+
 	if (p->tail_freeze) {
 		p->tail_freeze = false;
 		pthread_mutex_unlock(&p->lock);
@@ -164,10 +167,15 @@ bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 		*wait_ns = p->tail_next_ns - now_ns();
 		return false;
 	}
-	p->tail_next_ns = now_ns() + PAGER_TAIL_TICK_MS * 1000000ull;
+	t0 = now_ns();
 	pthread_mutex_unlock(&p->lock);
 	tail_tick(p);
 	pthread_mutex_lock(&p->lock);
+	/* the next one in PAGER_TAIL_TICK_MS, or later for a VM so large
+	 * that its scans would take more than 1/PAGER_TAIL_DUTY of a CPU */
+	spent = now_ns() - t0;
+	p->tail_next_ns = t0 + (spent * PAGER_TAIL_DUTY > PAGER_TAIL_TICK_MS * 1000000ull ?
+				spent * PAGER_TAIL_DUTY : PAGER_TAIL_TICK_MS * 1000000ull);
 	return true;
 }
 
