@@ -20,9 +20,9 @@
 #
 # REPLAY_COHORTS=...,offload-ws,offload-eager adds the optional cohorts (the
 # cost policy with working-set or eager restore; not run by default);
-# offload-nofollow, offload-notrack and offload-notail run offload without
-# the fault-order prefetch, without dirty tracking, or without keeping the
-# command's last writes through its wait, to measure what each does.
+# offload-nofollow and offload-notrack run offload without the fault-order
+# prefetch or without dirty tracking, offload-tail keeping the command's
+# last writes through its wait (off by default), to measure what each does.
 #
 # REPLAY_ARGS=--side-by-side runs a repetition's cohorts at once instead of
 # one after another, so that each ratio to baseline compares runs that

@@ -27,9 +27,9 @@ and measures what each wait costs in memory, cohort by cohort:
   offload-notrack  optional: offload without dirty tracking
             (VMNAPD_DIRTY_TRACKING=none: no write-protect faults, every
             offload writes every resident page), to measure its cost
-  offload-notail  optional: offload without keeping the command's last
-            writes through its wait (vmnapd's tail_resident false), to
-            measure what they spare
+  offload-tail  optional: offload keeping the command's last writes
+            through its wait (vmnapd's tail_resident true; off by
+            default), to measure what they spare and cost
   swap      kernel swap, the peer a user would pick: at each wait start the
             VM cgroup's memory is reclaimed to a swap file on the same
             filesystem (memory.reclaim, v1 memory.force_empty, or

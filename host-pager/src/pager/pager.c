@@ -1344,7 +1344,11 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->fault_in_flight_faults = p->fault_in_flight_faults;
 	st->fault_seq_ns_sum = p->fault_seq_ns_sum;
 	st->critical_set_pages = p->crit_nr;
+	/* a page of the tail set and a device's (a ring the guest wrote)
+	 * counts twice: at most every RESIDENT page */
 	st->kept_dirty_pages = pager_kept_dirty_locked(p) + pager_tail_resident_locked(p);
+	if (st->kept_dirty_pages > p->count[PAGE_RESIDENT])
+		st->kept_dirty_pages = p->count[PAGE_RESIDENT];
 	st->device_pages = p->dev_nr;
 	st->device_ranges_refused = p->dev_refused;
 	st->critical_kept_pages = p->crit_kept_pages;

@@ -27,7 +27,10 @@
  * (pager_hot_scan_locked) count them.
  *
  * Only with asynchronous write-protect (wp_async): with wp_sync every such
- * write would be a round trip through vmnapd.
+ * write would be a round trip through vmnapd.  vmnapd leaves it off by
+ * default: a page a command keeps writing takes a fault after every tick,
+ * which on the heavy trajectory cost the commands more time than the set
+ * spared the deliveries.
  */
 #include <errno.h>
 #include <stdlib.h>
