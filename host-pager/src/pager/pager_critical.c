@@ -108,17 +108,24 @@ static uint64_t kept_pg(const struct pager *p, unsigned int i)
 
 /* Sorted, without duplicates: the set's pages and the devices' (they
  * are kept and read back alike) in guest-RAM order. */
+unsigned int pager_pages_sort_unique(uint64_t *pgs, unsigned int n)
+{
+	unsigned int out = 0;
+
+	qsort(pgs, n, sizeof(*pgs), cmp_u64);
+	for (unsigned int i = 0; i < n; i++)
+		if (!out || pgs[out - 1] != pgs[i])
+			pgs[out++] = pgs[i];
+	return out;
+}
+
 unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs)
 {
-	unsigned int all = p->crit_nr + p->dev_nr, n = 0;
+	unsigned int all = p->crit_nr + p->dev_nr;
 
 	for (unsigned int i = 0; i < all; i++)
 		pgs[i] = kept_pg(p, i);
-	qsort(pgs, all, sizeof(*pgs), cmp_u64);
-	for (unsigned int i = 0; i < all; i++)
-		if (!n || pgs[n - 1] != pgs[i])
-			pgs[n++] = pgs[i];
-	return n;
+	return pager_pages_sort_unique(pgs, all);
 }
 
 /* A new window: a page refaulted in it gets a new (newest) entry.  Lock

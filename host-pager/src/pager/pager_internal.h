@@ -579,6 +579,8 @@ uint64_t pager_kept_dirty_locked(const struct pager *p);
 #define PAGER_KEEP_MAX_PAGES	(PAGER_CRITICAL_MAX_PAGES + PAGER_DEVICE_MAX_PAGES + \
 				 PAGER_TAIL_MAX_PAGES)
 unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs);
+/* Sort the @n pages of @pgs, drop duplicates; how many are left. */
+unsigned int pager_pages_sort_unique(uint64_t *pgs, unsigned int n);
 
 /* pager_tail.c */
 /* p->tail bits: written in the current tick, in the one before, since the
@@ -724,6 +726,18 @@ static inline void pager_hot_renew_locked(struct pager *p, uint64_t pg)
 	if (p->hot_streak[pg] & HOT_STREAK_MASK)
 		p->dirty_hot_again++;	/* written again: a check */
 	pager_hot_extend_locked(p, pg);
+}
+/* A dirty scan (an offload's, or a tick's: pager_tail.c) found page @pg
+ * written: note it; a CLEAN page (restored, then written) becomes
+ * RESIDENT, joins this cycle's working set and stays write-hot longer
+ * (true: counted in dirty_scanned by the caller).  Lock held. */
+static inline bool pager_dirty_seen_locked(struct pager *p, uint64_t pg)
+{
+	if (!pager_dirty_note_locked(p, pg))
+		return false;
+	p->state[pg] |= PG_WS_CUR;
+	pager_hot_renew_locked(p, pg);
+	return true;
 }
 /* The pages of [pg, pg+n) restored writable on their block's sample
  * since the last offload's scan.  Lock held. */

@@ -902,11 +902,8 @@ static int offload_scan(struct offload *o)
 	pthread_mutex_lock(&p->lock);
 	pager_tail_merge_written_locked(p, written);	/* what ticks found */
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
-		if (written[pg] && pager_dirty_note_locked(p, pg)) {
+		if (written[pg] && pager_dirty_seen_locked(p, pg))
 			found++;
-			p->state[pg] |= PG_WS_CUR;	/* restored, then written */
-			pager_hot_renew_locked(p, pg);
-		}
 		pager_hot_scan_locked(p, pg, written[pg]);
 	}
 	pager_hot_scan_end_locked(p);

@@ -40,13 +40,6 @@
 #include "loop.h"
 #include "pager_internal.h"
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 void pager_tail_track(struct pager *p, bool on)
 {
 	pthread_mutex_lock(&p->lock);
@@ -70,17 +63,17 @@ void pager_tail_track(struct pager *p, bool on)
 }
 
 /* Scan for the pages written since the last scan (protecting them again,
- * but for the resume-critical set's, which the offloads keep writable),
- * and move the tick on.  Offload worker. */
-static void tail_tick(struct pager *p)
+ * but for the resume-critical set's, which the offloads keep writable:
+ * snapshot into @keep_pg, room for PAGER_KEEP_MAX_PAGES), and move the
+ * tick on.  How many pages the snapshot holds.  Ticks run only with
+ * critical_resident (pager_tail_track).  Offload worker. */
+static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 {
-	uint64_t keep_pg[PAGER_KEEP_MAX_PAGES];
 	struct pager_keep keep = { .pg = keep_pg };
 	uint64_t found = 0;
 
 	pthread_mutex_lock(&p->lock);
-	if (p->cfg.critical_resident)
-		keep.nr = pager_critical_snapshot_locked(p, keep_pg);
+	keep.nr = pager_critical_snapshot_locked(p, keep_pg);
 	pthread_mutex_unlock(&p->lock);
 	memset(p->tail_scan, 0, p->npages);
 	if (pager_dirty_scan(p, 0, p->npages, p->tail_scan, &keep)) {
@@ -88,7 +81,7 @@ static void tail_tick(struct pager *p)
 		pthread_mutex_lock(&p->lock);
 		p->tail_ticking = false;
 		pthread_mutex_unlock(&p->lock);
-		return;
+		return keep.nr;
 	}
 	pthread_mutex_lock(&p->lock);
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
@@ -98,11 +91,7 @@ static void tail_tick(struct pager *p)
 			b |= TAIL_PREV;
 		if (p->tail_scan[pg]) {
 			b |= TAIL_CUR | TAIL_SINCE;
-			if (pager_dirty_note_locked(p, pg)) {	/* as an offload's scan */
-				found++;
-				p->state[pg] |= PG_WS_CUR;
-				pager_hot_renew_locked(p, pg);
-			}
+			found += pager_dirty_seen_locked(p, pg);	/* as an offload's scan */
 		}
 		p->tail[pg] = b;
 	}
@@ -110,6 +99,7 @@ static void tail_tick(struct pager *p)
 	p->tail_ticks++;
 	p->tail_run_ticks++;
 	pthread_mutex_unlock(&p->lock);
+	return keep.nr;
 }
 
 /* The wait began: the last two ticks' pages become the set.  Offload
@@ -117,7 +107,8 @@ static void tail_tick(struct pager *p)
 static void tail_freeze(struct pager *p)
 {
 	uint64_t keep_pg[PAGER_KEEP_MAX_PAGES];
-	unsigned int nkeep = 0, n = 0;
+	struct pager_keep keep = { .pg = keep_pg };
+	unsigned int n = 0;
 
 	pthread_mutex_lock(&p->lock);
 	if (!p->tail_run_ticks) {
@@ -128,24 +119,24 @@ static void tail_freeze(struct pager *p)
 		return;
 	}
 	pthread_mutex_unlock(&p->lock);
-	tail_tick(p);
+	keep.nr = tail_tick(p, keep_pg);
 	pthread_mutex_lock(&p->lock);
-	if (p->cfg.critical_resident)
-		nkeep = pager_critical_snapshot_locked(p, keep_pg);
 	for (uint8_t want = TAIL_CUR; want; want = want == TAIL_CUR ? TAIL_PREV : 0) {
 		for (uint64_t pg = 0; pg < p->npages && n < PAGER_TAIL_MAX_PAGES; pg++) {
 			enum pager_page_state s = pg_state(p, pg);
+			unsigned int k;
 
 			if (!(p->tail[pg] & want) ||
 			    (want == TAIL_PREV && (p->tail[pg] & TAIL_CUR)) ||
-			    (s != PAGE_RESIDENT && s != PAGE_CLEAN) ||
-			    bsearch(&pg, keep_pg, nkeep, sizeof(*keep_pg), cmp_u64))
+			    (s != PAGE_RESIDENT && s != PAGE_CLEAN))
 				continue;
+			k = pager_keep_first(&keep, pg);
+			if (k < keep.nr && keep_pg[k] == pg)
+				continue;	/* the resume-critical set's */
 			p->tail_pg[n++] = pg;
 		}
 	}
-	qsort(p->tail_pg, n, sizeof(*p->tail_pg), cmp_u64);
-	p->tail_nr = n;
+	p->tail_nr = pager_pages_sort_unique(p->tail_pg, n);
 	p->tail_sets++;
 	for (uint64_t pg = 0; pg < p->npages; pg++)
 		p->tail[pg] &= TAIL_SINCE;
@@ -155,7 +146,7 @@ static void tail_freeze(struct pager *p)
 
 bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 {
-	uint64_t t0, spent;
+	uint64_t t0, spent, keep_pg[PAGER_KEEP_MAX_PAGES];
 
 	if (p->tail_freeze) {
 		p->tail_freeze = false;
@@ -172,7 +163,7 @@ bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 	}
 	t0 = now_ns();
 	pthread_mutex_unlock(&p->lock);
-	tail_tick(p);
+	tail_tick(p, keep_pg);
 	pthread_mutex_lock(&p->lock);
 	/* the next one in PAGER_TAIL_TICK_MS, or later for a VM so large
 	 * that its scans would take more than 1/PAGER_TAIL_DUTY of a CPU */
@@ -193,25 +184,17 @@ void pager_tail_merge_written_locked(struct pager *p, uint8_t *written)
 
 unsigned int pager_tail_keep_locked(const struct pager *p, uint64_t *pgs, unsigned int n)
 {
-	unsigned int all = n, out = 0;
-
-	if (!p->cfg.critical_resident || !p->cfg.tail_resident || !p->tail_nr)
+	/* a set exists only with tail_resident and critical_resident */
+	if (!p->tail_nr)
 		return n;
 	memcpy(pgs + n, p->tail_pg, p->tail_nr * sizeof(*pgs));
-	all += p->tail_nr;
-	qsort(pgs, all, sizeof(*pgs), cmp_u64);
-	for (unsigned int i = 0; i < all; i++)
-		if (!out || pgs[out - 1] != pgs[i])
-			pgs[out++] = pgs[i];
-	return out;
+	return pager_pages_sort_unique(pgs, n + p->tail_nr);
 }
 
 uint64_t pager_tail_resident_locked(const struct pager *p)
 {
 	uint64_t n = 0;
 
-	if (!p->cfg.critical_resident || !p->cfg.tail_resident)
-		return 0;
 	for (unsigned int i = 0; i < p->tail_nr; i++)
 		n += pg_state(p, p->tail_pg[i]) == PAGE_RESIDENT;
 	return n;
