@@ -130,43 +130,6 @@ static void delivered_cb(struct harness *h, void *arg)
 	pager_resume_delivered(the_pager(h));
 }
 
-/* How many pages of S the memfd holds (allocated, not a hole), and are
- * their contents round @round's? */
-struct set_resident_call {
-	unsigned int round, resident, n;
-	bool contents_ok;
-};
-
-/* Is page @pg in the memfd @fd (guest RAM from @off)?  If so, *@ok is
- * cleared unless it holds round @round's contents. */
-static bool page_in_memfd(int fd, uint64_t off, uint64_t pg, unsigned int round, bool *ok)
-{
-	uint64_t want[PAGE / 8], got[PAGE / 8];
-	off_t at = (off_t)(off + pg * PAGE);
-
-	if (lseek(fd, at, SEEK_DATA) != at)
-		return false;
-	page_pattern(pg, round, want);
-	if (pread(fd, got, PAGE, at) != PAGE || memcmp(got, want, PAGE))
-		*ok = false;
-	return true;
-}
-
-static void set_resident_cb(struct harness *h, void *arg)
-{
-	struct set_resident_call *sc = arg;
-	uint64_t pgs[CRIT_SET_MAX], off;
-	struct pager_stats st;
-	int fd;
-
-	pager_get_stats(the_pager(h), &st);
-	sc->n = crit_set(st.pages_total, pgs);
-	sc->resident = 0;
-	sc->contents_ok = !pager_gpa_to_memfd(the_pager(h), 0, &fd, &off);
-	for (unsigned int k = 0; k < sc->n; k++)
-		sc->resident += page_in_memfd(fd, off, pgs[k], sc->round, &sc->contents_ok);
-}
-
 static void data_window_cb(struct harness *h, void *arg)
 {
 	(void)arg;

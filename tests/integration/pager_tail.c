@@ -57,40 +57,12 @@ static bool ticks_pass(struct harness *h, const struct pager_stats *st0, uint64_
 	return false;
 }
 
-/* How many pages of S the memfd holds with round @round's contents. */
-struct set_call {
-	unsigned int round, in, same, n;
-};
-
-static void set_cb(struct harness *h, void *arg)
-{
-	struct set_call *sc = arg;
-	uint64_t pgs[CRIT_SET_MAX], off, want[PAGE / 8], got[PAGE / 8];
-	struct pager_stats st;
-	int fd;
-
-	pager_get_stats(the_pager(h), &st);
-	sc->n = crit_set(st.pages_total, pgs);
-	sc->in = sc->same = 0;
-	if (pager_gpa_to_memfd(the_pager(h), 0, &fd, &off))
-		return;
-	for (unsigned int k = 0; k < sc->n; k++) {
-		off_t at = (off_t)(off + pgs[k] * PAGE);
-
-		if (lseek(fd, at, SEEK_DATA) != at)
-			continue;
-		sc->in++;
-		page_pattern(pgs[k], sc->round, want);
-		sc->same += pread(fd, got, PAGE, at) == PAGE && !memcmp(got, want, PAGE);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	struct harness h = { 0 };
 	struct pager_config pcfg;
 	struct pager_stats st, st1;
-	struct set_call sc;
+	struct set_resident_call sc;
 	char ans[LINE_MAX_LEN];
 	uint64_t mib;
 	int err;
@@ -127,21 +99,21 @@ int main(int argc, char **argv)
 	tap(!strncmp(ans, "ok", 2) && ticks_pass(&h, &st, 0, true),
 	    "then it wrote S, and its wait began: a set made (%s)", ans);
 	st1 = stats(&h, NULL);
-	sc = (struct set_call){ .round = 3 };
-	on_loop(&h, set_cb, &sc);
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(&h, set_resident_cb, &sc);
 	tap(st1.tail_pages == sc.n && st1.tail_ticks > st.tail_ticks,
 	    "the set is S, the last write: %llu page(s), S has %u",
 	    (unsigned long long)st1.tail_pages, sc.n);
 
 	err = offload(&h);
 	st = stats(&h, NULL);
-	sc = (struct set_call){ .round = 3 };
-	on_loop(&h, set_cb, &sc);
-	tap(!err && sc.in == sc.n && sc.same == sc.n && st.pages[PAGE_OFFLOADED] > 0 &&
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(&h, set_resident_cb, &sc);
+	tap(!err && sc.resident == sc.n && sc.contents_ok && st.pages[PAGE_OFFLOADED] > 0 &&
 	    st.pages[PAGE_RESIDENT] + st.pages[PAGE_CLEAN] == sc.n &&
 	    st.critical_kept_pages - st1.critical_kept_pages == sc.n,
 	    "offload 2 left S in the memfd with its last contents (%u of %u pages), and only "
-	    "S: %llu resident, %llu offloaded", sc.same, sc.n,
+	    "S: %llu resident, %llu offloaded", sc.resident, sc.n,
 	    (unsigned long long)(st.pages[PAGE_RESIDENT] + st.pages[PAGE_CLEAN]),
 	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
 	tap(st.kept_dirty_pages == sc.n,
@@ -157,9 +129,10 @@ int main(int argc, char **argv)
 	tap(st.tail_pages == 0, "the next command dropped the set");
 	vmm_cmd(&h, ans, "writeset 4");
 	err = offload(&h);
-	sc = (struct set_call){ .round = 4 };
-	on_loop(&h, set_cb, &sc);
-	tap(!err && sc.in == 0, "offload 3: S went out (%u of %u pages in the memfd)", sc.in,
+	sc = (struct set_resident_call){ .round = 4 };
+	on_loop(&h, set_resident_cb, &sc);
+	tap(!err && sc.resident == 0, "offload 3: S went out (%u of %u pages in the memfd)",
+	    sc.resident,
 	    sc.n);
 	vmm_cmd(&h, ans, "touchset 4");
 	tap(!strncmp(ans, "ok", 2), "S back from the store as last written (%s)", ans);
@@ -171,10 +144,10 @@ int main(int argc, char **argv)
 	tap(!strncmp(ans, "ok", 2) && ticks_pass(&h, &st, 2, false),
 	    "S, CLEAN, written while a command runs; two ticks passed (%s)", ans);
 	err = offload(&h);
-	sc = (struct set_call){ .round = 5 };
-	on_loop(&h, set_cb, &sc);
+	sc = (struct set_resident_call){ .round = 5 };
+	on_loop(&h, set_resident_cb, &sc);
 	vmm_cmd(&h, ans, "touchset 5");
-	tap(!err && sc.in == 0 && !strncmp(ans, "ok", 2),
+	tap(!err && sc.resident == 0 && !strncmp(ans, "ok", 2),
 	    "offload 4 stored S's new contents, not its stale slot (%s)", ans);
 	vmm_cmd(&h, ans, "writeset 2");
 	vmm_cmd(&h, ans, "verify 2 2");

@@ -896,6 +896,34 @@ struct pager *the_pager(struct harness *h)
 	return vm ? vm->pager : NULL;
 }
 
+bool page_in_memfd(int fd, uint64_t off, uint64_t pg, unsigned int round, bool *ok)
+{
+	uint64_t want[PAGE / 8], got[PAGE / 8];
+	off_t at = (off_t)(off + pg * PAGE);
+
+	if (lseek(fd, at, SEEK_DATA) != at)
+		return false;
+	page_pattern(pg, round, want);
+	if (pread(fd, got, PAGE, at) != PAGE || memcmp(got, want, PAGE))
+		*ok = false;
+	return true;
+}
+
+void set_resident_cb(struct harness *h, void *arg)
+{
+	struct set_resident_call *sc = arg;
+	uint64_t pgs[CRIT_SET_MAX], off;
+	struct pager_stats st;
+	int fd;
+
+	pager_get_stats(the_pager(h), &st);
+	sc->n = crit_set(st.pages_total, pgs);
+	sc->resident = 0;
+	sc->contents_ok = !pager_gpa_to_memfd(the_pager(h), 0, &fd, &off);
+	for (unsigned int k = 0; sc->contents_ok && k < sc->n; k++)
+		sc->resident += page_in_memfd(fd, off, pgs[k], sc->round, &sc->contents_ok);
+}
+
 struct stats_call {
 	struct pager_stats st;
 	bool have;

@@ -186,6 +186,16 @@ struct offload_call {
 	int err;
 };
 void offload_cb(struct harness *h, void *arg);	/* arg: struct offload_call */
+/* Is page @pg in the memfd @fd (guest RAM from @off), allocated, not a
+ * hole?  If so, *@ok is cleared unless it holds round @round's contents. */
+bool page_in_memfd(int fd, uint64_t off, uint64_t pg, unsigned int round, bool *ok);
+/* How many pages of S (crit_set()) the memfd holds, and are their
+ * contents round @round's? */
+struct set_resident_call {
+	unsigned int round, resident, n;
+	bool contents_ok;
+};
+void set_resident_cb(struct harness *h, void *arg);	/* arg: struct set_resident_call */
 
 /* From the test thread: */
 struct pager_stats stats(struct harness *h, bool *have);
