@@ -28,8 +28,11 @@ and measures what each wait costs in memory, cohort by cohort:
             (VMNAPD_DIRTY_TRACKING=none: no write-protect faults, every
             offload writes every resident page), to measure its cost
   offload-tail  optional: offload keeping the command's last writes
-            through its wait (vmnapd's tail_resident true; off by
-            default), to measure what they spare and cost
+            through every wait (vmnapd's tail_resident "always"; by
+            default "first": only until the resume-critical set has
+            pages), to measure what they spare and cost
+  offload-notail  optional: offload keeping them through no wait
+            (tail_resident "off")
   swap      kernel swap, the peer a user would pick: at each wait start the
             VM cgroup's memory is reclaimed to a swap file on the same
             filesystem (memory.reclaim, v1 memory.force_empty, or

@@ -14,10 +14,16 @@
  * next offload must still store its new contents, never punch it as
  * CLEAN (a stale slot would bring the old round back).
  *
- * The ticks' progress is read from the pager's counters (tail_ticks,
- * tail_sets), polled with a generous limit: nothing is timed.  TAP.
+ * With "first" (vmnapd's default) the same command and wait make a set
+ * while the resume-critical set is empty; once a data window has taught
+ * that set a page, the next command is not scanned and its wait keeps no
+ * set: S goes out with the rest.
  *
- *   pager_tail [MiB]	(default 16)
+ * The ticks' progress is read from the pager's counters (tail_ticks,
+ * tail_sets, tail_ticking), polled with a generous limit: nothing is
+ * timed.  TAP.
+ *
+ *   pager_tail [MiB [first]]	(default 16, "always")
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,58 +63,73 @@ static bool ticks_pass(struct harness *h, const struct pager_stats *st0, uint64_
 	return false;
 }
 
-int main(int argc, char **argv)
+static void prepare_cb(struct harness *h, void *arg)
 {
-	struct harness h = { 0 };
-	struct pager_config pcfg;
+	(void)arg;
+	pager_resume_prepare(the_pager(h));
+}
+
+static void delivered_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_resume_delivered(the_pager(h));
+}
+
+/* A data page of guest RAM outside S. */
+static uint64_t page_off_set(uint64_t npages)
+{
+	uint64_t pgs[CRIT_SET_MAX];
+	unsigned int n = crit_set(npages, pgs), k = 0;
+
+	for (uint64_t pg = 0; pg < npages; pg++) {
+		while (k < n && pgs[k] < pg)
+			k++;
+		if (page_kind(pg) == PK_DATA && (k == n || pgs[k] != pg))
+			return pg;
+	}
+	return 0;
+}
+
+/* A command that rewrites every data page, @ticks ticks, then S written
+ * with round @round's contents and the wait begun: true if a set was
+ * made.  *@before: the stats as the wait began. */
+static bool command_and_wait(struct harness *h, unsigned int round, uint64_t ticks,
+			     struct pager_stats *before)
+{
+	char ans[LINE_MAX_LEN];
+	bool ok;
+
+	track(h, true);
+	vmm_cmd(h, ans, "fill 2");
+	*before = stats(h, NULL);
+	ok = !strcmp(ans, "ok") && before->tail_ticking && ticks_pass(h, before, ticks, false);
+	vmm_cmd(h, ans, "writeset %u", round);
+	*before = stats(h, NULL);
+	track(h, false);
+	return ok && !strncmp(ans, "ok", 2) && ticks_pass(h, before, 0, true);
+}
+
+/* "always": the set, its keeping, its dropping, and CLEAN pages. */
+static void always(struct harness *h)
+{
 	struct pager_stats st, st1;
 	struct set_resident_call sc;
 	char ans[LINE_MAX_LEN];
-	uint64_t mib;
 	int err;
 
-	if (mockvmm_init(argc, argv))
-		return 0;
-	mib = mockvmm_arg(argc, argv, 1, 16);
-	pager_config_default(&pcfg, "");
-	pcfg.prefetch = false;
-	pcfg.critical_resident = true;
-	pcfg.tail_resident = true;
-	if (!harness_up(&h, &pcfg, argv[0], mib))
-		return 1;
-	/* the offload worker ticks; the first offload starts it (and by then
-	 * the mapper has registered: tracking is decided) */
-	err = offload(&h);
-	tap(!err, "offload 1: %s", strerror(-err));
-	st = stats(&h, NULL);
-	if (st.dirty_tracking != PAGER_DIRTY_WP_ASYNC) {
-		tap_skip("the command's last writes", "they need asynchronous write-protect, "
-			 "tracking here is %s", pager_dirty_tracking_name(st.dirty_tracking));
-		vmm_quit(&h);
-		return harness_finish(&h);
-	}
-
-	track(&h, true);
-	vmm_cmd(&h, ans, "fill 2");
-	st = stats(&h, NULL);
-	tap(!strcmp(ans, "ok") && ticks_pass(&h, &st, 3, false),
-	    "a command rewrote every data page, three ticks passed (%s)", ans);
-	vmm_cmd(&h, ans, "writeset 3");
-	st = stats(&h, NULL);
-	track(&h, false);
-	tap(!strncmp(ans, "ok", 2) && ticks_pass(&h, &st, 0, true),
-	    "then it wrote S, and its wait began: a set made (%s)", ans);
-	st1 = stats(&h, NULL);
+	tap(command_and_wait(h, 3, 3, &st), "a command rewrote every data page, three ticks "
+	    "passed, then it wrote S, and its wait began: a set made");
+	st1 = stats(h, NULL);
 	sc = (struct set_resident_call){ .round = 3 };
-	on_loop(&h, set_resident_cb, &sc);
+	on_loop(h, set_resident_cb, &sc);
 	tap(st1.tail_pages == sc.n && st1.tail_ticks > st.tail_ticks,
 	    "the set is S, the last write: %llu page(s), S has %u",
 	    (unsigned long long)st1.tail_pages, sc.n);
 
-	err = offload(&h);
-	st = stats(&h, NULL);
+	err = offload(h);
+	st = stats(h, NULL);
 	sc = (struct set_resident_call){ .round = 3 };
-	on_loop(&h, set_resident_cb, &sc);
+	on_loop(h, set_resident_cb, &sc);
 	tap(!err && sc.resident == sc.n && sc.contents_ok && st.pages[PAGE_OFFLOADED] > 0 &&
 	    st.pages[PAGE_RESIDENT] + st.pages[PAGE_CLEAN] == sc.n &&
 	    st.critical_kept_pages - st1.critical_kept_pages == sc.n,
@@ -118,41 +139,118 @@ int main(int argc, char **argv)
 	    (unsigned long long)st.pages[PAGE_OFFLOADED]);
 	tap(st.kept_dirty_pages == sc.n,
 	    "S's written pages counted as kept: %llu", (unsigned long long)st.kept_dirty_pages);
-	vmm_cmd(&h, ans, "touchset 3");
-	st1 = stats(&h, NULL);
+	vmm_cmd(h, ans, "touchset 3");
+	st1 = stats(h, NULL);
 	tap(!strncmp(ans, "ok", 2) && st1.faults == st.faults,
 	    "the data comes: touching S took no fault (%s)", ans);
 
 	/* the next command: the set is dropped, S goes out with the rest */
-	track(&h, true);
-	st = stats(&h, NULL);
+	track(h, true);
+	st = stats(h, NULL);
 	tap(st.tail_pages == 0, "the next command dropped the set");
-	vmm_cmd(&h, ans, "writeset 4");
-	err = offload(&h);
+	vmm_cmd(h, ans, "writeset 4");
+	err = offload(h);
 	sc = (struct set_resident_call){ .round = 4 };
-	on_loop(&h, set_resident_cb, &sc);
+	on_loop(h, set_resident_cb, &sc);
 	tap(!err && sc.resident == 0, "offload 3: S went out (%u of %u pages in the memfd)",
-	    sc.resident,
-	    sc.n);
-	vmm_cmd(&h, ans, "touchset 4");
+	    sc.resident, sc.n);
+	vmm_cmd(h, ans, "touchset 4");
 	tap(!strncmp(ans, "ok", 2), "S back from the store as last written (%s)", ans);
 
 	/* S CLEAN now (read back); written while ticks run, the tick that
 	 * finds it protects it again: the offload must still store it */
-	vmm_cmd(&h, ans, "writeset 5");
-	st = stats(&h, NULL);
-	tap(!strncmp(ans, "ok", 2) && ticks_pass(&h, &st, 2, false),
+	vmm_cmd(h, ans, "writeset 5");
+	st = stats(h, NULL);
+	tap(!strncmp(ans, "ok", 2) && ticks_pass(h, &st, 2, false),
 	    "S, CLEAN, written while a command runs; two ticks passed (%s)", ans);
-	err = offload(&h);
+	err = offload(h);
 	sc = (struct set_resident_call){ .round = 5 };
-	on_loop(&h, set_resident_cb, &sc);
-	vmm_cmd(&h, ans, "touchset 5");
+	on_loop(h, set_resident_cb, &sc);
+	vmm_cmd(h, ans, "touchset 5");
 	tap(!err && sc.resident == 0 && !strncmp(ans, "ok", 2),
 	    "offload 4 stored S's new contents, not its stale slot (%s)", ans);
-	vmm_cmd(&h, ans, "writeset 2");
-	vmm_cmd(&h, ans, "verify 2 2");
+	vmm_cmd(h, ans, "writeset 2");
+	vmm_cmd(h, ans, "verify 2 2");
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
-	track(&h, false);
+	track(h, false);
+}
+
+/* "first": a set while the resume-critical set is empty, none after. */
+static void first(struct harness *h)
+{
+	struct pager_stats st, st1;
+	struct set_resident_call sc;
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	tap(command_and_wait(h, 3, 1, &st), "the resume-critical set empty: a command scanned, "
+	    "its wait made a set");
+	err = offload(h);
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(!err && sc.resident == sc.n && sc.contents_ok,
+	    "offload 2 kept it: %u of %u pages of S in the memfd", sc.resident, sc.n);
+
+	/* the data resume: a page outside S faults in its window */
+	on_loop(h, prepare_cb, NULL);
+	st = stats(h, NULL);
+	vmm_cmd(h, ans, "read %llu", (unsigned long long)page_off_set(st.pages_total));
+	on_loop(h, delivered_cb, NULL);
+	st = stats_settled(h);
+	tap(!strncmp(ans, "value", 5) && st.critical_set_pages > 0,
+	    "a data resume taught the resume-critical set %llu page(s) (%s)",
+	    (unsigned long long)st.critical_set_pages, ans);
+
+	track(h, true);
+	st = stats(h, NULL);
+	tap(!st.tail_ticking && !st.tail_pages, "so the next command is not scanned");
+	vmm_cmd(h, ans, "writeset 4");
+	track(h, false);
+	err = offload(h);
+	st1 = stats(h, NULL);
+	sc = (struct set_resident_call){ .round = 4 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(!err && st1.tail_sets == st.tail_sets && st1.tail_ticks == st.tail_ticks &&
+	    sc.resident == 0, "its wait made no set: offload 3 took S out (%u of %u pages in the "
+	    "memfd)", sc.resident, sc.n);
+	vmm_cmd(h, ans, "touchset 4");
+	tap(!strncmp(ans, "ok", 2), "S back from the store as last written (%s)", ans);
+	vmm_cmd(h, ans, "writeset 2");
+	vmm_cmd(h, ans, "verify 2 2");
+	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
+}
+
+int main(int argc, char **argv)
+{
+	struct harness h = { 0 };
+	struct pager_config pcfg;
+	struct pager_stats st;
+	bool first_only;
+	uint64_t mib;
+	int err;
+
+	if (mockvmm_init(argc, argv))
+		return 0;
+	mib = mockvmm_arg(argc, argv, 1, 16);
+	first_only = argc > 2 && !strcmp(argv[2], "first");
+	pager_config_default(&pcfg, "");
+	pcfg.prefetch = false;
+	pcfg.critical_resident = true;
+	pcfg.tail_resident = first_only ? PAGER_TAIL_FIRST : PAGER_TAIL_ALWAYS;
+	if (!harness_up(&h, &pcfg, argv[0], mib))
+		return 1;
+	/* the offload worker ticks; the first offload starts it (and by then
+	 * the mapper has registered: tracking is decided) */
+	err = offload(&h);
+	tap(!err, "offload 1: %s", strerror(-err));
+	st = stats(&h, NULL);
+	if (st.dirty_tracking != PAGER_DIRTY_WP_ASYNC)
+		tap_skip("the command's last writes", "they need asynchronous write-protect, "
+			 "tracking here is %s", pager_dirty_tracking_name(st.dirty_tracking));
+	else if (first_only)
+		first(&h);
+	else
+		always(&h);
 	vmm_quit(&h);
 	return harness_finish(&h);
 }

@@ -45,8 +45,8 @@ static void test_example_is_the_defaults(void **st)
 	assert_int_equal(s.fault_around_pages, PAGER_DEFAULT_FAULT_AROUND);
 	assert_true(s.critical_resident);
 	assert_true(d.critical_resident);
-	assert_false(s.tail_resident);
-	assert_false(d.tail_resident);
+	assert_int_equal(s.tail_resident, PAGER_TAIL_FIRST);
+	assert_int_equal(d.tail_resident, PAGER_TAIL_FIRST);
 	assert_int_equal(s.follow_pages, d.follow_pages);
 	assert_int_equal(s.follow_pages, CONFIG_DEFAULT_FOLLOW);
 	assert_int_equal(s.api_max_body, d.api_max_body);
@@ -85,8 +85,10 @@ static void test_overrides(void **st)
 	assert_int_equal(s.fault_around_pages, 4);
 	assert_int_equal(load_text("{\"critical_resident\": false}", &s, err), 0);
 	assert_false(s.critical_resident);
-	assert_int_equal(load_text("{\"tail_resident\": true}", &s, err), 0);
-	assert_true(s.tail_resident);
+	assert_int_equal(load_text("{\"tail_resident\": \"always\"}", &s, err), 0);
+	assert_int_equal(s.tail_resident, PAGER_TAIL_ALWAYS);
+	assert_int_equal(load_text("{\"tail_resident\": \"off\"}", &s, err), 0);
+	assert_int_equal(s.tail_resident, PAGER_TAIL_OFF);
 	assert_int_equal(load_text("{\"follow_pages\": 0}", &s, err), 0);
 	assert_int_equal(s.follow_pages, 0);
 	assert_int_equal(load_text("{\"follow_pages\": 64}", &s, err), 0);
@@ -144,6 +146,7 @@ static void test_errors(void **st)
 		"{\"fault_around_pages\": 257}",
 		"{\"critical_resident\": 1}",
 		"{\"tail_resident\": \"yes\"}",
+		"{\"tail_resident\": true}",
 		"{\"follow_pages\": 65}",
 		"{\"follow_pages\": -1}",
 		"{\"follow_pages\": \"16\"}",

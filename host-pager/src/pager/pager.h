@@ -94,11 +94,12 @@ struct pager_config {
 					 * a resume neither restores nor
 					 * faults on them (at most 4 MiB held
 					 * through each wait); default false */
-	bool tail_resident;		/* with critical_resident: offloads
-					 * also leave the pages the command
-					 * wrote last before its wait
+	int tail_resident;		/* enum pager_tail, with
+					 * critical_resident: offloads also
+					 * leave the pages the command wrote
+					 * last before its wait
 					 * (pager_tail_track) resident, at
-					 * most 2 MiB; default false */
+					 * most 2 MiB; default off */
 	uint32_t follow_pages;		/* fault-order prefetch: after a fault
 					 * on a page the last data cycles
 					 * faulted, the pages that came after
@@ -164,6 +165,17 @@ enum pager_restore {
 const char *pager_restore_name(enum pager_restore r);
 /* "working-set", "eager", "lazy", "recurring" -> *@out; -EINVAL. */
 int pager_restore_parse(const char *s, enum pager_restore *out);
+
+/* When the command's last writes are kept (pager_config.tail_resident). */
+enum pager_tail {
+	PAGER_TAIL_OFF = 0,
+	PAGER_TAIL_FIRST,	/* until the resume-critical set has pages */
+	PAGER_TAIL_ALWAYS,	/* every wait */
+	PAGER_TAILS,
+};
+const char *pager_tail_name(enum pager_tail t);
+/* "off", "first", "always" -> *@out; -EINVAL. */
+int pager_tail_parse(const char *s, enum pager_tail *out);
 
 enum pager_page_state {
 	PAGE_RESIDENT = 0,
@@ -365,6 +377,7 @@ struct pager_stats {
 	uint64_t tail_pages;			/* in the set now */
 	uint64_t tail_ticks;			/* scans while commands ran */
 	uint64_t tail_sets;			/* sets made (waits begun) */
+	bool tail_ticking;			/* scanning: a command runs */
 	/* recovery: created over a store a previous vmnapd left */
 	bool recovered;
 	uint64_t recovered_store_pages;	/* pages its slot map held */
@@ -646,7 +659,8 @@ int pager_resume_prepare(struct pager *p);
  * wait's offloads leave resident and mapped, as the resume-critical set,
  * since the guest's way to the next data is mostly through them (the
  * connection's socket, the agent's buffers).  The next command drops it.
- * Loop thread.
+ * With PAGER_TAIL_FIRST, a command that begins once the resume-critical
+ * set has pages is not scanned (and its wait has no set).  Loop thread.
  */
 void pager_tail_track(struct pager *p, bool on);
 /*

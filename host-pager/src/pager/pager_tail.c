@@ -27,10 +27,12 @@
  * (pager_hot_scan_locked) count them.
  *
  * Only with asynchronous write-protect (wp_async): with wp_sync every such
- * write would be a round trip through vmnapd.  vmnapd leaves it off by
- * default: a page a command keeps writing takes a fault after every tick,
- * which on the heavy trajectory cost the commands more time than the set
- * spared the deliveries.
+ * write would be a round trip through vmnapd.  A page a command keeps
+ * writing takes a fault after every tick, which on the heavy replay
+ * trajectory cost the commands more time than the set spared the
+ * deliveries once the resume-critical set had learned the data path.  So
+ * PAGER_TAIL_FIRST ticks only until that set has pages: the first data
+ * resumes, which nothing learned before, are the ones the set spares most.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -39,6 +41,27 @@
 #include "log.h"
 #include "loop.h"
 #include "pager_internal.h"
+
+static const char *const tail_names[PAGER_TAILS] = {
+	[PAGER_TAIL_OFF] = "off",
+	[PAGER_TAIL_FIRST] = "first",
+	[PAGER_TAIL_ALWAYS] = "always",
+};
+
+const char *pager_tail_name(enum pager_tail t)
+{
+	return (unsigned int)t < PAGER_TAILS ? tail_names[t] : "?";
+}
+
+int pager_tail_parse(const char *s, enum pager_tail *out)
+{
+	for (unsigned int i = 0; s && i < PAGER_TAILS; i++)
+		if (!strcmp(s, tail_names[i])) {
+			*out = (enum pager_tail)i;
+			return 0;
+		}
+	return -EINVAL;
+}
 
 void pager_tail_track(struct pager *p, bool on)
 {
@@ -49,9 +72,10 @@ void pager_tail_track(struct pager *p, bool on)
 		return;
 	}
 	if (on) {
-		/* a command runs: the last wait's set has served */
+		/* a command runs: the last wait's set has served; with "first",
+		 * once the resume-critical set knows the data path, no more */
 		p->tail_nr = 0;
-		p->tail_ticking = true;
+		p->tail_ticking = p->cfg.tail_resident == PAGER_TAIL_ALWAYS || !p->crit_nr;
 		p->tail_run_ticks = 0;
 	} else if (p->tail_ticking) {
 		p->tail_ticking = false;

@@ -41,7 +41,7 @@ void config_default(struct vmnapd_settings *s)
 	s->fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS;
 	s->fault_around_pages = PAGER_DEFAULT_FAULT_AROUND;
 	s->critical_resident = true;
-	s->tail_resident = false;
+	s->tail_resident = PAGER_TAIL_FIRST;
 	s->follow_pages = CONFIG_DEFAULT_FOLLOW;
 	s->api_max_body = CONFIG_DEFAULT_API_BODY;
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
@@ -385,6 +385,19 @@ out:
 	return ret;
 }
 
+/* "tail_resident": "off", "first" or "always" (enum pager_tail). */
+static int config_tail_from_json(const json_t *v, int *out, char *err, size_t n)
+{
+	enum pager_tail how;
+
+	if (!json_is_string(v) || pager_tail_parse(json_string_value(v), &how)) {
+		snprintf(err, n, "tail_resident: want \"off\", \"first\" or \"always\"");
+		return -EINVAL;
+	}
+	*out = (int)how;
+	return 0;
+}
+
 int config_restore_from_json(const json_t *v, int *out, char *err, size_t n)
 {
 	enum pager_restore how;
@@ -443,7 +456,7 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 		} else if (!strcmp(key, "critical_resident")) {
 			ret = get_bool(key, v, &s->critical_resident, err, n);
 		} else if (!strcmp(key, "tail_resident")) {
-			ret = get_bool(key, v, &s->tail_resident, err, n);
+			ret = config_tail_from_json(v, &s->tail_resident, err, n);
 		} else if (!strcmp(key, "api"))
 			ret = api_from_json(v, s, err, n);
 		else if (!strcmp(key, "coordinator"))

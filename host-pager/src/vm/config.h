@@ -7,7 +7,7 @@
  *     "run_dir": "/run/vmnap", "store_dir": "/var/lib/vmnap",
  *     "events": "/var/log/vmnap/events.jsonl", "log_level": "info",
  *     "pause_timeout_ms": 5000, "fault_error_timeout_ms": 30000,
- *     "fault_around_pages": 16, "critical_resident": true, "tail_resident": false,
+ *     "fault_around_pages": 16, "critical_resident": true, "tail_resident": "first",
  *     "follow_pages": 16,
  *     "api": { "max_body_bytes": 65536, "max_connections": 64,
  *              "connection_timeout_s": 10 },
@@ -52,7 +52,7 @@ struct vmnapd_settings {
 	uint32_t fault_error_timeout_ms;	/* pager_config's; 0: never */
 	uint32_t fault_around_pages;	/* pager_config's: the window's max */
 	bool critical_resident;		/* pager_config's; true */
-	bool tail_resident;		/* pager_config's; false */
+	int tail_resident;		/* pager_config's (enum pager_tail) */
 	uint32_t follow_pages;		/* pager_config's; CONFIG_DEFAULT_FOLLOW */
 	uint32_t api_max_body;
 	uint32_t api_max_conns;
