@@ -19,11 +19,17 @@
  * that set a page, the next command is not scanned and its wait keeps no
  * set: S goes out with the rest.
  *
+ * With "early" the command runs before any offload, so nothing is
+ * registered yet: the pager registers write-protect alone to scan it
+ * (no MISSING: nothing is out), the same set is made and kept by the
+ * first offload, which registers MISSING over it: every other page comes
+ * back from the store by its fault.
+ *
  * The ticks' progress is read from the pager's counters (tail_ticks,
  * tail_sets, tail_ticking), polled with a generous limit: nothing is
  * timed.  TAP.
  *
- *   pager_tail [MiB [first]]	(default 16, "always")
+ *   pager_tail [MiB [first|early]]	(default 16, "always")
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,35 +226,83 @@ static void first(struct harness *h)
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 }
 
+/* "early": the first command before the first offload. */
+static void early(struct harness *h)
+{
+	struct pager_stats st, st1;
+	struct set_resident_call sc;
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	tap(command_and_wait(h, 3, 3, &st), "before any offload, a command rewrote every data "
+	    "page, three ticks passed, then it wrote S, and its wait began: a set made");
+	st1 = stats(h, NULL);
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(st1.tail_pages == sc.n && !st1.offloads,
+	    "the set is S: %llu page(s), S has %u; nothing offloaded yet",
+	    (unsigned long long)st1.tail_pages, sc.n);
+	err = offload(h);
+	st = stats(h, NULL);
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(!err && sc.resident == sc.n && sc.contents_ok && st.pages[PAGE_OFFLOADED] > 0 &&
+	    st.pages[PAGE_RESIDENT] + st.pages[PAGE_CLEAN] == sc.n &&
+	    st.dirty_tracking == PAGER_DIRTY_WP_ASYNC,
+	    "the first offload kept S (%u of %u pages, their contents), %llu page(s) out, "
+	    "tracking %s", sc.resident, sc.n, (unsigned long long)st.pages[PAGE_OFFLOADED],
+	    pager_dirty_tracking_name(st.dirty_tracking));
+	vmm_cmd(h, ans, "touchset 3");
+	st1 = stats(h, NULL);
+	tap(!strncmp(ans, "ok", 2) && st1.faults == st.faults,
+	    "touching S took no fault (%s)", ans);
+	vmm_cmd(h, ans, "writeset 2");
+	vmm_cmd(h, ans, "verify 2 2");
+	st = stats(h, NULL);
+	tap(!strcmp(ans, "ok") && st.faults > st1.faults,
+	    "every byte verified, the rest back by %llu fault(s) (%s)",
+	    (unsigned long long)(st.faults - st1.faults), ans);
+}
+
 int main(int argc, char **argv)
 {
 	struct harness h = { 0 };
 	struct pager_config pcfg;
 	struct pager_stats st;
-	bool first_only;
+	const char *mode;
 	uint64_t mib;
-	int err;
+	int err = 0;
 
 	if (mockvmm_init(argc, argv))
 		return 0;
 	mib = mockvmm_arg(argc, argv, 1, 16);
-	first_only = argc > 2 && !strcmp(argv[2], "first");
+	mode = argc > 2 ? argv[2] : "always";
 	pager_config_default(&pcfg, "");
 	pcfg.prefetch = false;
 	pcfg.critical_resident = true;
-	pcfg.tail_resident = first_only ? PAGER_TAIL_FIRST : PAGER_TAIL_ALWAYS;
+	pcfg.tail_resident = !strcmp(mode, "first") ? PAGER_TAIL_FIRST : PAGER_TAIL_ALWAYS;
 	if (!harness_up(&h, &pcfg, argv[0], mib))
 		return 1;
-	/* the offload worker ticks; the first offload starts it (and by then
-	 * the mapper has registered: tracking is decided) */
-	err = offload(&h);
-	tap(!err, "offload 1: %s", strerror(-err));
-	st = stats(&h, NULL);
+	if (!strcmp(mode, "early")) {
+		/* the first command: write-protect alone, the worker started */
+		track(&h, true);
+		st = stats(&h, NULL);
+		if (st.dirty_tracking == PAGER_DIRTY_WP_ASYNC)
+			tap(st.tail_ticking && !st.offloads, "a command before any offload: "
+			    "registered for write-protect, scanned");
+	} else {
+		/* (the mapper registers, tracking is decided) */
+		err = offload(&h);
+		tap(!err, "offload 1: %s", strerror(-err));
+		st = stats(&h, NULL);
+	}
 	if (st.dirty_tracking != PAGER_DIRTY_WP_ASYNC)
 		tap_skip("the command's last writes", "they need asynchronous write-protect, "
 			 "tracking here is %s", pager_dirty_tracking_name(st.dirty_tracking));
-	else if (first_only)
+	else if (!strcmp(mode, "first"))
 		first(&h);
+	else if (!strcmp(mode, "early"))
+		early(&h);
 	else
 		always(&h);
 	vmm_quit(&h);

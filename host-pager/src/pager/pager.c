@@ -653,7 +653,7 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 {
 	struct pager_mapper *m;
 	unsigned int count = 0;
-	bool registered;
+	bool registered, wp_only;
 	int err = 0;
 
 	if (nr != p->nr_regions)
@@ -677,9 +677,16 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 	if (p->nr_mappers >= PAGER_MAX_MAPPERS)
 		err = -EMFILE;
 	registered = p->registered;
+	wp_only = p->reg_wp_only;
 	pthread_mutex_unlock(&p->lock);
 	if (!err && registered)
 		err = pager_mapper_register(p, m);	/* not listed yet: ours */
+	if (err && err != -EMFILE && wp_only) {
+		/* nothing is out yet: the first offload registers it MISSING
+		 * (its errors count then); only its writes go unscanned */
+		registered = false;
+		err = 0;
+	}
 	pthread_mutex_lock(&p->lock);
 	if (!err) {
 		m->registered = registered;
@@ -1171,6 +1178,21 @@ int pager_offload_cancel(struct pager *p)
 	if (!atomic_exchange(&p->offload_abort, true))
 		log_info(p->subject, "offload cancel requested");
 	return 0;
+}
+
+void pager_tail_track(struct pager *p, bool on)
+{
+	bool early;
+
+	if (!p->cfg.tail_resident || !p->cfg.critical_resident || !p->tail)
+		return;
+	pthread_mutex_lock(&p->lock);
+	early = on && !p->registered;
+	pthread_mutex_unlock(&p->lock);
+	/* before the first offload: write-protect alone, and the worker */
+	if (early && (!pager_register_wp_early(p) || pager_offload_worker_start(p)))
+		return;
+	pager_tail_command(p, on);
 }
 
 static const char *const restore_names[PAGER_RESTORES] = {

@@ -309,8 +309,17 @@ int pager_mapper_register(struct pager *p, struct pager_mapper *m)
 	mode = pager_dirty_reg_mode(p, m);
 	pthread_mutex_lock(&p->lock);
 	mapper_ranges_locked(p, m, &mr);
+	if (p->reg_wp_only)
+		mode &= ~(uint64_t)UFFDIO_REGISTER_MODE_MISSING;
 	pthread_mutex_unlock(&p->lock);
+	if (!mode)
+		return -EOPNOTSUPP;	/* write-protect alone, untracked */
 	err = mapper_register_mode(p, m, &mr, mode);
+	if (err == -EINVAL && mode == UFFDIO_REGISTER_MODE_WP) {
+		/* early, and no write-protect for shmem: nothing registered */
+		(void)pager_dirty_registered(p, m, mode, err);
+		return err;
+	}
 	if (err == -EINVAL && (mode & UFFDIO_REGISTER_MODE_WP)) {
 		/* no write-protect for shmem on this userfaultfd: MISSING
 		 * alone (ranges already registered WP too are harmless:
@@ -321,6 +330,9 @@ int pager_mapper_register(struct pager *p, struct pager_mapper *m)
 	}
 	if (err)
 		return err;
+	pthread_mutex_lock(&p->lock);
+	m->reg_missing = mode & UFFDIO_REGISTER_MODE_MISSING;
+	pthread_mutex_unlock(&p->lock);
 	return pager_dirty_registered(p, m, mode, 0);
 }
 
@@ -351,12 +363,15 @@ static void mapper_unregister(struct pager *p, struct pager_mapper *m)
 
 int pager_register_all(struct pager *p)
 {
+	pthread_mutex_lock(&p->lock);
+	p->reg_wp_only = false;
+	pthread_mutex_unlock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
 		bool skip;
 		int err;
 
 		pthread_mutex_lock(&p->lock);
-		skip = m->dead || m->registered;
+		skip = m->dead || (m->registered && m->reg_missing);
 		pthread_mutex_unlock(&p->lock);
 		if (skip)
 			continue;
@@ -371,6 +386,68 @@ int pager_register_all(struct pager *p)
 			return err;
 	}
 	return 0;
+}
+
+bool pager_register_wp_early(struct pager *p)
+{
+	bool tracked;
+	int err = 0;
+
+	pthread_mutex_lock(&p->reg_lock);
+	pthread_mutex_lock(&p->lock);
+	if (p->registered || p->track != PAGER_DIRTY_UNKNOWN || !p->nr_mappers) {
+		tracked = p->track == PAGER_DIRTY_WP_ASYNC;
+		pthread_mutex_unlock(&p->lock);
+		pthread_mutex_unlock(&p->reg_lock);
+		return tracked;
+	}
+	p->reg_wp_only = true;
+	pthread_mutex_unlock(&p->lock);
+	for (struct pager_mapper *m = p->mappers; m && !err; m = m->next) {
+		bool skip;
+
+		pthread_mutex_lock(&p->lock);
+		skip = m->dead || m->registered;
+		pthread_mutex_unlock(&p->lock);
+		if (skip)
+			continue;
+		err = pager_mapper_register(p, m);
+		pthread_mutex_lock(&p->lock);
+		if (err == -ESRCH)
+			m->dead = true;
+		else if (!err)
+			m->registered = true;
+		pthread_mutex_unlock(&p->lock);
+		if (err == -ESRCH)
+			err = 0;
+	}
+	pthread_mutex_lock(&p->lock);
+	tracked = !err && p->track == PAGER_DIRTY_WP_ASYNC;
+	p->registered = true;
+	p->tail_fresh = true;
+	pthread_mutex_unlock(&p->lock);
+	if (!tracked) {
+		/* no scans then: as before any offload, nothing registered */
+		for (struct pager_mapper *m = p->mappers; m; m = m->next) {
+			bool live;
+
+			pthread_mutex_lock(&p->lock);
+			live = m->registered && !m->dead;
+			pthread_mutex_unlock(&p->lock);
+			if (live)
+				mapper_unregister(p, m);
+		}
+		pthread_mutex_lock(&p->lock);
+		p->registered = false;
+		p->reg_wp_only = false;
+		pthread_mutex_unlock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->reg_lock);
+	if (err && err != -EOPNOTSUPP)	/* (tracking off: said where decided) */
+		log_warn(p->subject, "write-protect before the first offload: %s; the "
+			 "command's writes are scanned from the first offload on",
+			 strerror(-err));
+	return tracked;
 }
 
 /* Never unregister while a page is out: the next touch would read zeros.

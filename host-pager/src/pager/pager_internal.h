@@ -107,6 +107,8 @@ struct pager_mapper {
 	 * up to host_addr[i] + map_hi[i] (region offsets; shrunk by UNMAP) */
 	uint64_t map_lo[PAGER_MAX_REGIONS], map_hi[PAGER_MAX_REGIONS];
 	bool registered;
+	bool reg_missing;	/* ... MODE_MISSING (not write-protect
+				 * alone: pager_register_wp_early) */
 	bool dead;		/* process gone or removed: not served */
 	bool removed;		/* its owner let go: the fault thread frees it */
 	/* sequential fault detection (fault thread only): the streams the
@@ -203,6 +205,11 @@ struct pager {
 	struct pager_mapper *mappers;
 	unsigned int nr_mappers;
 	bool registered;
+	bool reg_wp_only;		/* registrations are write-protect
+					 * alone (pager_register_wp_early),
+					 * until the first offload's */
+	bool tail_fresh;		/* tail.c: the next tick's scan finds
+					 * every page (just registered) */
 	bool evictable;
 	const char *not_evictable_reason;
 
@@ -431,12 +438,24 @@ void pager_report_error(struct pager *p, int err, const char *what);
  * error callback ("lost").  Once only; the fault thread (it closes the
  * mappers' pidfds), lock not held. */
 void pager_lose(struct pager *p, int err);
-/* Register every live mapper's ranges MISSING; p->reg_lock held, p->lock
- * not.  The caller sets p->registered. */
+/* Register every live mapper's ranges MISSING (and WP while writes are
+ * tracked), those registered for write-protect alone again; p->reg_lock
+ * held, p->lock not.  The caller sets p->registered. */
 int pager_register_all(struct pager *p);
-/* Register @m's ranges MISSING; p->reg_lock held, p->lock not.  -errno
+/* Register @m's ranges MISSING (WP too while writes are tracked), or WP
+ * alone while p->reg_wp_only; p->reg_lock held, p->lock not.  -errno
  * (-ESRCH: the process exited). */
 int pager_mapper_register(struct pager *p, struct pager_mapper *m);
+/*
+ * Before the first offload (nothing registered yet): register every
+ * mapper for write-protect alone, so that PAGEMAP_SCAN can tell the
+ * pages written since a scan (pager_tail.c) while nothing is out.  No
+ * MISSING: a first touch of a hole must not fault to vmnapd; the first
+ * offload registers MISSING|WP over it (pager_register_all).  Mappers
+ * that come later register the same way (pager_add_mapper).  True if
+ * writes are tracked (wp_async) now.  Takes reg_lock and lock.
+ */
+bool pager_register_wp_early(struct pager *p);
 /* Would pager_maybe_unregister() unregister now?  Lock held. */
 bool pager_unregister_due_locked(struct pager *p);
 /* Unregister every range once no page is out or in flight and no offload
@@ -603,12 +622,18 @@ unsigned int pager_tail_keep_locked(const struct pager *p, uint64_t *pgs, unsign
 /* RESIDENT pages of the set (written: the offloads keep them unwritten).
  * Lock held. */
 uint64_t pager_tail_resident_locked(const struct pager *p);
+/* pager_tail_track() once the mappers are registered and the worker runs:
+ * start ticking (@on) or make the wait's set.  Lock not held. */
+void pager_tail_command(struct pager *p, bool on);
 
 /* pager_offload.c */
 /* Hand the job offload_job_set_locked() set to the offload worker,
  * starting it at the first job.  -errno (the job is dropped: p->offloading
  * cleared) if the worker cannot start. */
 int pager_offload_worker_kick(struct pager *p);
+/* Start the worker without a job (its ticks, pager_tail.c), if it has not
+ * started.  Loop thread.  -errno. */
+int pager_offload_worker_start(struct pager *p);
 /* Stop the worker (a job it has not taken never runs) and join it. */
 void pager_offload_worker_stop(struct pager *p);
 

@@ -1078,13 +1078,18 @@ static void *offload_worker_main(void *arg)
 	return NULL;
 }
 
+int pager_offload_worker_start(struct pager *p)
+{
+	if (p->offload_thread_started)
+		return 0;
+	return pager_thread_start(p, &p->offload_thread, &p->offload_thread_started,
+				  offload_worker_main, "vmnap-offload");
+}
+
 int pager_offload_worker_kick(struct pager *p)
 {
-	int err = 0;
+	int err = pager_offload_worker_start(p);
 
-	if (!p->offload_thread_started)
-		err = pager_thread_start(p, &p->offload_thread, &p->offload_thread_started,
-					 offload_worker_main, "vmnap-offload");
 	pthread_mutex_lock(&p->lock);
 	if (err) {
 		p->offloading = false;

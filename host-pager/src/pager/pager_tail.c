@@ -63,11 +63,10 @@ int pager_tail_parse(const char *s, enum pager_tail *out)
 	return -EINVAL;
 }
 
-void pager_tail_track(struct pager *p, bool on)
+void pager_tail_command(struct pager *p, bool on)
 {
 	pthread_mutex_lock(&p->lock);
-	if (!p->cfg.tail_resident || !p->cfg.critical_resident || !p->tail ||
-	    p->track != PAGER_DIRTY_WP_ASYNC) {
+	if (p->track != PAGER_DIRTY_WP_ASYNC || (on && p->tail_ticking)) {
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
@@ -81,8 +80,7 @@ void pager_tail_track(struct pager *p, bool on)
 		p->tail_ticking = false;
 		p->tail_freeze = true;
 	}
-	/* the worker ticks; it exists once the VM was first offloaded */
-	pthread_cond_signal(&p->offload_cv);
+	pthread_cond_signal(&p->offload_cv);	/* the worker ticks */
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -108,6 +106,12 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 		return keep.nr;
 	}
 	pthread_mutex_lock(&p->lock);
+	if (p->tail_fresh) {
+		/* the first scan since registration found every page: none
+		 * was protected yet.  Nothing is stored yet either. */
+		p->tail_fresh = false;
+		memset(p->tail_scan, 0, p->npages);
+	}
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
 		uint8_t b = p->tail[pg] & TAIL_SINCE;
 

@@ -459,6 +459,7 @@ static bool attach(struct hs_conn *c, struct hs_req *rq)
 	}
 	c->fds[rq->uffd_idx] = -1;	/* the mapper owns it */
 	conn_close_fds(c);
+	vm_control_tail_sync(vm);	/* a command may run already */
 	c->attached = true;
 	c->vm_id = vm->id;
 	c->pager = vm->pager;

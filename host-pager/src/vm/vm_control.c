@@ -346,6 +346,13 @@ void vm_control_pager_attached(struct vm *vm)
 		pager_set_error_cb(vm->pager, pager_error, vm);
 }
 
+void vm_control_tail_sync(struct vm *vm)
+{
+	if (vm->pager && vm->coord)
+		pager_tail_track(vm->pager, coord_managed(vm->coord) &&
+				 coord_state(vm->coord) == COORD_RUNNING);
+}
+
 static int ctl_pre_resume(void *arg)
 {
 	struct vm *vm = arg;
@@ -868,6 +875,7 @@ int vm_control_set_managed(struct vm *vm, bool managed, char *err, size_t n)
 		return -EPERM;
 	}
 	coord_set_managed(vm->coord, managed);
+	vm_control_tail_sync(vm);
 	return 0;
 }
 
