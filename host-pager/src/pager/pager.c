@@ -693,6 +693,9 @@ int pager_add_mapper(struct pager *p, int uffd, const uint64_t *host_addr,
 		m->next = p->mappers;
 		p->mappers = m;
 		count = ++p->nr_mappers;
+		/* nothing of its mapping is protected yet: the next tick's
+		 * scan would find every page it has touched written */
+		p->tail_fresh |= registered;
 	}
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->reg_lock);
@@ -1180,7 +1183,7 @@ int pager_offload_cancel(struct pager *p)
 	return 0;
 }
 
-void pager_tail_track(struct pager *p, bool on)
+static void tail_track(struct pager *p, bool on, uint64_t until_ns)
 {
 	bool early;
 
@@ -1192,7 +1195,17 @@ void pager_tail_track(struct pager *p, bool on)
 	/* before the first offload: write-protect alone, and the worker */
 	if (early && (!pager_register_wp_early(p) || pager_offload_worker_start(p)))
 		return;
-	pager_tail_command(p, on);
+	pager_tail_command(p, on, until_ns);
+}
+
+void pager_tail_track(struct pager *p, bool on)
+{
+	tail_track(p, on, 0);
+}
+
+void pager_tail_track_start(struct pager *p)
+{
+	tail_track(p, true, now_ns() + PAGER_TAIL_START_S * 1000000000ull);
 }
 
 static const char *const restore_names[PAGER_RESTORES] = {

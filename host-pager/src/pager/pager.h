@@ -66,6 +66,7 @@
  * takes over 1/PAGER_TAIL_DUTY of that); at most PAGER_TAIL_MAX_PAGES,
  * of the last two ticks, kept resident through the wait. */
 #define PAGER_TAIL_TICK_MS		100
+#define PAGER_TAIL_START_S		120	/* pager_tail_track_start */
 #define PAGER_TAIL_DUTY			20	/* ... or 20 scans' time: at
 						 * most 5 % of a CPU */
 #define PAGER_TAIL_MAX_PAGES		512
@@ -663,6 +664,13 @@ int pager_resume_prepare(struct pager *p);
  * set has pages is not scanned (and its wait has no set).  Loop thread.
  */
 void pager_tail_track(struct pager *p, bool on);
+/*
+ * The VM runs and nothing tells its commands yet (no coordinator: its
+ * boot, its agent starting): scan as pager_tail_track(p, true) does, for
+ * at most PAGER_TAIL_START_S unless pager_tail_track() takes over, so that
+ * the first wait's set holds the last writes before it.  Loop thread.
+ */
+void pager_tail_track_start(struct pager *p);
 /*
  * Data is taken in while the VM runs, with pages out since an offload
  * earlier in its wait (resumed for a guest timer, not for the data): the

@@ -208,8 +208,9 @@ struct pager {
 	bool reg_wp_only;		/* registrations are write-protect
 					 * alone (pager_register_wp_early),
 					 * until the first offload's */
-	bool tail_fresh;		/* tail.c: the next tick's scan finds
-					 * every page (just registered) */
+	bool tail_fresh;		/* pager_tail.c: the next tick's scan
+					 * finds every page of a mapper just
+					 * registered written: not counted */
 	bool evictable;
 	const char *not_evictable_reason;
 
@@ -362,6 +363,8 @@ struct pager {
 	uint64_t tail_next_ns;		/* the next tick (offload worker) */
 	uint64_t tail_ticks, tail_sets;
 	uint64_t tail_run_ticks;	/* ticks since the command began */
+	uint64_t tail_until_ns;		/* ticking stops then, unless told a
+					 * command runs (0: no limit) */
 
 	/* recovery (pager_recover.c): created over a store a vmnapd that
 	 * ended left behind; set before the threads start, read-only after */
@@ -624,7 +627,7 @@ unsigned int pager_tail_keep_locked(const struct pager *p, uint64_t *pgs, unsign
 uint64_t pager_tail_resident_locked(const struct pager *p);
 /* pager_tail_track() once the mappers are registered and the worker runs:
  * start ticking (@on) or make the wait's set.  Lock not held. */
-void pager_tail_command(struct pager *p, bool on);
+void pager_tail_command(struct pager *p, bool on, uint64_t until_ns);
 
 /* pager_offload.c */
 /* Hand the job offload_job_set_locked() set to the offload worker,

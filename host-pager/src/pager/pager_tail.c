@@ -63,9 +63,12 @@ int pager_tail_parse(const char *s, enum pager_tail *out)
 	return -EINVAL;
 }
 
-void pager_tail_command(struct pager *p, bool on)
+void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)
 {
 	pthread_mutex_lock(&p->lock);
+	/* a command runs: no limit; a limit only where none runs */
+	if (on && (!until_ns || !p->tail_ticking || p->tail_until_ns))
+		p->tail_until_ns = until_ns;
 	if (p->track != PAGER_DIRTY_WP_ASYNC || (on && p->tail_ticking)) {
 		pthread_mutex_unlock(&p->lock);
 		return;
@@ -93,9 +96,12 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 {
 	struct pager_keep keep = { .pg = keep_pg };
 	uint64_t found = 0;
+	bool fresh;
 
 	pthread_mutex_lock(&p->lock);
 	keep.nr = pager_critical_snapshot_locked(p, keep_pg);
+	fresh = p->tail_fresh;
+	p->tail_fresh = false;
 	pthread_mutex_unlock(&p->lock);
 	memset(p->tail_scan, 0, p->npages);
 	if (pager_dirty_scan(p, 0, p->npages, p->tail_scan, &keep)) {
@@ -106,19 +112,15 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 		return keep.nr;
 	}
 	pthread_mutex_lock(&p->lock);
-	if (p->tail_fresh) {
-		/* the first scan since registration found every page: none
-		 * was protected yet.  Nothing is stored yet either. */
-		p->tail_fresh = false;
-		memset(p->tail_scan, 0, p->npages);
-	}
 	for (uint64_t pg = 0; pg < p->npages; pg++) {
 		uint8_t b = p->tail[pg] & TAIL_SINCE;
 
 		if (p->tail[pg] & TAIL_CUR)
 			b |= TAIL_PREV;
 		if (p->tail_scan[pg]) {
-			b |= TAIL_CUR | TAIL_SINCE;
+			/* (a mapper's first scan finds every page it touched:
+			 * not a last write, but written all the same) */
+			b |= (fresh ? 0 : TAIL_CUR) | TAIL_SINCE;
 			found += pager_dirty_seen_locked(p, pg);	/* as an offload's scan */
 		}
 		p->tail[pg] = b;
@@ -185,6 +187,12 @@ bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 	}
 	if (!p->tail_ticking)
 		return false;
+	if (p->tail_until_ns && now_ns() >= p->tail_until_ns) {
+		/* no command was told while the limit ran: no set either */
+		p->tail_ticking = false;
+		p->tail_until_ns = 0;
+		return false;
+	}
 	if (now_ns() < p->tail_next_ns) {
 		*wait_ns = p->tail_next_ns - now_ns();
 		return false;

@@ -348,7 +348,11 @@ void vm_control_pager_attached(struct vm *vm)
 
 void vm_control_tail_sync(struct vm *vm)
 {
-	if (vm->pager && vm->coord)
+	if (!vm->pager)
+		return;
+	if (!vm->coord)	/* it boots, likely, and is managed soon */
+		pager_tail_track_start(vm->pager);
+	else
 		pager_tail_track(vm->pager, coord_managed(vm->coord) &&
 				 coord_state(vm->coord) == COORD_RUNNING);
 }
