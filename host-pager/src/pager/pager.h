@@ -379,6 +379,9 @@ struct pager_stats {
 	uint64_t tail_ticks;			/* scans while commands ran */
 	uint64_t tail_sets;			/* sets made (waits begun) */
 	bool tail_ticking;			/* scanning: a command runs */
+	uint64_t tail_learned;			/* of the sets' pages, written on
+						 * the data's way: noted in the
+						 * resume-critical set */
 	/* recovery: created over a store a previous vmnapd left */
 	bool recovered;
 	uint64_t recovered_store_pages;	/* pages its slot map held */

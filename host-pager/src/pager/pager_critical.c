@@ -48,27 +48,40 @@
  * pages new to it are noted in later windows; it becomes the union of
  * the wake paths (timer and data resumes) as far as its size allows.
  */
+/* Note page @i in the set as this window's: false once the window has
+ * filled the set. */
+static bool note_one_locked(struct pager *p, uint64_t i)
+{
+	unsigned int at = (p->crit_head + p->crit_nr) % PAGER_CRITICAL_MAX_PAGES;
+
+	if (p->state[i] & PG_CRIT)
+		return true;
+	if (p->crit_window_nr >= PAGER_CRITICAL_MAX_PAGES)
+		return false;
+	p->crit_window_nr++;
+	if (p->crit_nr < PAGER_CRITICAL_MAX_PAGES) {
+		p->crit_nr++;
+	} else {	/* full: replace the oldest entry (an earlier window's) */
+		p->state[p->crit_pg[at]] &= (uint8_t)~PG_CRIT;
+		p->crit_head = (p->crit_head + 1) % PAGER_CRITICAL_MAX_PAGES;
+	}
+	p->crit_pg[at] = i;
+	p->state[i] |= PG_CRIT;
+	return true;
+}
+
 void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n)
 {
-	if (!p->crit_recording)
-		return;
-	for (uint64_t i = pg; i < pg + n; i++) {
-		unsigned int at = (p->crit_head + p->crit_nr) % PAGER_CRITICAL_MAX_PAGES;
-
-		if (p->state[i] & PG_CRIT)
-			continue;
-		if (p->crit_window_nr >= PAGER_CRITICAL_MAX_PAGES)
+	for (uint64_t i = pg; p->crit_recording && i < pg + n; i++)
+		if (!note_one_locked(p, i))
 			return;
-		p->crit_window_nr++;
-		if (p->crit_nr < PAGER_CRITICAL_MAX_PAGES) {
-			p->crit_nr++;
-		} else {	/* full: replace the oldest entry (an earlier window's) */
-			p->state[p->crit_pg[at]] &= (uint8_t)~PG_CRIT;
-			p->crit_head = (p->crit_head + 1) % PAGER_CRITICAL_MAX_PAGES;
-		}
-		p->crit_pg[at] = i;
-		p->state[i] |= PG_CRIT;
-	}
+}
+
+bool pager_critical_learn_locked(struct pager *p, uint64_t pg)
+{
+	bool in = p->state[pg] & PG_CRIT;
+
+	return note_one_locked(p, pg) && !in;
 }
 
 void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n)
@@ -392,6 +405,11 @@ int pager_resume_prepare(struct pager *p)
 	p->crit_budget_stops += budget_hit;
 	p->crit_ring_resets += ring_broken;
 	window_open_locked(p);
+	/* the command's last writes kept through the wait are resident: the
+	 * window cannot see them fault; at its delivery, those written
+	 * since are noted (pager_tail.c) */
+	memcpy(p->tail_learn_pg, p->tail_pg, p->tail_nr * sizeof(*p->tail_pg));
+	p->tail_learn_nr = p->tail_nr;
 	pthread_mutex_unlock(&p->lock);
 	if (nr)
 		log_info(p->subject, "resume-critical set: %llu of %u page(s) restored in "
@@ -415,6 +433,10 @@ void pager_resume_delivered(struct pager *p)
 {
 	pthread_mutex_lock(&p->lock);
 	p->crit_recording = false;
+	if (p->tail_learn_nr) {
+		p->tail_learn_due = true;
+		pthread_cond_signal(&p->offload_cv);	/* the worker peeks */
+	}
 	pthread_mutex_unlock(&p->lock);
 }
 

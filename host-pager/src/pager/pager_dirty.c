@@ -370,10 +370,10 @@ static void note_written(void *arg, uint64_t lo, uint64_t hi)
 		w->written[w->sr->first_pg + (ad - w->sr->start) / PAGER_PAGE_SIZE - w->pg] = 1;
 }
 
-/* @sr's written pages, protected again but for those in @keep (reported
- * only: they stay writable). */
+/* @sr's written pages, protected again (with @wp) but for those in @keep
+ * (reported only: they stay writable). */
 static int scan_one(const struct scan_range *sr, uint64_t pg, uint8_t *written,
-		    struct page_region *vec, const struct pager_keep *keep)
+		    struct page_region *vec, const struct pager_keep *keep, bool wp)
 {
 	struct written_arg w = { .sr = sr, .pg = pg, .written = written };
 	uint64_t end = sr->first_pg + (sr->end - sr->start) / PAGER_PAGE_SIZE;
@@ -387,14 +387,15 @@ static int scan_one(const struct scan_range *sr, uint64_t pg, uint8_t *written,
 		err = pager_pagemap_scan(sr->fd,
 					 sr->start + (lo - sr->first_pg) * PAGER_PAGE_SIZE,
 					 sr->start + (hi - sr->first_pg) * PAGER_PAGE_SIZE,
-					 (kept ? 0 : PM_SCAN_WP_MATCHING) | PM_SCAN_CHECK_WPASYNC,
+					 (kept || !wp ? 0 : PM_SCAN_WP_MATCHING) |
+					 PM_SCAN_CHECK_WPASYNC,
 					 PAGE_IS_WRITTEN, vec, note_written, &w);
 	}
 	return err;
 }
 
-int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
-		     const struct pager_keep *keep)
+static int dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
+		      const struct pager_keep *keep, bool wp)
 {
 	struct scan_range *sr;
 	struct page_region *vec;
@@ -441,7 +442,7 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
 		err = -EOPNOTSUPP;
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned int i = 0; i < nr && !err; i++)
-		err = scan_one(&sr[i], pg, written, vec, keep);
+		err = scan_one(&sr[i], pg, written, vec, keep, wp);
 	pthread_mutex_unlock(&p->reg_lock);
 	free(sr);
 	free(vec);
@@ -454,6 +455,17 @@ int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
 	if (err)
 		memset(written, 1, n);
 	return err;
+}
+
+int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
+		     const struct pager_keep *keep)
+{
+	return dirty_scan(p, pg, n, written, keep, true);
+}
+
+int pager_dirty_peek(struct pager *p, uint8_t *written)
+{
+	return dirty_scan(p, 0, p->npages, written, NULL, false);
 }
 
 /* The aligned sample block of page @pg: [*@lo, returned end), clipped to

@@ -365,6 +365,13 @@ struct pager {
 	uint64_t tail_run_ticks;	/* ticks since the command began */
 	uint64_t tail_until_ns;		/* ticking stops then, unless told a
 					 * command runs (0: no limit) */
+	/* the set as the last resume began; at its delivery, the worker
+	 * notes those of its pages written since into the resume-critical
+	 * set (the data path wrote them; kept, they could not fault) */
+	uint64_t tail_learn_pg[PAGER_TAIL_MAX_PAGES];
+	unsigned int tail_learn_nr;
+	bool tail_learn_due;
+	uint64_t tail_learned;		/* pages so noted */
 
 	/* recovery (pager_recover.c): created over a store a vmnapd that
 	 * ended left behind; set before the threads start, read-only after */
@@ -586,6 +593,10 @@ void pager_resident_done_cb(struct loop *l, int fd, uint32_t events, void *arg);
 /* Pages [pg, pg+n) were claimed for a fault: record them while a resume is
  * being delivered.  Lock held, before the faulter is woken. */
 void pager_critical_note_locked(struct pager *p, uint64_t pg, uint64_t n);
+/* Note page @pg in the set as the last window's, recording or not (the
+ * command's last writes, pager_tail.c): true if it is new to the set.
+ * Lock held. */
+bool pager_critical_learn_locked(struct pager *p, uint64_t pg);
 /* A fault asked for readahead of [pg, pg+n): record the run the prefetcher
  * will read (its first offloaded run).  Lock held. */
 void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
@@ -820,6 +831,10 @@ unsigned int pager_keep_first(const struct pager_keep *keep, uint64_t pg);
  * treat every page as written).  Neither lock held. */
 int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
 		     const struct pager_keep *keep);
+/* Every page written since it was last protected, into @written (npages
+ * bytes), none protected again (a report: what it finds needs no
+ * applying).  The offload worker.  -errno as pager_dirty_scan. */
+int pager_dirty_peek(struct pager *p, uint8_t *written);
 /* PAGEMAP_SCAN of [start, end) in pagemap @fd for the pages in @category
  * (PAGE_IS_*), with @flags (PM_SCAN_*), PAGER_SCAN_VEC ranges of @vec at a
  * time: @fn(@arg, lo, hi) for each range found.  0 or -errno. */

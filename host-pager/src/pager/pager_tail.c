@@ -119,12 +119,18 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 			b |= TAIL_PREV;
 		if (p->tail_scan[pg]) {
 			/* (a mapper's first scan finds every page it touched:
-			 * not a last write, but written all the same) */
+			 * not a last write, but written all the same; a page of
+			 * the set the data path wrote before its delivery is
+			 * noted by tail_learn, and the tick protects it again:
+			 * note it here) */
 			b |= (fresh ? 0 : TAIL_CUR) | TAIL_SINCE;
 			found += pager_dirty_seen_locked(p, pg);	/* as an offload's scan */
 		}
 		p->tail[pg] = b;
 	}
+	for (unsigned int i = 0; !fresh && i < p->tail_learn_nr; i++)
+		if (p->tail_scan[p->tail_learn_pg[i]])
+			p->tail_learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
 	p->dirty_scanned += found;
 	p->tail_ticks++;
 	p->tail_run_ticks++;
@@ -174,10 +180,38 @@ static void tail_freeze(struct pager *p)
 	log_debug(p->subject, "the command's last writes: %u page(s) kept through the wait", n);
 }
 
+/* The data came: the set's pages written since it was made were on its
+ * way (a socket's buffers, the agent's): into the resume-critical set,
+ * which could not see them fault.  Offload worker. */
+static void tail_learn(struct pager *p)
+{
+	uint64_t learned = 0;
+	int err;
+
+	memset(p->tail_scan, 0, p->npages);
+	err = pager_dirty_peek(p, p->tail_scan);
+	pthread_mutex_lock(&p->lock);
+	for (unsigned int i = 0; !err && i < p->tail_learn_nr; i++)
+		if (p->tail_scan[p->tail_learn_pg[i]])
+			learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
+	p->tail_learned += learned;
+	p->tail_learn_nr = 0;
+	pthread_mutex_unlock(&p->lock);
+	log_debug(p->subject, "the command's last writes: %llu page(s) written on the data's "
+		  "way, now resume-critical", (unsigned long long)learned);
+}
+
 bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 {
 	uint64_t t0, spent, keep_pg[PAGER_KEEP_MAX_PAGES];
 
+	if (p->tail_learn_due) {
+		p->tail_learn_due = false;
+		pthread_mutex_unlock(&p->lock);
+		tail_learn(p);
+		pthread_mutex_lock(&p->lock);
+		return true;
+	}
 	if (p->tail_freeze) {
 		p->tail_freeze = false;
 		pthread_mutex_unlock(&p->lock);
