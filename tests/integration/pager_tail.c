@@ -122,6 +122,24 @@ static bool command_and_wait(struct harness *h, unsigned int round, uint64_t tic
 	return ok && !strncmp(ans, "ok", 2) && ticks_pass(h, before, 0, true);
 }
 
+/* A command rewrites every data page, three ticks pass, it writes S
+ * (round 3), its wait begins: the set must be S.  The stats after (and
+ * in *@before as the wait began); S's pages in *@sc. */
+static struct pager_stats set_is_s(struct harness *h, struct set_resident_call *sc,
+				   struct pager_stats *before)
+{
+	struct pager_stats st;
+	bool made = command_and_wait(h, 3, 3, before);
+
+	st = stats(h, NULL);
+	*sc = (struct set_resident_call){ .round = 3 };
+	on_loop(h, set_resident_cb, sc);
+	tap(made && st.tail_pages == sc->n, "a command rewrote every data page, three ticks "
+	    "passed, then it wrote S, and its wait began: the set is S, the last write: %llu "
+	    "page(s), S has %u", (unsigned long long)st.tail_pages, sc->n);
+	return st;
+}
+
 /* "always": the set, its keeping, its dropping, and CLEAN pages. */
 static void always(struct harness *h)
 {
@@ -130,14 +148,8 @@ static void always(struct harness *h)
 	char ans[LINE_MAX_LEN];
 	int err;
 
-	tap(command_and_wait(h, 3, 3, &st), "a command rewrote every data page, three ticks "
-	    "passed, then it wrote S, and its wait began: a set made");
-	st1 = stats(h, NULL);
-	sc = (struct set_resident_call){ .round = 3 };
-	on_loop(h, set_resident_cb, &sc);
-	tap(st1.tail_pages == sc.n && st1.tail_ticks > st.tail_ticks,
-	    "the set is S, the last write: %llu page(s), S has %u",
-	    (unsigned long long)st1.tail_pages, sc.n);
+	st1 = set_is_s(h, &sc, &st);
+	tap(st1.tail_ticks > st.tail_ticks, "the wait's own scan made it");
 
 	err = offload(h);
 	st = stats(h, NULL);
@@ -263,14 +275,8 @@ static void early(struct harness *h)
 	char ans[LINE_MAX_LEN];
 	int err;
 
-	tap(command_and_wait(h, 3, 3, &st), "before any offload, a command rewrote every data "
-	    "page, three ticks passed, then it wrote S, and its wait began: a set made");
-	st1 = stats(h, NULL);
-	sc = (struct set_resident_call){ .round = 3 };
-	on_loop(h, set_resident_cb, &sc);
-	tap(st1.tail_pages == sc.n && !st1.offloads,
-	    "the set is S: %llu page(s), S has %u; nothing offloaded yet",
-	    (unsigned long long)st1.tail_pages, sc.n);
+	st1 = set_is_s(h, &sc, &st);
+	tap(!st1.offloads, "nothing offloaded yet");
 	err = offload(h);
 	st = stats(h, NULL);
 	sc = (struct set_resident_call){ .round = 3 };

@@ -361,6 +361,21 @@ static void mapper_unregister(struct pager *p, struct pager_mapper *m)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* Unregister every live registered mapper.  p->reg_lock held, p->lock
+ * not. */
+static void unregister_all(struct pager *p)
+{
+	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
+		bool live;
+
+		pthread_mutex_lock(&p->lock);
+		live = m->registered && !m->dead;
+		pthread_mutex_unlock(&p->lock);
+		if (live)
+			mapper_unregister(p, m);
+	}
+}
+
 int pager_register_all(struct pager *p)
 {
 	pthread_mutex_lock(&p->lock);
@@ -428,15 +443,7 @@ bool pager_register_wp_early(struct pager *p)
 	pthread_mutex_unlock(&p->lock);
 	if (!tracked) {
 		/* no scans then: as before any offload, nothing registered */
-		for (struct pager_mapper *m = p->mappers; m; m = m->next) {
-			bool live;
-
-			pthread_mutex_lock(&p->lock);
-			live = m->registered && !m->dead;
-			pthread_mutex_unlock(&p->lock);
-			if (live)
-				mapper_unregister(p, m);
-		}
+		unregister_all(p);
 		pthread_mutex_lock(&p->lock);
 		p->registered = false;
 		p->reg_wp_only = false;
@@ -475,15 +482,7 @@ void pager_maybe_unregister(struct pager *p)
 	}
 	p->registered = false;
 	pthread_mutex_unlock(&p->lock);
-	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
-		bool live;
-
-		pthread_mutex_lock(&p->lock);
-		live = m->registered && !m->dead;
-		pthread_mutex_unlock(&p->lock);
-		if (live)
-			mapper_unregister(p, m);
-	}
+	unregister_all(p);
 	pthread_mutex_unlock(&p->reg_lock);
 	log_debug(p->subject, "every page resident: ranges unregistered");
 }
