@@ -10,7 +10,8 @@
  * written in the last 100 ms before the wait began, a few hundred pages.
  *
  * So while the VM runs a command (the coordinator's RUNNING, told by
- * pager_tail_track), the offload worker scans every tracked mapper for
+ * pager_tail_track; before the VM has a coordinator, for a while:
+ * pager_tail_track_start), the offload worker scans every tracked mapper for
  * written pages every PAGER_TAIL_TICK_MS (less often where a scan would
  * take more than 1/PAGER_TAIL_DUTY of that), write-protecting them again as
  * an offload's scan does (each later write costs the writer one
@@ -25,6 +26,13 @@
  * becomes RESIDENT), and remembers it (TAIL_SINCE) for the next offload's
  * scan, which would not see those writes again: the write-hot checks
  * (pager_hot_scan_locked) count them.
+ *
+ * Kept resident, the set's pages cannot fault in the data resume, so the
+ * resume-critical set cannot learn them: at the delivery, those written
+ * since the set was made (on the data's way: the socket's buffers, the
+ * agent's) are noted in it (tail_learn, a PAGEMAP_SCAN that protects
+ * nothing).  Before the first offload nothing is registered: the pager
+ * registers write-protect alone to scan (pager_register_wp_early).
  *
  * Only with asynchronous write-protect (wp_async): with wp_sync every such
  * write would be a round trip through vmnapd.  A page a command keeps
@@ -119,15 +127,14 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 			b |= TAIL_PREV;
 		if (p->tail_scan[pg]) {
 			/* (a mapper's first scan finds every page it touched:
-			 * not a last write, but written all the same; a page of
-			 * the set the data path wrote before its delivery is
-			 * noted by tail_learn, and the tick protects it again:
-			 * note it here) */
+			 * not a last write, but written all the same) */
 			b |= (fresh ? 0 : TAIL_CUR) | TAIL_SINCE;
 			found += pager_dirty_seen_locked(p, pg);	/* as an offload's scan */
 		}
 		p->tail[pg] = b;
 	}
+	/* a page of the set the data path wrote before its delivery: this
+	 * tick protects it again, so tail_learn would miss it */
 	for (unsigned int i = 0; !fresh && i < p->tail_learn_nr; i++)
 		if (p->tail_scan[p->tail_learn_pg[i]])
 			p->tail_learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
