@@ -1103,7 +1103,11 @@ static int offload_start_now(struct pager *p,
 		log_warn(p->subject, "offload refused: no mapper has handed a userfaultfd");
 		return err;
 	}
-	/* Register before the first punch: a touch must fault, not read zero. */
+	/* Register before the first punch: a touch must fault, not read zero
+	 * (MISSING too, over a write-protect-alone registration). */
+	pthread_mutex_lock(&p->lock);
+	p->reg_wp_only = false;
+	pthread_mutex_unlock(&p->lock);
 	err = pager_register_all(p);
 	if (err) {
 		pthread_mutex_unlock(&p->reg_lock);

@@ -378,15 +378,14 @@ static void unregister_all(struct pager *p)
 
 int pager_register_all(struct pager *p)
 {
-	pthread_mutex_lock(&p->lock);
-	p->reg_wp_only = false;
-	pthread_mutex_unlock(&p->lock);
 	for (struct pager_mapper *m = p->mappers; m; m = m->next) {
 		bool skip;
 		int err;
 
+		/* registered as wanted now (write-protect alone registered
+		 * MISSING again, when no longer p->reg_wp_only) */
 		pthread_mutex_lock(&p->lock);
-		skip = m->dead || (m->registered && m->reg_missing);
+		skip = m->dead || (m->registered && (m->reg_missing || p->reg_wp_only));
 		pthread_mutex_unlock(&p->lock);
 		if (skip)
 			continue;
@@ -418,24 +417,7 @@ bool pager_register_wp_early(struct pager *p)
 	}
 	p->reg_wp_only = true;
 	pthread_mutex_unlock(&p->lock);
-	for (struct pager_mapper *m = p->mappers; m && !err; m = m->next) {
-		bool skip;
-
-		pthread_mutex_lock(&p->lock);
-		skip = m->dead || m->registered;
-		pthread_mutex_unlock(&p->lock);
-		if (skip)
-			continue;
-		err = pager_mapper_register(p, m);
-		pthread_mutex_lock(&p->lock);
-		if (err == -ESRCH)
-			m->dead = true;
-		else if (!err)
-			m->registered = true;
-		pthread_mutex_unlock(&p->lock);
-		if (err == -ESRCH)
-			err = 0;
-	}
+	err = pager_register_all(p);
 	pthread_mutex_lock(&p->lock);
 	tracked = !err && p->track == PAGER_DIRTY_WP_ASYNC;
 	p->registered = true;

@@ -207,7 +207,7 @@ struct pager {
 	bool registered;
 	bool reg_wp_only;		/* registrations are write-protect
 					 * alone (pager_register_wp_early),
-					 * until the first offload's */
+					 * until the first offload clears it */
 	bool tail_fresh;		/* pager_tail.c: the next tick's scan
 					 * finds every page of a mapper just
 					 * registered written: not counted */
@@ -448,9 +448,10 @@ void pager_report_error(struct pager *p, int err, const char *what);
  * error callback ("lost").  Once only; the fault thread (it closes the
  * mappers' pidfds), lock not held. */
 void pager_lose(struct pager *p, int err);
-/* Register every live mapper's ranges MISSING (and WP while writes are
- * tracked), those registered for write-protect alone again; p->reg_lock
- * held, p->lock not.  The caller sets p->registered. */
+/* Register every live mapper's ranges as pager_mapper_register does (those
+ * registered for write-protect alone again once p->reg_wp_only is clear);
+ * p->reg_lock held, p->lock not.  The first error but -ESRCH (the process
+ * exited: marked dead).  The caller sets p->registered. */
 int pager_register_all(struct pager *p);
 /* Register @m's ranges MISSING (WP too while writes are tracked), or WP
  * alone while p->reg_wp_only; p->reg_lock held, p->lock not.  -errno

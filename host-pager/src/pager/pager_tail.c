@@ -95,6 +95,20 @@ void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* Note in the resume-critical set the pages of the set the last resume
+ * began with that @written says were written: how many are new to it.
+ * Lock held. */
+static uint64_t learn_written_locked(struct pager *p, const uint8_t *written)
+{
+	uint64_t learned = 0;
+
+	for (unsigned int i = 0; i < p->tail_learn_nr; i++)
+		if (written[p->tail_learn_pg[i]])
+			learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
+	p->tail_learned += learned;
+	return learned;
+}
+
 /* Scan for the pages written since the last scan (protecting them again,
  * but for the resume-critical set's, which the offloads keep writable:
  * snapshot into @keep_pg, room for PAGER_KEEP_MAX_PAGES), and move the
@@ -135,9 +149,8 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 	}
 	/* a page of the set the data path wrote before its delivery: this
 	 * tick protects it again, so tail_learn would miss it */
-	for (unsigned int i = 0; !fresh && i < p->tail_learn_nr; i++)
-		if (p->tail_scan[p->tail_learn_pg[i]])
-			p->tail_learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
+	if (!fresh)
+		learn_written_locked(p, p->tail_scan);
 	p->dirty_scanned += found;
 	p->tail_ticks++;
 	p->tail_run_ticks++;
@@ -198,10 +211,8 @@ static void tail_learn(struct pager *p)
 	memset(p->tail_scan, 0, p->npages);
 	err = pager_dirty_peek(p, p->tail_scan);
 	pthread_mutex_lock(&p->lock);
-	for (unsigned int i = 0; !err && i < p->tail_learn_nr; i++)
-		if (p->tail_scan[p->tail_learn_pg[i]])
-			learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
-	p->tail_learned += learned;
+	if (!err)
+		learned = learn_written_locked(p, p->tail_scan);
 	p->tail_learn_nr = 0;
 	pthread_mutex_unlock(&p->lock);
 	log_debug(p->subject, "the command's last writes: %llu page(s) written on the data's "
