@@ -1395,6 +1395,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->tail_ticks = p->tail_ticks;
 	st->tail_sets = p->tail_sets;
 	st->tail_ticking = p->tail_ticking;
+	st->tail_installed = p->tail_installed_pages;
 	st->tail_learned = p->tail_learned;
 	st->critical_restored_pages = p->crit_restored_pages;
 	st->critical_mapped_pages = p->crit_mapped_pages;

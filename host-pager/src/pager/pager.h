@@ -379,8 +379,10 @@ struct pager_stats {
 	uint64_t tail_ticks;			/* scans while commands ran */
 	uint64_t tail_sets;			/* sets made (waits begun) */
 	bool tail_ticking;			/* scanning: a command runs */
-	uint64_t tail_learned;			/* of the sets' pages, written on
-						 * the data's way: noted in the
+	uint64_t tail_installed;		/* of the sets' pages, stored
+						 * and put back unmapped */
+	uint64_t tail_learned;			/* ... of them, touched on the
+						 * data's way: noted in the
 						 * resume-critical set */
 	/* recovery: created over a store a previous vmnapd left */
 	bool recovered;
@@ -660,9 +662,12 @@ int pager_resume_prepare(struct pager *p);
  * critical_resident, and asynchronous write-protect), the pager scans for
  * the pages the command writes every PAGER_TAIL_TICK_MS while it runs;
  * when the wait begins, the pages of the last two scans become a set the
- * wait's offloads leave resident and mapped, as the resume-critical set,
- * since the guest's way to the next data is mostly through them (the
- * connection's socket, the agent's buffers).  The next command drops it.
+ * wait's offloads leave resident, as the resume-critical set, since the
+ * guest's way to the next data is mostly through them (the connection's
+ * socket, the agent's buffers): the first stores them and puts them back
+ * into the memfd unmapped, so that those the next resumes touch can be
+ * told and learned by the resume-critical set at the delivery.  The next
+ * command drops it.
  * With PAGER_TAIL_FIRST, a command that begins once the resume-critical
  * set has pages is not scanned (and its wait has no set).  Loop thread.
  */

@@ -217,10 +217,11 @@ static uint64_t map_run(struct pager *p, uint64_t pg, uint64_t n, const char *bu
 }
 
 /* Restore the claimed run read into @buf (@err: the read's): mapped into
- * the VMM where it can be, the rest written into the memfd. */
-static int install(struct pager *p, uint64_t pg, uint64_t n, const char *buf, int err)
+ * the VMM where it can be (@map), the rest written into the memfd. */
+static int install(struct pager *p, uint64_t pg, uint64_t n, const char *buf, int err,
+		   bool map)
 {
-	uint64_t mapped = err ? 0 : map_run(p, pg, n, buf) / PAGER_PAGE_SIZE;
+	uint64_t mapped = err || !map ? 0 : map_run(p, pg, n, buf) / PAGER_PAGE_SIZE;
 
 	if (mapped) {
 		/* mapped: not PG_BG - a read takes no fault, so only a
@@ -250,7 +251,7 @@ static int install(struct pager *p, uint64_t pg, uint64_t n, const char *buf, in
  * buffers, which must then not be freed.
  */
 static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run *runs,
-			unsigned int nruns, uint64_t *restored, bool *ring_broken,
+			unsigned int nruns, bool map, uint64_t *restored, bool *ring_broken,
 			bool *buf_busy)
 {
 	int res[CRITICAL_QUEUE_DEPTH], err = 0;
@@ -312,7 +313,7 @@ static int restore_wave(struct pager *p, struct io_uring *ring, struct crit_run 
 		} else {
 			rerr = store_verify(&p->store, buf, runs[k].pg, runs[k].n);
 		}
-		rerr = install(p, runs[k].pg, runs[k].n, buf, rerr);
+		rerr = install(p, runs[k].pg, runs[k].n, buf, rerr, map);
 		free(own);
 		if (!rerr)
 			*restored += runs[k].n;
@@ -352,13 +353,56 @@ static bool set_out_locked(const struct pager *p)
 	return kept_in_state_locked(p, PAGE_OFFLOADED, true);
 }
 
+struct restore_run {
+	uint64_t restored;	/* pages */
+	bool budget_hit;	/* stopped by the time budget */
+	bool ring_broken;	/* the ring is to be replaced (restore_wave) */
+};
+
+/*
+ * Read the OFFLOADED pages of the sorted @pgs back from the store through
+ * @ring, a wave of runs at a time, each run mapped into the VMM (@map) or
+ * written into the memfd alone; with @budget_ns, no wave starts once that
+ * long has passed since @t0 (the first always does: a budget below one
+ * read still helps).  -errno of the first failed run.
+ */
+static int restore_set(struct pager *p, struct io_uring *ring, const uint64_t *pgs,
+		       unsigned int nr, bool map, uint64_t t0, uint64_t budget_ns,
+		       struct restore_run *rr)
+{
+	struct crit_run runs[CRITICAL_QUEUE_DEPTH];
+	bool buf_busy = false;
+	unsigned int i = 0;
+	char *buf;
+	int err = 0;
+
+	buf = store_buf_alloc((size_t)nr * PAGER_PAGE_SIZE);
+	if (!buf)
+		return -ENOMEM;
+	while (!err && i < nr) {
+		unsigned int nruns;
+
+		if (budget_ns && rr->restored && now_ns() - t0 >= budget_ns) {
+			rr->budget_hit = true;
+			break;
+		}
+		nruns = claim_wave(p, pgs, nr, &i, buf, runs);
+		if (nruns)
+			err = restore_wave(p, ring, runs, nruns, map, &rr->restored,
+					   &rr->ring_broken, &buf_busy);
+		if (rr->ring_broken)	/* the caller sets up a new one */
+			break;
+	}
+	if (!buf_busy)	/* else a read may still land in it: never freed */
+		free(buf);
+	return err;
+}
+
 int pager_resume_prepare(struct pager *p)
 {
-	uint64_t pgs[PAGER_KEEP_MAX_PAGES], t0 = now_ns(), restored = 0;
-	struct crit_run runs[CRITICAL_QUEUE_DEPTH];
-	unsigned int nr, i = 0;
-	bool budget_hit = false, ring_broken = false, buf_busy = false;
-	char *buf = NULL;
+	uint64_t pgs[PAGER_KEEP_MAX_PAGES], t0 = now_ns();
+	struct restore_run rr = { 0 };
+	unsigned int nr;
 	int err = 0;
 
 	atomic_store(&p->tidy_stop, true);	/* no punch under its fault reads */
@@ -374,49 +418,43 @@ int pager_resume_prepare(struct pager *p)
 		if (!p->crit_ring_up)
 			err = io_uring_queue_init(CRITICAL_QUEUE_DEPTH, &p->crit_ring, 0);
 		p->crit_ring_up = !err;
-		buf = err ? NULL : store_buf_alloc((size_t)nr * PAGER_PAGE_SIZE);
-		if (!err && !buf)
-			err = -ENOMEM;
+		if (!err)
+			err = restore_set(p, &p->crit_ring, pgs, nr, true, t0,
+					  p->cfg.critical_budget_ns, &rr);
 	}
-	while (!err && i < nr) {
-		unsigned int nruns;
-
-		/* the first wave always: a budget below one read still helps */
-		if (restored && now_ns() - t0 >= p->cfg.critical_budget_ns) {
-			budget_hit = true;
-			break;
-		}
-		nruns = claim_wave(p, pgs, nr, &i, buf, runs);
-		if (nruns)
-			err = restore_wave(p, &p->crit_ring, runs, nruns, &restored,
-					   &ring_broken, &buf_busy);
-		if (ring_broken)	/* the next resume sets up a new one */
-			break;
-	}
-	if (ring_broken) {
+	if (rr.ring_broken) {
 		io_uring_queue_exit(&p->crit_ring);
 		p->crit_ring_up = false;
 	}
-	if (!buf_busy)
-		free(buf);
 	pthread_mutex_lock(&p->lock);
-	p->crit_restored_pages += restored;
+	p->crit_restored_pages += rr.restored;
 	p->crit_last_restore_ns = now_ns() - t0;
-	p->crit_budget_stops += budget_hit;
-	p->crit_ring_resets += ring_broken;
+	p->crit_budget_stops += rr.budget_hit;
+	p->crit_ring_resets += rr.ring_broken;
 	window_open_locked(p);
 	/* the command's last writes kept through the wait are resident: the
-	 * window cannot see them fault; at its delivery, those written
-	 * since are noted (pager_tail.c) */
-	memcpy(p->tail_learn_pg, p->tail_pg, p->tail_nr * sizeof(*p->tail_pg));
-	p->tail_learn_nr = p->tail_nr;
+	 * window cannot see them fault; at its delivery, those mapped again
+	 * since were touched and are noted (pager_tail.c); a set no offload
+	 * put back unmapped is still mapped: nothing to tell */
+	p->tail_learn_nr = p->tail_installed ? p->tail_nr : 0;
+	memcpy(p->tail_learn_pg, p->tail_pg, p->tail_learn_nr * sizeof(*p->tail_pg));
 	pthread_mutex_unlock(&p->lock);
 	if (nr)
 		log_info(p->subject, "resume-critical set: %llu of %u page(s) restored in "
-			 "%llu us%s", (unsigned long long)restored, nr,
+			 "%llu us%s", (unsigned long long)rr.restored, nr,
 			 (unsigned long long)((now_ns() - t0) / 1000),
-			 budget_hit ? " (time budget reached)" : "");
-	return err ? err : (int)restored;
+			 rr.budget_hit ? " (time budget reached)" : "");
+	return err ? err : (int)rr.restored;
+}
+
+int pager_restore_unmapped(struct pager *p, struct io_uring *ring, const uint64_t *pgs,
+			   unsigned int nr, bool *ring_broken)
+{
+	struct restore_run rr = { 0 };
+	int err = restore_set(p, ring, pgs, nr, false, now_ns(), 0, &rr);
+
+	*ring_broken = rr.ring_broken;
+	return err;
 }
 
 void pager_data_window(struct pager *p)

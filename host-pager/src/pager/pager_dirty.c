@@ -370,10 +370,11 @@ static void note_written(void *arg, uint64_t lo, uint64_t hi)
 		w->written[w->sr->first_pg + (ad - w->sr->start) / PAGER_PAGE_SIZE - w->pg] = 1;
 }
 
-/* @sr's written pages, protected again (with @wp) but for those in @keep
- * (reported only: they stay writable). */
+/* @sr's pages in @category (PAGE_IS_WRITTEN: written, protected again with
+ * @wp but for those in @keep, reported only: they stay writable). */
 static int scan_one(const struct scan_range *sr, uint64_t pg, uint8_t *written,
-		    struct page_region *vec, const struct pager_keep *keep, bool wp)
+		    struct page_region *vec, const struct pager_keep *keep, bool wp,
+		    uint64_t category)
 {
 	struct written_arg w = { .sr = sr, .pg = pg, .written = written };
 	uint64_t end = sr->first_pg + (sr->end - sr->start) / PAGER_PAGE_SIZE;
@@ -389,13 +390,13 @@ static int scan_one(const struct scan_range *sr, uint64_t pg, uint8_t *written,
 					 sr->start + (hi - sr->first_pg) * PAGER_PAGE_SIZE,
 					 (kept || !wp ? 0 : PM_SCAN_WP_MATCHING) |
 					 PM_SCAN_CHECK_WPASYNC,
-					 PAGE_IS_WRITTEN, vec, note_written, &w);
+					 category, vec, note_written, &w);
 	}
 	return err;
 }
 
 static int dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
-		      const struct pager_keep *keep, bool wp)
+		      const struct pager_keep *keep, bool wp, uint64_t category)
 {
 	struct scan_range *sr;
 	struct page_region *vec;
@@ -442,7 +443,7 @@ static int dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written
 		err = -EOPNOTSUPP;
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned int i = 0; i < nr && !err; i++)
-		err = scan_one(&sr[i], pg, written, vec, keep, wp);
+		err = scan_one(&sr[i], pg, written, vec, keep, wp, category);
 	pthread_mutex_unlock(&p->reg_lock);
 	free(sr);
 	free(vec);
@@ -460,12 +461,12 @@ static int dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written
 int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
 		     const struct pager_keep *keep)
 {
-	return dirty_scan(p, pg, n, written, keep, true);
+	return dirty_scan(p, pg, n, written, keep, true, PAGE_IS_WRITTEN);
 }
 
-int pager_dirty_peek(struct pager *p, uint8_t *written)
+int pager_mapped_peek(struct pager *p, uint8_t *mapped)
 {
-	return dirty_scan(p, 0, p->npages, written, NULL, false);
+	return dirty_scan(p, 0, p->npages, mapped, NULL, false, PAGE_IS_PRESENT);
 }
 
 /* The aligned sample block of page @pg: [*@lo, returned end), clipped to

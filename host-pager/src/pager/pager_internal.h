@@ -358,6 +358,9 @@ struct pager {
 	uint8_t *tail_scan;		/* offload worker: a tick's scan */
 	uint64_t tail_pg[PAGER_TAIL_MAX_PAGES];	/* the set, sorted */
 	unsigned int tail_nr;
+	bool tail_installed;		/* the set was stored and put back
+					 * unmapped (pager_tail_install) */
+	uint64_t tail_installed_pages;	/* pages so put back */
 	bool tail_ticking;		/* a command runs: tick */
 	bool tail_freeze;		/* the wait began: the worker makes the set */
 	uint64_t tail_next_ns;		/* the next tick (offload worker) */
@@ -366,8 +369,9 @@ struct pager {
 	uint64_t tail_until_ns;		/* ticking stops then, unless told a
 					 * command runs (0: no limit) */
 	/* the set as the last resume began; at its delivery, the worker
-	 * notes those of its pages written since into the resume-critical
-	 * set (the data path wrote them; kept, they could not fault) */
+	 * notes those of its pages mapped again since into the
+	 * resume-critical set (the data path touched them; kept, they could
+	 * not fault) */
 	uint64_t tail_learn_pg[PAGER_TAIL_MAX_PAGES];
 	unsigned int tail_learn_nr;
 	bool tail_learn_due;
@@ -603,6 +607,13 @@ bool pager_critical_learn_locked(struct pager *p, uint64_t pg);
 void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
 /* Free what the pre-resume restore keeps between resumes (detach). */
 void pager_critical_release(struct pager *p);
+/* Read the OFFLOADED pages of the sorted @pgs (at most
+ * PAGER_KEEP_MAX_PAGES) back from the store through @ring into the memfd
+ * alone: CLEAN, mapped by no mapper.  -errno of the first failed run
+ * (its pages stay offloaded); *@ring_broken: @ring may still hold reads,
+ * drop it.  Neither lock held. */
+int pager_restore_unmapped(struct pager *p, struct io_uring *ring, const uint64_t *pgs,
+			   unsigned int nr, bool *ring_broken);
 /* RESIDENT pages the next offload keeps (the set's and the devices',
  * with critical_resident): it will not write them.  A page in both counts
  * twice (at most count[PAGE_RESIDENT] in all).  p->lock held. */
@@ -637,6 +648,11 @@ unsigned int pager_tail_keep_locked(const struct pager *p, uint64_t *pgs, unsign
 /* RESIDENT pages of the set (written: the offloads keep them unwritten).
  * Lock held. */
 uint64_t pager_tail_resident_locked(const struct pager *p);
+/* The offload worker, after an offload (@done: it completed, on @ring,
+ * idle now): the set's first offload stored it; read its pages back into
+ * the memfd, mapped by no mapper, so that a touch shows (tail_learn).
+ * Stopped, the set is dropped.  Later offloads keep it. */
+void pager_tail_install(struct pager *p, struct io_uring *ring, bool done);
 /* pager_tail_track() once the mappers are registered and the worker runs:
  * start ticking (@on) or make the wait's set.  Lock not held. */
 void pager_tail_command(struct pager *p, bool on, uint64_t until_ns);
@@ -832,10 +848,10 @@ unsigned int pager_keep_first(const struct pager_keep *keep, uint64_t pg);
  * treat every page as written).  Neither lock held. */
 int pager_dirty_scan(struct pager *p, uint64_t pg, uint64_t n, uint8_t *written,
 		     const struct pager_keep *keep);
-/* Every page written since it was last protected, into @written (npages
- * bytes), none protected again (a report: what it finds needs no
- * applying).  The offload worker.  -errno as pager_dirty_scan. */
-int pager_dirty_peek(struct pager *p, uint8_t *written);
+/* Every page some tracked mapper maps now (PAGE_IS_PRESENT), into
+ * @mapped (npages bytes); nothing protected.  The offload worker.  -errno
+ * as pager_dirty_scan. */
+int pager_mapped_peek(struct pager *p, uint8_t *mapped);
 /* PAGEMAP_SCAN of [start, end) in pagemap @fd for the pages in @category
  * (PAGE_IS_*), with @flags (PM_SCAN_*), PAGER_SCAN_VEC ranges of @vec at a
  * time: @fn(@arg, lo, hi) for each range found.  0 or -errno. */

@@ -20,17 +20,25 @@
  * the wait begins, a last scan closes the current tick and the pages of
  * both (the current tick's first, at most PAGER_TAIL_MAX_PAGES, none of
  * the resume-critical set's) become the tail set, which the wait's
- * offloads leave resident and mapped like the resume-critical set
- * (pager_offload.c, with critical_resident and tail_resident).  A tick
+ * offloads leave resident like the resume-critical set (pager_offload.c,
+ * with critical_resident and tail_resident).  A tick
  * applies what it finds as an offload's scan would (a written CLEAN page
  * becomes RESIDENT), and remembers it (TAIL_SINCE) for the next offload's
  * scan, which would not see those writes again: the write-hot checks
  * (pager_hot_scan_locked) count them.
  *
  * Kept resident, the set's pages cannot fault in the data resume, so the
- * resume-critical set cannot learn them: at the delivery, those written
- * since the set was made (on the data's way: the socket's buffers, the
- * agent's) are noted in it (tail_learn, a PAGEMAP_SCAN that protects
+ * resume-critical set cannot learn them from faults.  So the wait's first
+ * offload takes the set out with the rest (stored, punched: no mapper maps
+ * its pages any more) and then reads it back into the memfd alone
+ * (pager_tail_install), CLEAN and mapped by no one; the later offloads of
+ * the wait keep it.  A mapper that touches such a page, read or write,
+ * maps it (a host page fault the kernel serves from the memfd; with
+ * userfaultfd write-protect registered, no fault-around maps its
+ * neighbours), so at the delivery the set's pages some mapper maps are
+ * the ones the resumes touched (the data's way: the socket's buffers,
+ * the agent's; a timer's wake path): tail_learn notes them in the
+ * resume-critical set (a PAGEMAP_SCAN for present pages that protects
  * nothing).  Before the first offload nothing is registered: the pager
  * registers write-protect alone to scan (pager_register_wp_early).
  *
@@ -85,6 +93,7 @@ void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)
 		/* a command runs: the last wait's set has served; with "first",
 		 * once the resume-critical set knows the data path, no more */
 		p->tail_nr = 0;
+		p->tail_installed = false;
 		p->tail_ticking = p->cfg.tail_resident == PAGER_TAIL_ALWAYS || !p->crit_nr;
 		p->tail_run_ticks = 0;
 	} else if (p->tail_ticking) {
@@ -96,14 +105,14 @@ void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)
 }
 
 /* Note in the resume-critical set the pages of the set the last resume
- * began with that @written says were written: how many are new to it.
- * Lock held. */
-static uint64_t learn_written_locked(struct pager *p, const uint8_t *written)
+ * began with that @touched marks (written, or mapped): how many are new
+ * to it.  Lock held. */
+static uint64_t learn_touched_locked(struct pager *p, const uint8_t *touched)
 {
 	uint64_t learned = 0;
 
 	for (unsigned int i = 0; i < p->tail_learn_nr; i++)
-		if (written[p->tail_learn_pg[i]])
+		if (touched[p->tail_learn_pg[i]])
 			learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
 	p->tail_learned += learned;
 	return learned;
@@ -147,10 +156,10 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 		}
 		p->tail[pg] = b;
 	}
-	/* a page of the set the data path wrote before its delivery: this
-	 * tick protects it again, so tail_learn would miss it */
+	/* a page of the set the data path wrote before its delivery (a
+	 * tick cannot unmap it, so tail_learn would see it too) */
 	if (!fresh)
-		learn_written_locked(p, p->tail_scan);
+		learn_touched_locked(p, p->tail_scan);
 	p->dirty_scanned += found;
 	p->tail_ticks++;
 	p->tail_run_ticks++;
@@ -193,6 +202,7 @@ static void tail_freeze(struct pager *p)
 		}
 	}
 	p->tail_nr = pager_pages_sort_unique(p->tail_pg, n);
+	p->tail_installed = false;	/* the first offload stores it */
 	p->tail_sets++;
 	for (uint64_t pg = 0; pg < p->npages; pg++)
 		p->tail[pg] &= TAIL_SINCE;
@@ -200,23 +210,23 @@ static void tail_freeze(struct pager *p)
 	log_debug(p->subject, "the command's last writes: %u page(s) kept through the wait", n);
 }
 
-/* The data came: the set's pages written since it was made were on its
- * way (a socket's buffers, the agent's): into the resume-critical set,
- * which could not see them fault.  Offload worker. */
+/* The data came: the set's pages some mapper maps again were touched on
+ * its way (a socket's buffers, the agent's) or a timer's: into the
+ * resume-critical set, which could not see them fault.  Offload worker. */
 static void tail_learn(struct pager *p)
 {
 	uint64_t learned = 0;
 	int err;
 
 	memset(p->tail_scan, 0, p->npages);
-	err = pager_dirty_peek(p, p->tail_scan);
+	err = pager_mapped_peek(p, p->tail_scan);
 	pthread_mutex_lock(&p->lock);
 	if (!err)
-		learned = learn_written_locked(p, p->tail_scan);
+		learned = learn_touched_locked(p, p->tail_scan);
 	p->tail_learn_nr = 0;
 	pthread_mutex_unlock(&p->lock);
-	log_debug(p->subject, "the command's last writes: %llu page(s) written on the data's "
-		  "way, now resume-critical", (unsigned long long)learned);
+	log_debug(p->subject, "the command's last writes: %llu page(s) touched on the way to "
+		  "the delivery, now resume-critical", (unsigned long long)learned);
 }
 
 bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
@@ -272,8 +282,9 @@ void pager_tail_merge_written_locked(struct pager *p, uint8_t *written)
 
 unsigned int pager_tail_keep_locked(const struct pager *p, uint64_t *pgs, unsigned int n)
 {
-	/* a set exists only with tail_resident and critical_resident */
-	if (!p->tail_nr)
+	/* a set exists only with tail_resident and critical_resident; the
+	 * first offload after it was made stores it (pager_tail_install) */
+	if (!p->tail_nr || !p->tail_installed)
 		return n;
 	memcpy(pgs + n, p->tail_pg, p->tail_nr * sizeof(*pgs));
 	return pager_pages_sort_unique(pgs, n + p->tail_nr);
@@ -283,7 +294,54 @@ uint64_t pager_tail_resident_locked(const struct pager *p)
 {
 	uint64_t n = 0;
 
-	for (unsigned int i = 0; i < p->tail_nr; i++)
+	for (unsigned int i = 0; p->tail_installed && i < p->tail_nr; i++)
 		n += pg_state(p, p->tail_pg[i]) == PAGE_RESIDENT;
 	return n;
+}
+
+void pager_tail_install(struct pager *p, struct io_uring *ring, bool done)
+{
+	uint64_t pgs[PAGER_TAIL_MAX_PAGES];
+	unsigned int nr = 0, n = 0;
+	bool ring_broken = false;
+	int err = 0;
+
+	pthread_mutex_lock(&p->lock);
+	if (!p->tail_nr || p->tail_installed) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	p->tail_installed = true;
+	if (!done) {
+		/* the offload stopped (the VM wants to run, or an error): what
+		 * of the set went out comes back by its faults */
+		p->tail_nr = 0;
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	/* stored and punched; not a zero page (a hole: its first touch
+	 * faults), nor one written meanwhile (left resident and mapped) */
+	for (unsigned int i = 0; i < p->tail_nr; i++)
+		if (pg_state(p, p->tail_pg[i]) == PAGE_OFFLOADED)
+			pgs[nr++] = p->tail_pg[i];
+	pthread_mutex_unlock(&p->lock);
+	if (nr)
+		err = pager_restore_unmapped(p, ring, pgs, nr, &ring_broken);
+	pthread_mutex_lock(&p->lock);
+	for (unsigned int i = 0; i < nr; i++) {
+		enum pager_page_state s = pg_state(p, pgs[i]);
+
+		if (s == PAGE_CLEAN || s == PAGE_RESIDENT)
+			p->tail_pg[n++] = pgs[i];
+	}
+	p->tail_nr = n;
+	p->tail_installed_pages += n;
+	pthread_mutex_unlock(&p->lock);
+	if (err)	/* said there; those pages fault back */
+		log_warn(p->subject, "the command's last writes: %u of %u page(s) back in the "
+			 "memfd: %s", n, nr, strerror(-err));
+	else
+		log_debug(p->subject, "the command's last writes: %u page(s) stored and back in "
+			  "the memfd, mapped by no one", n);
+	(void)ring_broken;	/* the offload's ring: torn down after this */
 }
