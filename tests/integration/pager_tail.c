@@ -28,12 +28,18 @@
  * MISSING over it: every other page comes back from the store by its
  * fault.
  *
+ * With "cancel" the wait's first offload is stopped after its first batch
+ * (as a guest timer due or the data would stop it): the set is not lost,
+ * the next offload stores it and puts it back.
+ *
  * The ticks' progress is read from the pager's counters (tail_ticks,
  * tail_sets, tail_ticking), polled with a generous limit: nothing is
  * timed.  TAP.
  *
- *   pager_tail [MiB [first|early]]	(default 16, "always")
+ *   pager_tail [MiB [first|early|cancel]]	(default 16, "always")
  */
+#include <errno.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +48,8 @@
 #include "mockvmm.h"
 #include "pager.h"
 
+#define CANCEL_BATCH_BYTES	(64u << 10)	/* "cancel": small batches, */
+#define CANCEL_QUEUE_DEPTH	1		/* one at a time */
 #define TICK_POLL_US		10000
 #define TICK_POLL_MAX	2000	/* 20 s: a loaded machine, not a speed (and a
 				 * miss a "not ok", within the test's limit) */
@@ -317,6 +325,53 @@ static void early(struct harness *h)
 	    (unsigned long long)(st.faults - st1.faults), ans);
 }
 
+static void cancel_cb(struct harness *h, void *arg)
+{
+	*(int *)arg = pager_offload_cancel(the_pager(h));
+}
+
+/* "cancel": the set's first offload stopped, the next one puts it back. */
+static void cancel(struct harness *h)
+{
+	struct pager_stats st, st1;
+	struct set_resident_call sc;
+	struct offload_call oc;
+	char ans[LINE_MAX_LEN];
+	int cerr = -1, err;
+
+	st1 = set_is_s(h, &sc, &st);
+	on_loop(h, offload_cb, &oc);
+	do {	/* stop it once its first batch is out */
+		st = stats(h, NULL);
+		if (!st.pages[PAGE_OFFLOADED])
+			usleep(TICK_POLL_US / 100);
+	} while (!oc.err && !st.pages[PAGE_OFFLOADED] && st.offloads == st1.offloads);
+	on_loop(h, cancel_cb, &cerr);
+	while (!oc.err && sem_wait(&h->offload_done) && errno == EINTR)
+		;
+	err = oc.err ? oc.err : h->offload_err;
+	st = stats(h, NULL);
+	tap(!cerr && err == -ECANCELED && st.tail_pages == sc.n &&
+	    st.tail_installed == st1.tail_installed,
+	    "offload 2 stopped after its first batch (%s): the set is still S (%llu page(s)), "
+	    "not put back", strerror(-err), (unsigned long long)st.tail_pages);
+	err = offload(h);
+	st = stats(h, NULL);
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(!err && sc.resident == sc.n && sc.contents_ok &&
+	    st.tail_installed - st1.tail_installed == sc.n,
+	    "offload 3 put S back into the memfd with its last contents (%u of %u pages)",
+	    sc.resident, sc.n);
+	vmm_cmd(h, ans, "touchset 3");
+	st1 = stats(h, NULL);
+	tap(!strncmp(ans, "ok", 2) && st1.faults == st.faults,
+	    "touching S took no userfault (%s)", ans);
+	vmm_cmd(h, ans, "writeset 2");
+	vmm_cmd(h, ans, "verify 2 2");
+	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
+}
+
 int main(int argc, char **argv)
 {
 	struct harness h = { 0 };
@@ -334,6 +389,10 @@ int main(int argc, char **argv)
 	pcfg.prefetch = false;
 	pcfg.critical_resident = true;
 	pcfg.tail_resident = !strcmp(mode, "first") ? PAGER_TAIL_FIRST : PAGER_TAIL_ALWAYS;
+	if (!strcmp(mode, "cancel")) {
+		pcfg.write_batch_bytes = CANCEL_BATCH_BYTES;
+		pcfg.write_queue_depth = CANCEL_QUEUE_DEPTH;
+	}
 	if (!harness_up(&h, &pcfg, argv[0], mib))
 		return 1;
 	if (!strcmp(mode, "early")) {
@@ -357,6 +416,8 @@ int main(int argc, char **argv)
 		first(&h);
 	else if (!strcmp(mode, "early"))
 		early(&h);
+	else if (!strcmp(mode, "cancel"))
+		cancel(&h);
 	else
 		always(&h);
 	vmm_quit(&h);

@@ -651,7 +651,8 @@ uint64_t pager_tail_resident_locked(const struct pager *p);
 /* The offload worker, after an offload (@done: it completed, on @ring,
  * idle now): the set's first offload stored it; read its pages back into
  * the memfd, mapped by no mapper, so that a touch shows (tail_learn).
- * Stopped, the set is dropped.  Later offloads keep it. */
+ * Stopped, the next offload of the wait tries again.  Once put back,
+ * later offloads keep it. */
 void pager_tail_install(struct pager *p, struct io_uring *ring, bool done);
 /* pager_tail_track() once the mappers are registered and the worker runs:
  * start ticking (@on) or make the wait's set.  Lock not held. */

@@ -31,8 +31,9 @@
  * resume-critical set cannot learn them from faults.  So the wait's first
  * offload takes the set out with the rest (stored, punched: no mapper maps
  * its pages any more) and then reads it back into the memfd alone
- * (pager_tail_install), CLEAN and mapped by no one; the later offloads of
- * the wait keep it.  A mapper that touches such a page, read or write,
+ * (pager_tail_install), CLEAN and mapped by no one (an offload that is
+ * stopped, a guest timer due or the data come, leaves that to the next);
+ * the later offloads of the wait keep it.  A mapper that touches such a page, read or write,
  * maps it (a host page fault the kernel serves from the memfd; with
  * userfaultfd write-protect registered, no fault-around maps its
  * neighbours), so at the delivery the set's pages some mapper maps are
@@ -311,14 +312,14 @@ void pager_tail_install(struct pager *p, struct io_uring *ring, bool done)
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
-	p->tail_installed = true;
 	if (!done) {
-		/* the offload stopped (the VM wants to run, or an error): what
-		 * of the set went out comes back by its faults */
-		p->tail_nr = 0;
+		/* the offload stopped (a guest timer is due, the data came, an
+		 * error): the wait's next offload stores the set again and
+		 * puts it back; until then its pages out fault back */
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
+	p->tail_installed = true;
 	/* stored and punched; not a zero page (a hole: its first touch
 	 * faults), nor one written meanwhile (left resident and mapped) */
 	for (unsigned int i = 0; i < p->tail_nr; i++)
