@@ -448,13 +448,11 @@ int pager_resume_prepare(struct pager *p)
 }
 
 int pager_restore_unmapped(struct pager *p, struct io_uring *ring, const uint64_t *pgs,
-			   unsigned int nr, bool *ring_broken)
+			   unsigned int nr)
 {
 	struct restore_run rr = { 0 };
-	int err = restore_set(p, ring, pgs, nr, false, now_ns(), 0, &rr);
 
-	*ring_broken = rr.ring_broken;
-	return err;
+	return restore_set(p, ring, pgs, nr, false, now_ns(), 0, &rr);
 }
 
 void pager_data_window(struct pager *p)

@@ -607,13 +607,13 @@ bool pager_critical_learn_locked(struct pager *p, uint64_t pg);
 void pager_critical_note_readahead_locked(struct pager *p, uint64_t pg, uint64_t n);
 /* Free what the pre-resume restore keeps between resumes (detach). */
 void pager_critical_release(struct pager *p);
-/* Read the OFFLOADED pages of the sorted @pgs (at most
- * PAGER_KEEP_MAX_PAGES) back from the store through @ring into the memfd
- * alone: CLEAN, mapped by no mapper.  -errno of the first failed run
- * (its pages stay offloaded); *@ring_broken: @ring may still hold reads,
- * drop it.  Neither lock held. */
+/* Read the OFFLOADED pages of the sorted @pgs back from the store
+ * through @ring into the memfd alone: CLEAN, mapped by no mapper.  -errno
+ * of the first failed run (its pages stay offloaded).  @ring may still
+ * hold reads after a failure: the caller's next step is to drop it.
+ * Neither lock held. */
 int pager_restore_unmapped(struct pager *p, struct io_uring *ring, const uint64_t *pgs,
-			   unsigned int nr, bool *ring_broken);
+			   unsigned int nr);
 /* RESIDENT pages the next offload keeps (the set's and the devices',
  * with critical_resident): it will not write them.  A page in both counts
  * twice (at most count[PAGE_RESIDENT] in all).  p->lock held. */
@@ -648,11 +648,11 @@ unsigned int pager_tail_keep_locked(const struct pager *p, uint64_t *pgs, unsign
 /* RESIDENT pages of the set (written: the offloads keep them unwritten).
  * Lock held. */
 uint64_t pager_tail_resident_locked(const struct pager *p);
-/* The offload worker, after an offload (@done: it completed, on @ring,
- * idle now): the set's first offload stored it; read its pages back into
- * the memfd, mapped by no mapper, so that a touch shows (tail_learn).
- * Stopped, the next offload of the wait tries again.  Once put back,
- * later offloads keep it. */
+/* The offload worker, after an offload (@done: it completed; on @ring,
+ * idle now and dropped after this): the set's first offload stored it;
+ * read its pages back into the memfd, mapped by no mapper, so that a
+ * touch shows (tail_learn).  Stopped, the next offload of the wait tries
+ * again.  Once put back, later offloads keep it. */
 void pager_tail_install(struct pager *p, struct io_uring *ring, bool done);
 /* pager_tail_track() once the mappers are registered and the worker runs:
  * start ticking (@on) or make the wait's set.  Lock not held. */

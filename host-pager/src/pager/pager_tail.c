@@ -304,7 +304,6 @@ void pager_tail_install(struct pager *p, struct io_uring *ring, bool done)
 {
 	uint64_t pgs[PAGER_TAIL_MAX_PAGES];
 	unsigned int nr = 0, n = 0;
-	bool ring_broken = false;
 	int err = 0;
 
 	pthread_mutex_lock(&p->lock);
@@ -327,7 +326,7 @@ void pager_tail_install(struct pager *p, struct io_uring *ring, bool done)
 			pgs[nr++] = p->tail_pg[i];
 	pthread_mutex_unlock(&p->lock);
 	if (nr)
-		err = pager_restore_unmapped(p, ring, pgs, nr, &ring_broken);
+		err = pager_restore_unmapped(p, ring, pgs, nr);
 	pthread_mutex_lock(&p->lock);
 	for (unsigned int i = 0; i < nr; i++) {
 		enum pager_page_state s = pg_state(p, pgs[i]);
@@ -344,5 +343,4 @@ void pager_tail_install(struct pager *p, struct io_uring *ring, bool done)
 	else
 		log_debug(p->subject, "the command's last writes: %u page(s) stored and back in "
 			  "the memfd, mapped by no one", n);
-	(void)ring_broken;	/* the offload's ring: torn down after this */
 }
