@@ -158,6 +158,27 @@ static struct pager_stats set_is_s(struct harness *h, struct set_resident_call *
 	return st;
 }
 
+/* The data comes: touching S (round 3's) takes no userfault, tap'd with
+ * @what; the answer in @ans, the stats after. */
+static struct pager_stats touch_s(struct harness *h, const struct pager_stats *st,
+				  char *ans, const char *what)
+{
+	struct pager_stats st1;
+
+	vmm_cmd(h, ans, "touchset 3");
+	st1 = stats(h, NULL);
+	tap(!strncmp(ans, "ok", 2) && st1.faults == st->faults, "%s (%s)", what, ans);
+	return st1;
+}
+
+/* S written with round 2's contents (every data page is round 2's then)
+ * and every byte verified by two threads: "ok" in @ans. */
+static void verify_all(struct harness *h, char *ans)
+{
+	vmm_cmd(h, ans, "writeset 2");
+	vmm_cmd(h, ans, "verify 2 2");
+}
+
 /* "always": the set, its keeping, its dropping, and CLEAN pages. */
 static void always(struct harness *h)
 {
@@ -183,11 +204,9 @@ static void always(struct harness *h)
 	tap(st.pages[PAGE_CLEAN] == sc.n && !st.kept_dirty_pages,
 	    "S stored: CLEAN %llu, kept dirty %llu", (unsigned long long)st.pages[PAGE_CLEAN],
 	    (unsigned long long)st.kept_dirty_pages);
-	vmm_cmd(h, ans, "touchset 3");
-	st1 = stats(h, NULL);
-	tap(!strncmp(ans, "ok", 2) && st1.faults == st.faults && host_faults(ans) >= sc.n,
-	    "the data comes: touching S took no userfault, and a host page fault a page: mapped "
-	    "by no one (%s)", ans);
+	touch_s(h, &st, ans, "the data comes: touching S took no userfault");
+	tap(host_faults(ans) >= sc.n, "... and a host page fault a page: mapped by no one (%s)",
+	    ans);
 
 	/* the next command: the set is dropped, S goes out with the rest */
 	track(h, true);
@@ -214,8 +233,7 @@ static void always(struct harness *h)
 	vmm_cmd(h, ans, "touchset 5");
 	tap(!err && sc.resident == 0 && !strncmp(ans, "ok", 2),
 	    "offload 4 stored S's new contents, not its stale slot (%s)", ans);
-	vmm_cmd(h, ans, "writeset 2");
-	vmm_cmd(h, ans, "verify 2 2");
+	verify_all(h, ans);
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 	track(h, false);
 }
@@ -288,8 +306,7 @@ static void first(struct harness *h)
 	tap(!strncmp(ans, "ok", 2) && st.faults > st1.faults,
 	    "the rest of S came back from the store by %llu fault(s) (%s)",
 	    (unsigned long long)(st.faults - st1.faults), ans);
-	vmm_cmd(h, ans, "writeset 2");
-	vmm_cmd(h, ans, "verify 2 2");
+	verify_all(h, ans);
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 }
 
@@ -313,12 +330,8 @@ static void early(struct harness *h)
 	    "the first offload kept S (%u of %u pages, their contents), %llu page(s) out, "
 	    "tracking %s", sc.resident, sc.n, (unsigned long long)st.pages[PAGE_OFFLOADED],
 	    pager_dirty_tracking_name(st.dirty_tracking));
-	vmm_cmd(h, ans, "touchset 3");
-	st1 = stats(h, NULL);
-	tap(!strncmp(ans, "ok", 2) && st1.faults == st.faults,
-	    "touching S took no fault (%s)", ans);
-	vmm_cmd(h, ans, "writeset 2");
-	vmm_cmd(h, ans, "verify 2 2");
+	st1 = touch_s(h, &st, ans, "touching S took no fault");
+	verify_all(h, ans);
 	st = stats(h, NULL);
 	tap(!strcmp(ans, "ok") && st.faults > st1.faults,
 	    "every byte verified, the rest back by %llu fault(s) (%s)",
@@ -363,12 +376,8 @@ static void cancel(struct harness *h)
 	    st.tail_installed - st1.tail_installed == sc.n,
 	    "offload 3 put S back into the memfd with its last contents (%u of %u pages)",
 	    sc.resident, sc.n);
-	vmm_cmd(h, ans, "touchset 3");
-	st1 = stats(h, NULL);
-	tap(!strncmp(ans, "ok", 2) && st1.faults == st.faults,
-	    "touching S took no userfault (%s)", ans);
-	vmm_cmd(h, ans, "writeset 2");
-	vmm_cmd(h, ans, "verify 2 2");
+	touch_s(h, &st, ans, "touching S took no userfault");
+	verify_all(h, ans);
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 }
 
