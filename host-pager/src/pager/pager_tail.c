@@ -332,9 +332,14 @@ void pager_tail_install(struct pager *p, struct io_uring *ring, bool done)
 		enum pager_page_state s = pg_state(p, pgs[i]);
 
 		if (s == PAGE_CLEAN || s == PAGE_RESIDENT)
-			p->tail_pg[n++] = pgs[i];
+			pgs[n++] = pgs[i];
 	}
-	p->tail_nr = n;
+	/* unless a command began meanwhile (dropped it) or a wait made a
+	 * new one: the set is what came back */
+	if (p->tail_installed) {
+		memcpy(p->tail_pg, pgs, n * sizeof(*pgs));
+		p->tail_nr = n;
+	}
 	p->tail_installed_pages += n;
 	pthread_mutex_unlock(&p->lock);
 	if (err)	/* said there; those pages fault back */
