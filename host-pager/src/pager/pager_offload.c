@@ -1004,8 +1004,8 @@ static void offload_job_run(struct pager *p)
 	o.kept_set.pg = o.keep;
 	if (p->cfg.critical_resident)
 		o.kept_set.nr = pager_critical_snapshot_locked(p, o.keep);
-	if (!o.precopy)	/* and the command's last writes (pager_tail.c), but
-			 * at the first offload after they were found */
+	if (!o.precopy)	/* and the command's last writes (pager_tail.c), once
+			 * the first offload after they were found stored them */
 		o.kept_set.nr = pager_tail_keep_locked(p, o.keep, o.kept_set.nr);
 	o.kept_written.pg = o.keep_written;
 	for (unsigned int i = 0; i < o.kept_set.nr; i++)

@@ -33,10 +33,11 @@
  * its pages any more) and then reads it back into the memfd alone
  * (pager_tail_install), CLEAN and mapped by no one (an offload that is
  * stopped, a guest timer due or the data come, leaves that to the next);
- * the later offloads of the wait keep it.  A mapper that touches such a page, read or write,
- * maps it (a host page fault the kernel serves from the memfd; with
- * userfaultfd write-protect registered, no fault-around maps its
- * neighbours), so at the delivery the set's pages some mapper maps are
+ * the later offloads of the wait keep it.  A mapper that touches such a
+ * page, read or write, maps it (a host page fault the kernel serves from
+ * the memfd; with userfaultfd write-protect registered, no fault-around
+ * maps its neighbours), so at the delivery the set's pages some mapper
+ * maps are
  * the ones the resumes touched (the data's way: the socket's buffers,
  * the agent's; a timer's wake path): tail_learn notes them in the
  * resume-critical set (a PAGEMAP_SCAN for present pages that protects
@@ -105,20 +106,6 @@ void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Note in the resume-critical set the pages of the set the last resume
- * began with that @touched marks (written, or mapped): how many are new
- * to it.  Lock held. */
-static uint64_t learn_touched_locked(struct pager *p, const uint8_t *touched)
-{
-	uint64_t learned = 0;
-
-	for (unsigned int i = 0; i < p->tail_learn_nr; i++)
-		if (touched[p->tail_learn_pg[i]])
-			learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
-	p->tail_learned += learned;
-	return learned;
-}
-
 /* Scan for the pages written since the last scan (protecting them again,
  * but for the resume-critical set's, which the offloads keep writable:
  * snapshot into @keep_pg, room for PAGER_KEEP_MAX_PAGES), and move the
@@ -157,10 +144,6 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 		}
 		p->tail[pg] = b;
 	}
-	/* a page of the set the data path wrote before its delivery (a
-	 * tick cannot unmap it, so tail_learn would see it too) */
-	if (!fresh)
-		learn_touched_locked(p, p->tail_scan);
 	p->dirty_scanned += found;
 	p->tail_ticks++;
 	p->tail_run_ticks++;
@@ -222,8 +205,10 @@ static void tail_learn(struct pager *p)
 	memset(p->tail_scan, 0, p->npages);
 	err = pager_mapped_peek(p, p->tail_scan);
 	pthread_mutex_lock(&p->lock);
-	if (!err)
-		learned = learn_touched_locked(p, p->tail_scan);
+	for (unsigned int i = 0; !err && i < p->tail_learn_nr; i++)
+		if (p->tail_scan[p->tail_learn_pg[i]])
+			learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
+	p->tail_learned += learned;
 	p->tail_learn_nr = 0;
 	pthread_mutex_unlock(&p->lock);
 	log_debug(p->subject, "the command's last writes: %llu page(s) touched on the way to "
@@ -307,14 +292,11 @@ void pager_tail_install(struct pager *p, struct io_uring *ring, bool done)
 	int err = 0;
 
 	pthread_mutex_lock(&p->lock);
-	if (!p->tail_nr || p->tail_installed) {
-		pthread_mutex_unlock(&p->lock);
-		return;
-	}
-	if (!done) {
-		/* the offload stopped (a guest timer is due, the data came, an
-		 * error): the wait's next offload stores the set again and
-		 * puts it back; until then its pages out fault back */
+	/* no set, or put back already; or the offload stopped (a guest
+	 * timer is due, the data came, an error): the wait's next offload
+	 * stores the set again and puts it back, until then its pages out
+	 * fault back */
+	if (!p->tail_nr || p->tail_installed || !done) {
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
