@@ -13,11 +13,21 @@ A command that exits non-zero after TAP lines adds one failure unless a
 "not ok" already accounts for it, and so does a TAP plan "1..N" that the
 results do not match.  A timeout is a failure.
 
+A line "@warm <name> <command...>" names a command that fills a cache test
+<name> needs (the KUnit UML kernel build, minutes on a cold cache): when
+<name> is selected, it starts in the background at once, at SCHED_IDLE
+(it takes only CPU time the tests leave), output to
+$BUILD/check/warm-<name>.log.  It must be idempotent and hold the lock
+the test takes, so the test waits for it; the test, not the warmer, is
+counted.
+
 Output: each command's output goes to $BUILD/check/<name>.log; a line per
 result is printed; the last line is exactly
     check: N passed, M failed, K skipped
 and the exit status is 0 only when M == 0.
-Environment: CHECK_FILTER=<regex> runs only matching test names.
+Environment: CHECK_FILTER=<regex> runs only matching test names;
+CHECK_TESTS=<dir> reads the lists from <dir> instead of tests/ (the
+runner's own test, tests/layout/check-runner.sh).
 """
 import os, re, signal, subprocess, sys, time
 
@@ -32,7 +42,8 @@ PLAN_NONE = re.compile(r"^1\.\.0\b(?:\s*#\s*(?:SKIP\b:?)?\s*(.*))?$", re.I)
 
 def load_tests():
     tests = []
-    tdir = os.path.join(ROOT, "tests")
+    warmers = {}
+    tdir = os.environ.get("CHECK_TESTS") or os.path.join(ROOT, "tests")
     lists = []
     for layer in sorted(os.listdir(tdir)):
         ldir = os.path.join(tdir, layer)
@@ -47,9 +58,32 @@ def load_tests():
                     line = ""
                 if not line:
                     continue
+                if line.startswith("@warm "):
+                    _, name, cmd = line.split(None, 2)
+                    warmers[name] = cmd
+                    continue
                 name, timeout, cmd = line.split(None, 2)
                 tests.append((name, int(timeout), cmd))
-    return tests
+    unknown = set(warmers) - {t[0] for t in tests}
+    if unknown:
+        sys.exit(f"check: @warm for no test: {' '.join(sorted(unknown))}")
+    return tests, warmers
+
+
+def start_warmer(name, cmd):
+    os.makedirs(LOGDIR, exist_ok=True)
+    log = open(os.path.join(LOGDIR, f"warm-{name}.log"), "w")
+
+    def idle():
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+    p = subprocess.Popen(["/bin/sh", "-c", cmd], cwd=ROOT, stdout=log,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         start_new_session=True, preexec_fn=idle)
+    log.close()
+    print(f"  warm {name}: started in the background (log "
+          f"{os.path.relpath(log.name, ROOT)})", flush=True)
+    return p
 
 
 def run(name, timeout, cmd, counts):
@@ -142,9 +176,19 @@ def run(name, timeout, cmd, counts):
 def main():
     flt = re.compile(os.environ.get("CHECK_FILTER", ""))
     counts = [0, 0, 0]
-    for name, timeout, cmd in load_tests():
-        if flt.search(name):
+    tests, warmers = load_tests()
+    tests = [t for t in tests if flt.search(t[0])]
+    warming = [start_warmer(n, warmers[n]) for n, _, _ in tests if n in warmers]
+    try:
+        for name, timeout, cmd in tests:
             run(name, timeout, cmd, counts)
+    except BaseException:
+        for p in warming:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        raise
+    for p in warming:   # done unless its test took the lock first
+        p.wait()
     print(f"check: {counts[0]} passed, {counts[1]} failed, {counts[2]} skipped")
     return 0 if counts[1] == 0 else 1
 
