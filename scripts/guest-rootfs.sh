@@ -13,7 +13,7 @@
 #
 # Usage: scripts/guest-rootfs.sh [--agent BIN] [--project DIR] [--init FILE]
 #                                [-o IMAGE] [--tree-only]
-# Prints the image path on its last line.  Needs root (debootstrap, chroot).
+# Prints the image path (with --tree-only, the cached tree's) on its last line.  Needs root (debootstrap, chroot).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,6 +79,11 @@ KEY=$(printf '%s\n' "$SUITE" "$VARIANT" "$INCLUDE" "$MIRROR" "$RECIPE" |
 CDIR=$VMNAP_CACHE/rootfs/$KEY
 TREE=$CDIR/tree
 
+# One debootstrap at a time per tree: make check starts --tree-only in the
+# background (an "@warm" line) while a replay test may want the same tree.
+mkdir -p "$VMNAP_CACHE/rootfs"
+exec 9>"$CDIR.lock"
+flock 9
 if [ ! -e "$CDIR/complete" ]; then
 	echo "guest-rootfs: debootstrap $SUITE ($VARIANT, +$INCLUDE) from $MIRROR into $TREE" >&2
 	rm -rf "$CDIR"
@@ -94,6 +99,7 @@ if [ ! -e "$CDIR/complete" ]; then
 	mv "$TREE.tmp" "$TREE"
 	printf '%s\n' "suite=$SUITE variant=$VARIANT include=$INCLUDE mirror=$MIRROR recipe=$RECIPE" >"$CDIR/complete"
 fi
+exec 9>&-
 [ "$TREE_ONLY" = 1 ] && { echo "$TREE"; exit 0; }
 
 [ -x "$AGENT" ] || die "exec agent $AGENT missing: run 'make userspace'"
