@@ -18,7 +18,7 @@
  * With "first" (vmnapd's default) the same command and wait make a set
  * while the resume-critical set is empty; a data resume that faults on a
  * page and reads two of S's (no write) teaches the resume-critical set
- * those three; the next command is not scanned and its wait keeps no
+ * those three, and the two leave the tail set; the next command is not scanned and its wait keeps no
  * set: the two stay as resume-critical, the rest of S goes out.
  *
  * With "early" the VM runs before any offload (pager_tail_track_start,
@@ -287,6 +287,9 @@ static void first(struct harness *h)
 	    "page(s) of S it read, not S's other %u: %llu in the set (%s)",
 	    (unsigned long long)(st1.tail_learned - st.tail_learned), n - 2,
 	    (unsigned long long)st1.critical_set_pages, ans);
+	tap(st1.tail_pages == st.tail_pages - 2, "... and those two left the tail set, so a "
+	    "later delivery of the wait does not teach them again: %llu of %llu page(s) left",
+	    (unsigned long long)st1.tail_pages, (unsigned long long)st.tail_pages);
 
 	track(h, true);
 	st = stats(h, NULL);

@@ -196,10 +196,17 @@ static void tail_freeze(struct pager *p)
 
 /* The data came: the set's pages some mapper maps again were touched on
  * its way (a socket's buffers, the agent's) or a timer's: into the
- * resume-critical set, which could not see them fault.  Offload worker. */
+ * resume-critical set, which could not see them fault.  Such a page
+ * leaves the set: mapped, it stays mapped through the wait, so each later
+ * delivery would teach it again, as if touched then, and push out what
+ * those resumes did fault on (a set taught every resume of a long first
+ * wait: 770-1720 pages for sets of 300-360, on the main replay
+ * trajectory).  From then on the resume-critical set keeps it or, once it
+ * has aged out of it, the next offload takes it out.  Offload worker. */
 static void tail_learn(struct pager *p)
 {
 	uint64_t learned = 0;
+	unsigned int n = 0;
 	int err;
 
 	memset(p->tail_scan, 0, p->npages);
@@ -208,6 +215,16 @@ static void tail_learn(struct pager *p)
 	for (unsigned int i = 0; !err && i < p->tail_learn_nr; i++)
 		if (p->tail_scan[p->tail_learn_pg[i]])
 			learned += pager_critical_learn_locked(p, p->tail_learn_pg[i]);
+	/* the set may be another by now (a command dropped it, a wait made
+	 * one): whatever it is, what is mapped and resume-critical leaves */
+	for (unsigned int i = 0; !err && i < p->tail_nr; i++) {
+		uint64_t pg = p->tail_pg[i];
+
+		if (!p->tail_scan[pg] || !(p->state[pg] & PG_CRIT))
+			p->tail_pg[n++] = pg;
+	}
+	if (!err)
+		p->tail_nr = n;
 	p->tail_learned += learned;
 	p->tail_learn_nr = 0;
 	pthread_mutex_unlock(&p->lock);
