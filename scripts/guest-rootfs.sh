@@ -13,7 +13,8 @@
 #
 # Usage: scripts/guest-rootfs.sh [--agent BIN] [--project DIR] [--init FILE]
 #                                [-o IMAGE] [--tree-only]
-# Prints the image path (with --tree-only, the cached tree's) on its last line.  Needs root (debootstrap, chroot).
+# Prints the image path (with --tree-only, the cached tree's) on its last
+# line.  Needs root (debootstrap, chroot).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
