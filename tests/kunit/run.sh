@@ -84,19 +84,19 @@ sync_file "$here/Kbuild.vmnap" "$tree/lib/vmnap/Makefile"
 for f in $srcs; do sync_file "$root/$f" "$tree/lib/vmnap/$f"; done
 sync_file "$here/vmnap.kunitconfig" "$tree/lib/vmnap/.kunitconfig"
 
+# what "build" and "run" build: the same kernel
+kbuild="--kunitconfig=lib/vmnap/.kunitconfig --build_dir=.kunit --jobs=$jobs"
 if $build_only; then
-	(cd "$tree" && python3 tools/testing/kunit/kunit.py build \
-		--kunitconfig=lib/vmnap/.kunitconfig --build_dir=.kunit \
-		--jobs="$jobs") > "$kdir/build-only.log" 2>&1
+	(cd "$tree" && python3 tools/testing/kunit/kunit.py build $kbuild) \
+		> "$kdir/build-only.log" 2>&1
 	exit
 fi
 
 out="$kdir/last.ktap"
 log="$kdir/last.log"
 rc=0
-(cd "$tree" && nice python3 tools/testing/kunit/kunit.py run \
-	--kunitconfig=lib/vmnap/.kunitconfig --build_dir=.kunit \
-	--jobs="$jobs" --timeout=300 --raw_output=kunit) > "$log" 2>&1 || rc=$?
+(cd "$tree" && nice python3 tools/testing/kunit/kunit.py run $kbuild \
+	--timeout=300 --raw_output=kunit) > "$log" 2>&1 || rc=$?
 grep -v '^\[' "$log" > "$out" || true
 if ! grep -q '^KTAP version\|^TAP version' "$out"; then
 	tail -n 40 "$log" | sed 's/^/# /'

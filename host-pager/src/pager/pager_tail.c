@@ -37,11 +37,10 @@
  * page, read or write, maps it (a host page fault the kernel serves from
  * the memfd; with userfaultfd write-protect registered, no fault-around
  * maps its neighbours), so at the delivery the set's pages some mapper
- * maps are
- * the ones the resumes touched (the data's way: the socket's buffers,
- * the agent's; a timer's wake path): tail_learn notes them in the
- * resume-critical set (a PAGEMAP_SCAN for present pages that protects
- * nothing).  Before the first offload nothing is registered: the pager
+ * maps are the ones the resumes touched (the data's way: the socket's
+ * buffers, the agent's; a timer's wake path): tail_learn notes them in
+ * the resume-critical set (a PAGEMAP_SCAN for present pages that protects
+ * nothing) and drops them from the set.  Before the first offload nothing is registered: the pager
  * registers write-protect alone to scan (pager_register_wp_early).
  *
  * Only with asynchronous write-protect (wp_async): with wp_sync every such
