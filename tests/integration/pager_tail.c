@@ -33,11 +33,17 @@
  * (as a guest timer due or the data would stop it): the set is not lost,
  * the next offload stores it and puts it back.
  *
+ * With "budget" (a budget of BUDGET_PAGES written pages a command) a
+ * command that rewrites every data page runs its ticks out of budget:
+ * they stop, its wait makes no set, and S goes out with the rest; the
+ * next command, which writes S alone, is scanned again from nothing and
+ * its wait's set is S.
+ *
  * The ticks' progress is read from the pager's counters (tail_ticks,
  * tail_sets, tail_ticking), polled with a generous limit: nothing is
  * timed.  TAP.
  *
- *   pager_tail [MiB [first|early|cancel]]	(default 16, "always")
+ *   pager_tail [MiB [first|early|cancel|budget]]	(default 16, "always")
  */
 #include <errno.h>
 #include <semaphore.h>
@@ -51,6 +57,7 @@
 
 #define CANCEL_BATCH_BYTES	(64u << 10)	/* "cancel": small batches, */
 #define CANCEL_QUEUE_DEPTH	1		/* one at a time */
+#define BUDGET_PAGES		1024	/* "budget": under the data pages */
 #define TICK_POLL_US		10000
 #define TICK_POLL_MAX	2000	/* 20 s: a loaded machine, not a speed (and a
 				 * miss a "not ok", within the test's limit) */
@@ -385,6 +392,68 @@ static void cancel(struct harness *h)
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 }
 
+/* "budget": a command's ticks stop at its budget; the next one's start
+ * again from nothing. */
+static void budget(struct harness *h)
+{
+	struct pager_stats st0, st1, st;
+	struct set_resident_call sc;
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	track(h, true);
+	st0 = stats(h, NULL);
+	/* (the first tick after a registration is not counted: let it pass) */
+	tap(st0.tail_ticking && ticks_pass(h, &st0, 1, false), "a command runs: scanned");
+	vmm_cmd(h, ans, "fill 2");
+	st1 = stats(h, NULL);
+	for (int i = 0; i < TICK_POLL_MAX && st1.tail_budget_stops == st0.tail_budget_stops; i++) {
+		usleep(TICK_POLL_US);
+		st1 = stats(h, NULL);
+	}
+	tap(!strcmp(ans, "ok") && st1.tail_budget_stops == st0.tail_budget_stops + 1 &&
+	    !st1.tail_ticking && st1.tail_tick_pages - st0.tail_tick_pages >= BUDGET_PAGES,
+	    "it rewrote every data page: its ticks found %llu written page(s), the budget "
+	    "is %u: they stopped", (unsigned long long)(st1.tail_tick_pages - st0.tail_tick_pages),
+	    BUDGET_PAGES);
+
+	vmm_cmd(h, ans, "writeset 3");
+	track(h, false);
+	err = offload(h);
+	st = stats(h, NULL);
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(!err && st.tail_sets == st0.tail_sets && !st.tail_pages &&
+	    st.tail_ticks == st1.tail_ticks && sc.resident == 0,
+	    "no tick after, its wait made no set: offload 2 took S out with the rest "
+	    "(%u of %u pages of S in the memfd)", sc.resident, sc.n);
+
+	/* the next command writes S alone: within budget, a set again */
+	track(h, true);
+	st0 = stats(h, NULL);
+	tap(st0.tail_ticking && ticks_pass(h, &st0, 1, false), "the next command is scanned");
+	vmm_cmd(h, ans, "writeset 4");
+	st0 = stats(h, NULL);
+	track(h, false);
+	tap(!strncmp(ans, "ok", 2) && ticks_pass(h, &st0, 0, true), "it wrote S, its wait "
+	    "began: a set was made");
+	st = stats(h, NULL);
+	sc = (struct set_resident_call){ .round = 4 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(st.tail_pages >= sc.n && st.tail_budget_stops == st1.tail_budget_stops,
+	    "the set holds S, the last write: %llu page(s), S has %u (with the pages read "
+	    "back beside S's); the budget was not reached", (unsigned long long)st.tail_pages,
+	    sc.n);
+	err = offload(h);
+	sc = (struct set_resident_call){ .round = 4 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(!err && sc.resident == sc.n && sc.contents_ok,
+	    "offload 3 put S back into the memfd with its last contents (%u of %u pages)",
+	    sc.resident, sc.n);
+	verify_all(h, ans);
+	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
+}
+
 int main(int argc, char **argv)
 {
 	struct harness h = { 0 };
@@ -402,6 +471,8 @@ int main(int argc, char **argv)
 	pcfg.prefetch = false;
 	pcfg.critical_resident = true;
 	pcfg.tail_resident = !strcmp(mode, "first") ? PAGER_TAIL_FIRST : PAGER_TAIL_ALWAYS;
+	if (!strcmp(mode, "budget"))
+		pcfg.tail_budget_pages = BUDGET_PAGES;
 	if (!strcmp(mode, "cancel")) {
 		pcfg.write_batch_bytes = CANCEL_BATCH_BYTES;
 		pcfg.write_queue_depth = CANCEL_QUEUE_DEPTH;
@@ -431,6 +502,8 @@ int main(int argc, char **argv)
 		early(&h);
 	else if (!strcmp(mode, "cancel"))
 		cancel(&h);
+	else if (!strcmp(mode, "budget"))
+		budget(&h);
 	else
 		always(&h);
 	vmm_quit(&h);

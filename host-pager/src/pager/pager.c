@@ -52,6 +52,7 @@ void pager_config_default(struct pager_config *cfg, const char *store_dir)
 		.prefetch = true,
 		.restore = PAGER_RESTORE_WORKING_SET,
 		.critical_budget_ns = PAGER_CRITICAL_BUDGET_NS,
+		.tail_budget_pages = PAGER_TAIL_BUDGET_PAGES,
 		.direct_io = true,
 		.fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS,
 	};
@@ -71,6 +72,7 @@ static int config_check(const struct pager_config *c)
 	    c->prefetch_min_bytes < PAGER_PAGE_SIZE ||
 	    c->prefetch_max_bytes < c->prefetch_min_bytes ||
 	    c->follow_pages > PAGER_MAX_FOLLOW ||
+	    (c->tail_resident && !c->tail_budget_pages) ||
 	    (unsigned int)c->restore >= PAGER_RESTORES)
 		return -EINVAL;
 	return 0;
@@ -1394,7 +1396,9 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->tail_pages = p->tail_nr;
 	st->tail_ticks = p->tail_ticks;
 	st->tail_sets = p->tail_sets;
-	st->tail_ticking = p->tail_ticking;
+	st->tail_ticking = p->tail_ticking && !p->tail_spent;
+	st->tail_tick_pages = p->tail_tick_pages;
+	st->tail_budget_stops = p->tail_budget_stops;
 	st->tail_installed = p->tail_installed_pages;
 	st->tail_learned = p->tail_learned;
 	st->critical_restored_pages = p->crit_restored_pages;

@@ -70,6 +70,13 @@
 #define PAGER_TAIL_DUTY			20	/* ... or 20 scans' time: at
 						 * most 5 % of a CPU */
 #define PAGER_TAIL_MAX_PAGES		512
+/* ... and a command's ticks stop (its wait gets no set) once they have
+ * found this many written pages, each a write-protect fault its writer
+ * took (pager_config.tail_budget_pages by default): 64 MiB of writes, a
+ * few ms of faults on a host with hardware paging, under a second on a
+ * shadow-paging one, where a command that kept rewriting 150 MiB took
+ * 219 thousand more faults and ran twice as long scanned. */
+#define PAGER_TAIL_BUDGET_PAGES		16384
 /* Fault-order prefetch (pager_config.follow_pages): the fault orders of
  * the last PAGER_FOLLOW_CYCLES data cycles are kept, at most
  * PAGER_FOLLOW_MAX_PAGES pages each; a fault queues at most
@@ -101,6 +108,9 @@ struct pager_config {
 					 * last before its wait
 					 * (pager_tail_track) resident, at
 					 * most 2 MiB; default off */
+	uint32_t tail_budget_pages;	/* a command's ticks stop once they
+					 * found this many written pages
+					 * (PAGER_TAIL_BUDGET_PAGES) */
 	uint32_t follow_pages;		/* fault-order prefetch: after a fault
 					 * on a page the last data cycles
 					 * faulted, the pages that came after
@@ -379,6 +389,10 @@ struct pager_stats {
 	uint64_t tail_ticks;			/* scans while commands ran */
 	uint64_t tail_sets;			/* sets made (waits begun) */
 	bool tail_ticking;			/* scanning: a command runs */
+	uint64_t tail_tick_pages;		/* written pages the ticks found
+						 * (a write-protect fault each) */
+	uint64_t tail_budget_stops;		/* commands whose ticks stopped
+						 * at tail_budget_pages: no set */
 	uint64_t tail_installed;		/* of the sets' pages, stored
 						 * and put back unmapped */
 	uint64_t tail_learned;			/* ... of them, touched on the
@@ -669,7 +683,10 @@ int pager_resume_prepare(struct pager *p);
  * told and learned by the resume-critical set at the delivery.  The next
  * command drops it.
  * With PAGER_TAIL_FIRST, a command that begins once the resume-critical
- * set has pages is not scanned (and its wait has no set).  Loop thread.
+ * set has pages is not scanned (and its wait has no set).  A command
+ * whose ticks have found cfg.tail_budget_pages written pages is scanned
+ * no more, and its wait has no set (the scans before a coordinator,
+ * pager_tail_track_start, have their time limit instead).  Loop thread.
  */
 void pager_tail_track(struct pager *p, bool on);
 /*

@@ -366,6 +366,10 @@ struct pager {
 	uint64_t tail_next_ns;		/* the next tick (offload worker) */
 	uint64_t tail_ticks, tail_sets;
 	uint64_t tail_run_ticks;	/* ticks since the command began */
+	uint64_t tail_run_pages;	/* ... the written pages they found */
+	bool tail_spent;		/* ... reached cfg.tail_budget_pages:
+					 * no more ticks, no set */
+	uint64_t tail_tick_pages, tail_budget_stops;
 	uint64_t tail_until_ns;		/* ticking stops then, unless told a
 					 * command runs (0: no limit) */
 	/* the set as the last resume began; at its delivery, the worker

@@ -97,6 +97,10 @@ json_t *pager_stats_json(struct pager *p)
 		json_object_set_new(o, "tail_ticks", json_integer((json_int_t)st.tail_ticks));
 		json_object_set_new(o, "tail_sets", json_integer((json_int_t)st.tail_sets));
 		json_object_set_new(o, "tail_ticking", json_boolean(st.tail_ticking));
+		json_object_set_new(o, "tail_tick_pages",
+				    json_integer((json_int_t)st.tail_tick_pages));
+		json_object_set_new(o, "tail_budget_stops",
+				    json_integer((json_int_t)st.tail_budget_stops));
 		json_object_set_new(o, "tail_installed_pages",
 				    json_integer((json_int_t)st.tail_installed));
 		json_object_set_new(o, "tail_learned_pages",
