@@ -72,10 +72,10 @@
 #define PAGER_TAIL_MAX_PAGES		512
 /* ... and a command's ticks stop (its wait gets no set) once they have
  * found this many written pages, each a write-protect fault its writer
- * took (pager_config.tail_budget_pages by default): 64 MiB of writes, a
- * few ms of faults on a host with hardware paging, under a second on a
- * shadow-paging one, where a command that kept rewriting 150 MiB took
- * 219 thousand more faults and ran twice as long scanned. */
+ * took (pager_config.tail_budget_pages by default): 64 MiB of writes,
+ * about 10 ms of faults on a host with hardware paging, about a second
+ * on a shadow-paging one, where a command that kept rewriting 150 MiB
+ * took 219 thousand more faults and ran twice as long scanned. */
 #define PAGER_TAIL_BUDGET_PAGES		16384
 /* Fault-order prefetch (pager_config.follow_pages): the fault orders of
  * the last PAGER_FOLLOW_CYCLES data cycles are kept, at most
