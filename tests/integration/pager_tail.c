@@ -246,6 +246,23 @@ static void always(struct harness *h)
 	track(h, false);
 }
 
+/* The command writes S (round @round), its wait begins, an offload: its
+ * error; the stats after in *@st, S in the memfd in *@sc. */
+static int write_wait_offload(struct harness *h, unsigned int round, struct pager_stats *st,
+			      struct set_resident_call *sc)
+{
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	vmm_cmd(h, ans, "writeset %u", round);
+	track(h, false);
+	err = offload(h);
+	*st = stats(h, NULL);
+	*sc = (struct set_resident_call){ .round = round };
+	on_loop(h, set_resident_cb, sc);
+	return err;
+}
+
 /* The stats once the worker has noted the set's written pages (a
  * learn after @st0). */
 static struct pager_stats learned(struct harness *h, const struct pager_stats *st0)
@@ -302,12 +319,7 @@ static void first(struct harness *h)
 	track(h, true);
 	st = stats(h, NULL);
 	tap(!st.tail_ticking && !st.tail_pages, "so the next command is not scanned");
-	vmm_cmd(h, ans, "writeset 5");
-	track(h, false);
-	err = offload(h);
-	st1 = stats(h, NULL);
-	sc = (struct set_resident_call){ .round = 5 };
-	on_loop(h, set_resident_cb, &sc);
+	err = write_wait_offload(h, 5, &st1, &sc);
 	tap(!err && st1.tail_sets == st.tail_sets && st1.tail_ticks == st.tail_ticks &&
 	    sc.resident == 2 && sc.contents_ok, "its wait made no set: offload 3 kept the two "
 	    "as resume-critical (%u of %u pages of S in the memfd, their contents)",
@@ -417,12 +429,7 @@ static void budget(struct harness *h)
 	    "is %u: they stopped", (unsigned long long)(st1.tail_tick_pages - st0.tail_tick_pages),
 	    BUDGET_PAGES);
 
-	vmm_cmd(h, ans, "writeset 3");
-	track(h, false);
-	err = offload(h);
-	st = stats(h, NULL);
-	sc = (struct set_resident_call){ .round = 3 };
-	on_loop(h, set_resident_cb, &sc);
+	err = write_wait_offload(h, 3, &st, &sc);
 	tap(!err && st.tail_sets == st0.tail_sets && !st.tail_pages &&
 	    st.tail_ticks == st1.tail_ticks && sc.resident == 0,
 	    "no tick after, its wait made no set: offload 2 took S out with the rest "
