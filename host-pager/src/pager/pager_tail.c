@@ -40,8 +40,9 @@
  * maps are the ones the resumes touched (the data's way: the socket's
  * buffers, the agent's; a timer's wake path): tail_learn notes them in
  * the resume-critical set (a PAGEMAP_SCAN for present pages that protects
- * nothing) and drops them from the set.  Before the first offload nothing is registered: the pager
- * registers write-protect alone to scan (pager_register_wp_early).
+ * nothing) and drops them from the set.  Before the first offload
+ * nothing is registered: the pager registers write-protect alone to scan
+ * (pager_register_wp_early).
  *
  * Only with asynchronous write-protect (wp_async): with wp_sync every such
  * write would be a round trip through vmnapd.  A page a command keeps
