@@ -39,11 +39,17 @@
  * next command, which writes S alone, is scanned again from nothing and
  * its wait's set is S.
  *
+ * With "boot" (the same budget) the VM runs before a coordinator
+ * (pager_tail_track_start) and rewrites every data page: those ticks have
+ * no budget, so they go on, but the next is put further off (a tick that
+ * finds more than a set holds); the coordinator's first command is
+ * scanned from nothing, so its wait's set is S.
+ *
  * The ticks' progress is read from the pager's counters (tail_ticks,
  * tail_sets, tail_ticking), polled with a generous limit: nothing is
  * timed.  TAP.
  *
- *   pager_tail [MiB [first|early|cancel|budget]]	(default 16, "always")
+ *   pager_tail [MiB [first|early|cancel|budget|boot]]	(default 16, "always")
  */
 #include <errno.h>
 #include <semaphore.h>
@@ -464,6 +470,59 @@ static void budget(struct harness *h)
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 }
 
+/* "boot": no budget before a coordinator, the next tick put off while
+ * the guest writes much; the coordinator's command starts from nothing. */
+static void boot(struct harness *h)
+{
+	struct pager_stats st0, st1, st;
+	struct set_resident_call sc;
+	char ans[LINE_MAX_LEN];
+	int err;
+
+	st0 = stats(h, NULL);
+	tap(ticks_pass(h, &st0, 1, false), "a tick passed (the first after a registration "
+	    "counts no page written)");
+	st0 = stats(h, NULL);
+	vmm_cmd(h, ans, "fill 2");
+	st1 = stats(h, NULL);
+	for (int i = 0; i < TICK_POLL_MAX && st1.tail_backoffs == st0.tail_backoffs; i++) {
+		usleep(TICK_POLL_US);
+		st1 = stats(h, NULL);
+	}
+	tap(!strcmp(ans, "ok") && st1.tail_backoffs > st0.tail_backoffs &&
+	    st1.tail_tick_pages - st0.tail_tick_pages >= BUDGET_PAGES &&
+	    st1.tail_ticking && st1.tail_budget_stops == 0,
+	    "it rewrote every data page before a coordinator: its ticks found %llu written "
+	    "page(s), over the budget of %u, and go on, the next put further off",
+	    (unsigned long long)(st1.tail_tick_pages - st0.tail_tick_pages), BUDGET_PAGES);
+
+	/* the coordinator's first command writes S alone: a set */
+	track(h, true);
+	st0 = stats(h, NULL);
+	tap(st0.tail_ticking && ticks_pass(h, &st0, 1, false), "the coordinator's first "
+	    "command is scanned");
+	vmm_cmd(h, ans, "writeset 3");
+	st0 = stats(h, NULL);
+	track(h, false);
+	tap(!strncmp(ans, "ok", 2) && ticks_pass(h, &st0, 0, true), "it wrote S, its wait "
+	    "began: a set was made, its budget not spent by the boot's pages");
+	st = stats(h, NULL);
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(st.tail_pages >= sc.n && st.tail_budget_stops == 0,
+	    "the set holds S: %llu page(s), S has %u (with the pages read back beside S's)",
+	    (unsigned long long)st.tail_pages, sc.n);
+	err = offload(h);
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(h, set_resident_cb, &sc);
+	st = stats(h, NULL);
+	tap(!err && sc.resident == sc.n && sc.contents_ok && st.pages[PAGE_OFFLOADED] > 0,
+	    "the first offload kept S (%u of %u pages, their contents), %llu page(s) out",
+	    sc.resident, sc.n, (unsigned long long)st.pages[PAGE_OFFLOADED]);
+	verify_all(h, ans);
+	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
+}
+
 int main(int argc, char **argv)
 {
 	struct harness h = { 0 };
@@ -481,7 +540,7 @@ int main(int argc, char **argv)
 	pcfg.prefetch = false;
 	pcfg.critical_resident = true;
 	pcfg.tail_resident = !strcmp(mode, "first") ? PAGER_TAIL_FIRST : PAGER_TAIL_ALWAYS;
-	if (!strcmp(mode, "budget"))
+	if (!strcmp(mode, "budget") || !strcmp(mode, "boot"))
 		pcfg.tail_budget_pages = BUDGET_PAGES;
 	if (!strcmp(mode, "cancel")) {
 		pcfg.write_batch_bytes = CANCEL_BATCH_BYTES;
@@ -489,7 +548,7 @@ int main(int argc, char **argv)
 	}
 	if (!harness_up(&h, &pcfg, argv[0], mib))
 		return 1;
-	if (!strcmp(mode, "early")) {
+	if (!strcmp(mode, "early") || !strcmp(mode, "boot")) {
 		/* the VM runs, no command told yet (as vmnapd when a mapper
 		 * comes before a coordinator): write-protect alone, ticks */
 		on_loop(&h, track_start_cb, NULL);
@@ -514,6 +573,8 @@ int main(int argc, char **argv)
 		cancel(&h);
 	else if (!strcmp(mode, "budget"))
 		budget(&h);
+	else if (!strcmp(mode, "boot"))
+		boot(&h);
 	else
 		always(&h);
 	vmm_quit(&h);

@@ -67,6 +67,9 @@
  * of the last two ticks, kept resident through the wait. */
 #define PAGER_TAIL_TICK_MS		100
 #define PAGER_TAIL_START_S		120	/* pager_tail_track_start */
+/* ... where, while each tick finds more written pages than a set holds,
+ * the time to the next doubles, up to this */
+#define PAGER_TAIL_START_GAP_MS		1600
 #define PAGER_TAIL_DUTY			20	/* ... or 20 scans' time: at
 						 * most 5 % of a CPU */
 #define PAGER_TAIL_MAX_PAGES		512
@@ -393,6 +396,9 @@ struct pager_stats {
 						 * (a write-protect fault each) */
 	uint64_t tail_budget_stops;		/* commands whose ticks stopped
 						 * at tail_budget_pages: no set */
+	uint64_t tail_backoffs;			/* ticks before a coordinator
+						 * that put the next further off
+						 * (PAGER_TAIL_START_GAP_MS) */
 	uint64_t tail_installed;		/* of the sets' pages, stored
 						 * and put back unmapped */
 	uint64_t tail_learned;			/* ... of them, touched on the
@@ -693,7 +699,9 @@ void pager_tail_track(struct pager *p, bool on);
  * The VM runs and nothing tells its commands yet (no coordinator: its
  * boot, its agent starting): scan as pager_tail_track(p, true) does, for
  * at most PAGER_TAIL_START_S unless pager_tail_track() takes over, so that
- * the first wait's set holds the last writes before it.  Loop thread.
+ * the first wait's set holds the last writes before it.  No budget, but
+ * while the guest writes more than a set holds between two scans, the
+ * next comes twice as late (up to PAGER_TAIL_START_GAP_MS).  Loop thread.
  */
 void pager_tail_track_start(struct pager *p);
 /*

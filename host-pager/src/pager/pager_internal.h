@@ -364,12 +364,14 @@ struct pager {
 	bool tail_ticking;		/* a command runs: tick */
 	bool tail_freeze;		/* the wait began: the worker makes the set */
 	uint64_t tail_next_ns;		/* the next tick (offload worker) */
+	uint64_t tail_gap_ns;		/* ... after the last, at the least */
+	uint64_t tail_last_pages;	/* the written pages the last tick found */
 	uint64_t tail_ticks, tail_sets;
 	uint64_t tail_run_ticks;	/* ticks since the command began */
 	uint64_t tail_run_pages;	/* ... the written pages they found */
 	bool tail_spent;		/* ... reached cfg.tail_budget_pages:
 					 * no more ticks, no set */
-	uint64_t tail_tick_pages, tail_budget_stops;
+	uint64_t tail_tick_pages, tail_budget_stops, tail_backoffs;
 	uint64_t tail_until_ns;		/* ticking stops then, unless told a
 					 * command runs (0: no limit) */
 	/* the set as the last resume began; at its delivery, the worker

@@ -55,6 +55,10 @@
  * written pages (tail_spend_locked): a command that keeps rewriting its
  * memory would take a fault a page every tick (on the heavy trajectory,
  * on a shadow-paging host, one such command ran twice as long scanned).
+ * The scans before a coordinator have a time limit instead (the first
+ * wait may begin as soon as the coordinator comes, and its set is theirs),
+ * and while each finds more written pages than a set holds, the next
+ * comes twice as late, up to PAGER_TAIL_START_GAP_MS (tail_gap_locked).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -92,8 +96,13 @@ void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)
 	 * ticks before it (the VM's boot, its agent starting) have their
 	 * time limit, not a budget: the command's starts from nothing */
 	if (on && (!until_ns || !p->tail_ticking || p->tail_until_ns)) {
-		if (!until_ns && p->tail_until_ns)
+		if (!until_ns && p->tail_until_ns && p->tail_ticking) {
+			/* ... and ticks again every PAGER_TAIL_TICK_MS */
 			p->tail_run_pages = 0;
+			p->tail_gap_ns = 0;
+			p->tail_next_ns = 0;
+			pthread_cond_signal(&p->offload_cv);
+		}
 		p->tail_until_ns = until_ns;
 	}
 	if (p->track != PAGER_DIRTY_WP_ASYNC || (on && p->tail_ticking)) {
@@ -108,6 +117,7 @@ void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)
 		p->tail_ticking = p->cfg.tail_resident == PAGER_TAIL_ALWAYS || !p->crit_nr;
 		p->tail_run_ticks = 0;
 		p->tail_run_pages = 0;
+		p->tail_gap_ns = 0;
 		p->tail_spent = false;
 	} else if (p->tail_ticking) {
 		/* a command whose ticks ran out of budget gets no set */
@@ -187,6 +197,7 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 	p->tail_run_ticks++;
 	p->tail_tick_pages += written;
 	p->tail_run_pages += written;
+	p->tail_last_pages = written;
 	if (!p->tail_spent && !p->tail_until_ns && p->tail_run_pages >= p->cfg.tail_budget_pages)
 		tail_spend_locked(p);
 	pthread_mutex_unlock(&p->lock);
@@ -281,6 +292,30 @@ static void tail_learn(struct pager *p)
 		  "the delivery, now resume-critical", (unsigned long long)learned);
 }
 
+/* The time from this tick to the next: PAGER_TAIL_TICK_MS, but before a
+ * coordinator (the guest boots, its agent starts: no budget there, a
+ * time limit) twice the last, up to PAGER_TAIL_START_GAP_MS, while each
+ * tick finds more written pages than a set holds.  The guest is busy
+ * then, not at rest before a wait, and every tick costs it a fault for
+ * each page it keeps rewriting: scanned every 100 ms, a boot of the heavy
+ * replay trajectory took 88-90 thousand, seconds on a shadow-paging
+ * host.  Once a tick finds fewer, every PAGER_TAIL_TICK_MS again, so that
+ * the set is the last writes of a guest come to rest.  Lock held. */
+static uint64_t tail_gap_locked(struct pager *p)
+{
+	const uint64_t tick = PAGER_TAIL_TICK_MS * 1000000ull;
+	const uint64_t most = PAGER_TAIL_START_GAP_MS * 1000000ull;
+	uint64_t gap;
+
+	if (!p->tail_until_ns || p->tail_last_pages <= PAGER_TAIL_MAX_PAGES)
+		return tick;
+	gap = p->tail_gap_ns < tick ? 2 * tick : 2 * p->tail_gap_ns;
+	if (gap > most)
+		gap = most;
+	p->tail_backoffs += gap > p->tail_gap_ns;
+	return gap;
+}
+
 bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 {
 	uint64_t t0, spent, keep_pg[PAGER_KEEP_MAX_PAGES];
@@ -318,11 +353,12 @@ bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 	pthread_mutex_unlock(&p->lock);
 	tail_tick(p, keep_pg);
 	pthread_mutex_lock(&p->lock);
-	/* the next one in PAGER_TAIL_TICK_MS, or later for a VM so large
-	 * that its scans would take more than 1/PAGER_TAIL_DUTY of a CPU */
+	/* the next one after the gap, or later for a VM so large that its
+	 * scans would take more than 1/PAGER_TAIL_DUTY of a CPU */
 	spent = now_ns() - t0;
-	p->tail_next_ns = t0 + (spent * PAGER_TAIL_DUTY > PAGER_TAIL_TICK_MS * 1000000ull ?
-				spent * PAGER_TAIL_DUTY : PAGER_TAIL_TICK_MS * 1000000ull);
+	p->tail_gap_ns = tail_gap_locked(p);
+	p->tail_next_ns = t0 + (spent * PAGER_TAIL_DUTY > p->tail_gap_ns ?
+				spent * PAGER_TAIL_DUTY : p->tail_gap_ns);
 	return true;
 }
 
