@@ -22,9 +22,9 @@
 # cost policy with working-set or eager restore; not run by default);
 # offload-nofollow and offload-notrack run offload without the fault-order
 # prefetch or without dirty tracking, offload-tail keeping the command's
-# last writes through every wait and offload-first only until the
-# resume-critical set has pages (by default through none), to measure
-# what each does.
+# last writes through every wait and offload-notail through none (by
+# default only until the resume-critical set has pages), to measure what
+# each does.
 #
 # REPLAY_ARGS=--side-by-side runs a repetition's cohorts at once instead of
 # one after another, so that each ratio to baseline compares runs that

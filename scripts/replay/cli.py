@@ -29,10 +29,10 @@ and measures what each wait costs in memory, cohort by cohort:
             offload writes every resident page), to measure its cost
   offload-tail  optional: offload keeping the command's last writes
             through every wait (vmnapd's tail_resident "always"; by
-            default "off": through none), to measure what they spare
-            and cost
-  offload-first  optional: offload keeping them only until the
-            resume-critical set has pages (tail_resident "first")
+            default "first": only until the resume-critical set has
+            pages), to measure what they spare and cost
+  offload-notail  optional: offload keeping them through no wait
+            (tail_resident "off")
   swap      kernel swap, the peer a user would pick: at each wait start the
             VM cgroup's memory is reclaimed to a swap file on the same
             filesystem (memory.reclaim, v1 memory.force_empty, or

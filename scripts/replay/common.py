@@ -17,14 +17,14 @@ TRAJECTORY_VERSION = 1
 # Every cohort, in table order; the optional ones run only when named in
 # --cohorts (REPLAY_COHORTS), the rest by default.
 COHORTS = ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "offload-ws",
-           "offload-eager", "offload-recurring", "offload-nofollow", "offload-notrack", "offload-tail", "offload-first",
+           "offload-eager", "offload-recurring", "offload-nofollow", "offload-notrack", "offload-tail", "offload-notail",
            "swap")
 OPTIONAL_COHORTS = ("offload-ws", "offload-eager", "offload-recurring", "offload-nofollow",
-                    "offload-notrack", "offload-tail", "offload-first")
+                    "offload-notrack", "offload-tail", "offload-notail")
 DEFAULT_COHORTS = tuple(c for c in COHORTS if c not in OPTIONAL_COHORTS)
 VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy", "offload-ws", "offload-eager",
                  "offload-recurring", "offload-nofollow", "offload-notrack", "offload-tail",
-                 "offload-first")
+                 "offload-notail")
 # What each vmnap cohort asks of the coordinator beyond its defaults
 # (PUT /vms/NAME "policy"): offload-seed is the fixed offload rule.
 COHORT_POLICY = {
@@ -39,7 +39,7 @@ COHORT_POLICY = {
     "offload-nofollow": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-notrack": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-tail": {"kinds": {"model": {"pause": True, "offload": True}}},
-    "offload-first": {"kinds": {"model": {"pause": True, "offload": True}}},
+    "offload-notail": {"kinds": {"model": {"pause": True, "offload": True}}},
 }
 # The VM's restore policy (PUT /vms/NAME "restore") where one is asked for:
 # offload-lazy names vmnapd's default (faults only) explicitly, offload-ws
@@ -53,12 +53,12 @@ COHORT_RESTORE = {"offload-lazy": "lazy", "offload-ws": "working-set", "offload-
 # rest and is read back before each resume: lazy in full, the frugal peer
 # of swap), offload-nofollow turns the fault-order prefetch off,
 # offload-tail keeps the command's last writes through every wait,
-# offload-first through the waits before the resume-critical set has
-# learned the data path (by default, through none).
+# offload-notail through none (by default, through the waits before the
+# resume-critical set has learned the data path).
 COHORT_SETTINGS = {"offload-lazy": {"critical_resident": False},
                    "offload-nofollow": {"follow_pages": 0},
                    "offload-tail": {"tail_resident": "always"},
-                   "offload-first": {"tail_resident": "first"}}
+                   "offload-notail": {"tail_resident": "off"}}
 # vmnapd's environment where a cohort changes it: offload-notrack turns
 # dirty tracking off (every restored page RESIDENT, no write-protect
 # faults; every offload writes every resident page).

@@ -15,12 +15,12 @@
  * next offload must still store its new contents, never punch it as
  * CLEAN (a stale slot would bring the old round back).
  *
- * With "first" the same command and wait make a set while the
- * resume-critical set is empty; a data resume that faults on a page and
- * reads two of S's (no write) teaches the resume-critical set those
- * three, and the two leave the tail set; the next command is not scanned
- * and its wait keeps no set: the two stay as resume-critical, the rest of
- * S goes out.
+ * With "first" (vmnapd's default) the same command and wait make a set
+ * while the resume-critical set is empty; a data resume that faults on a
+ * page and reads two of S's (no write) teaches the resume-critical set
+ * those three, and the two leave the tail set; the next command is not
+ * scanned and its wait keeps no set: the two stay as resume-critical, the
+ * rest of S goes out.
  *
  * With "early" the VM runs before any offload (pager_tail_track_start,
  * then a command told), so nothing is registered yet: the pager

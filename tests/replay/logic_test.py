@@ -182,7 +182,7 @@ def _():
     assert [r for _, r in out] == [{"cohort": "offload"}, {"cohort": "baseline"}], out
 
 
-@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-recurring/-nofollow/-notrack/-tail/-first")
+@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-recurring/-nofollow/-notrack/-tail/-notail")
 def _():
     assert common.DEFAULT_COHORTS == ("baseline", "pause", "offload", "offload-seed",
                                       "offload-lazy", "swap")
@@ -191,13 +191,13 @@ def _():
                                                                  "offload-nofollow",
                                                                  "offload-notrack",
                                                                  "offload-tail",
-                                                                 "offload-first"}
+                                                                 "offload-notail"}
     for c in common.VMNAP_COHORTS:
         assert c in common.COHORT_POLICY, c
     pol = common.COHORT_POLICY
     assert not pol["pause"]["kinds"]["model"]["offload"]
     for c in ("offload", "offload-lazy", "offload-ws", "offload-eager", "offload-recurring",
-              "offload-nofollow", "offload-notrack", "offload-tail", "offload-first"):
+              "offload-nofollow", "offload-notrack", "offload-tail", "offload-notail"):
         assert pol[c]["kinds"]["model"]["offload"] and set(pol[c]) == {"kinds"}, c
     assert pol["offload-seed"]["offload_policy"] == "seed"
     # offload takes vmnapd's default restore; the others name theirs
@@ -210,13 +210,13 @@ def _():
     assert common.COHORT_SETTINGS == {"offload-lazy": {"critical_resident": False},
                                       "offload-nofollow": {"follow_pages": 0},
                                       "offload-tail": {"tail_resident": "always"},
-                                      "offload-first": {"tail_resident": "first"}}
+                                      "offload-notail": {"tail_resident": "off"}}
     for c, s in common.COHORT_SETTINGS.items():
         assert c in common.VMNAP_COHORTS and set(s) <= set(conf), (c, s)
     # what those cohorts turn off is on by default
     assert conf["follow_pages"] > 0 and conf["critical_resident"] is True
-    # ... and what they turn on is off: the command's last writes
-    assert conf["tail_resident"] == "off"
+    # ... and the command's last writes are kept until the set has pages
+    assert conf["tail_resident"] == "first"
     # an environment a cohort changes: vmnapd's dirty-tracking switch only
     assert common.COHORT_ENV == {"offload-notrack": {"VMNAPD_DIRTY_TRACKING": "none"}}
     for c in common.COHORT_ENV:

@@ -45,8 +45,8 @@ static void test_example_is_the_defaults(void **st)
 	assert_int_equal(s.fault_around_pages, PAGER_DEFAULT_FAULT_AROUND);
 	assert_true(s.critical_resident);
 	assert_true(d.critical_resident);
-	assert_int_equal(s.tail_resident, PAGER_TAIL_OFF);
-	assert_int_equal(d.tail_resident, PAGER_TAIL_OFF);
+	assert_int_equal(s.tail_resident, PAGER_TAIL_FIRST);
+	assert_int_equal(d.tail_resident, PAGER_TAIL_FIRST);
 	assert_int_equal(s.follow_pages, d.follow_pages);
 	assert_int_equal(s.follow_pages, CONFIG_DEFAULT_FOLLOW);
 	assert_int_equal(s.api_max_body, d.api_max_body);
@@ -87,8 +87,8 @@ static void test_overrides(void **st)
 	assert_false(s.critical_resident);
 	assert_int_equal(load_text("{\"tail_resident\": \"always\"}", &s, err), 0);
 	assert_int_equal(s.tail_resident, PAGER_TAIL_ALWAYS);
-	assert_int_equal(load_text("{\"tail_resident\": \"first\"}", &s, err), 0);
-	assert_int_equal(s.tail_resident, PAGER_TAIL_FIRST);
+	assert_int_equal(load_text("{\"tail_resident\": \"off\"}", &s, err), 0);
+	assert_int_equal(s.tail_resident, PAGER_TAIL_OFF);
 	assert_int_equal(load_text("{\"follow_pages\": 0}", &s, err), 0);
 	assert_int_equal(s.follow_pages, 0);
 	assert_int_equal(load_text("{\"follow_pages\": 64}", &s, err), 0);

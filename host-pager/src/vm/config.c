@@ -41,7 +41,7 @@ void config_default(struct vmnapd_settings *s)
 	s->fault_error_timeout_ms = PAGER_FAULT_ERROR_TIMEOUT_MS;
 	s->fault_around_pages = PAGER_DEFAULT_FAULT_AROUND;
 	s->critical_resident = true;
-	s->tail_resident = PAGER_TAIL_OFF;
+	s->tail_resident = PAGER_TAIL_FIRST;
 	s->follow_pages = CONFIG_DEFAULT_FOLLOW;
 	s->api_max_body = CONFIG_DEFAULT_API_BODY;
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
