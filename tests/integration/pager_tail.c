@@ -413,6 +413,29 @@ static void cancel(struct harness *h)
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 }
 
+/* A command told, scanned, that writes S alone (round @round), and its
+ * wait: a set must be made (tap'd, @who the command).  The stats after;
+ * S's pages in the memfd in *@sc. */
+static struct pager_stats s_alone(struct harness *h, unsigned int round, const char *who,
+				  struct set_resident_call *sc)
+{
+	struct pager_stats st0, st;
+	char ans[LINE_MAX_LEN];
+
+	track(h, true);
+	st0 = stats(h, NULL);
+	tap(st0.tail_ticking && ticks_pass(h, &st0, 1, false), "%s is scanned", who);
+	vmm_cmd(h, ans, "writeset %u", round);
+	st0 = stats(h, NULL);
+	track(h, false);
+	tap(!strncmp(ans, "ok", 2) && ticks_pass(h, &st0, 0, true), "it wrote S, its wait "
+	    "began: a set was made");
+	st = stats(h, NULL);
+	*sc = (struct set_resident_call){ .round = round };
+	on_loop(h, set_resident_cb, sc);
+	return st;
+}
+
 /* "budget": a command's ticks stop at its budget; the next one's start
  * again from nothing. */
 static void budget(struct harness *h)
@@ -445,17 +468,7 @@ static void budget(struct harness *h)
 	    "(%u of %u pages of S in the memfd)", sc.resident, sc.n);
 
 	/* the next command writes S alone: within budget, a set again */
-	track(h, true);
-	st0 = stats(h, NULL);
-	tap(st0.tail_ticking && ticks_pass(h, &st0, 1, false), "the next command is scanned");
-	vmm_cmd(h, ans, "writeset 4");
-	st0 = stats(h, NULL);
-	track(h, false);
-	tap(!strncmp(ans, "ok", 2) && ticks_pass(h, &st0, 0, true), "it wrote S, its wait "
-	    "began: a set was made");
-	st = stats(h, NULL);
-	sc = (struct set_resident_call){ .round = 4 };
-	on_loop(h, set_resident_cb, &sc);
+	st = s_alone(h, 4, "the next command", &sc);
 	tap(st.tail_pages >= sc.n && st.tail_budget_stops == st1.tail_budget_stops,
 	    "the set holds S, the last write: %llu page(s), S has %u (with the pages read "
 	    "back beside S's); the budget was not reached", (unsigned long long)st.tail_pages,
@@ -497,21 +510,10 @@ static void boot(struct harness *h)
 	    (unsigned long long)(st1.tail_tick_pages - st0.tail_tick_pages), BUDGET_PAGES);
 
 	/* the coordinator's first command writes S alone: a set */
-	track(h, true);
-	st0 = stats(h, NULL);
-	tap(st0.tail_ticking && ticks_pass(h, &st0, 1, false), "the coordinator's first "
-	    "command is scanned");
-	vmm_cmd(h, ans, "writeset 3");
-	st0 = stats(h, NULL);
-	track(h, false);
-	tap(!strncmp(ans, "ok", 2) && ticks_pass(h, &st0, 0, true), "it wrote S, its wait "
-	    "began: a set was made, its budget not spent by the boot's pages");
-	st = stats(h, NULL);
-	sc = (struct set_resident_call){ .round = 3 };
-	on_loop(h, set_resident_cb, &sc);
+	st = s_alone(h, 3, "the coordinator's first command", &sc);
 	tap(st.tail_pages >= sc.n && st.tail_budget_stops == 0,
-	    "the set holds S: %llu page(s), S has %u (with the pages read back beside S's)",
-	    (unsigned long long)st.tail_pages, sc.n);
+	    "the set holds S, its budget not spent by the boot's pages: %llu page(s), S has %u "
+	    "(with the pages read back beside S's)", (unsigned long long)st.tail_pages, sc.n);
 	err = offload(h);
 	sc = (struct set_resident_call){ .round = 3 };
 	on_loop(h, set_resident_cb, &sc);
