@@ -45,11 +45,15 @@
  * finds more than a set holds); the coordinator's first command is
  * scanned from nothing, so its wait's set is S.
  *
+ * With "idle" ("first") PAGER_TAIL_IDLE_SETS commands in a row make sets
+ * and no offload follows: the next command is not scanned, until an
+ * offload ends.
+ *
  * The ticks' progress is read from the pager's counters (tail_ticks,
  * tail_sets, tail_ticking), polled with a generous limit: nothing is
  * timed.  TAP.
  *
- *   pager_tail [MiB [first|early|cancel|budget|boot]]	(default 16, "always")
+ *   pager_tail [MiB [first|early|cancel|budget|boot|idle]]	(default 16, "always")
  */
 #include <errno.h>
 #include <semaphore.h>
@@ -525,6 +529,41 @@ static void boot(struct harness *h)
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 }
 
+/* "idle": sets no offload followed stop the scans until one ends. */
+static void idle(struct harness *h)
+{
+	struct pager_stats st0, st;
+	struct set_resident_call sc;
+	char ans[LINE_MAX_LEN], who[64];
+	int err;
+
+	vmm_cmd(h, ans, "fill 2");	/* every data page round 2's (verify_all) */
+	st0 = stats(h, NULL);
+	for (unsigned int i = 1; i <= PAGER_TAIL_IDLE_SETS; i++) {
+		snprintf(who, sizeof(who), "command %u, no offload after it,", i);
+		st = s_alone(h, 2 + i, who, &sc);
+	}
+	tap(st.tail_sets == st0.tail_sets + PAGER_TAIL_IDLE_SETS && st.offloads == st0.offloads,
+	    "%u sets made, no offload", PAGER_TAIL_IDLE_SETS);
+	track(h, true);
+	st = stats(h, NULL);
+	tap(!st.tail_ticking && st.tail_idle_stops == st0.tail_idle_stops + 1,
+	    "so the next command is not scanned (the resume-critical set still empty)");
+	vmm_cmd(h, ans, "writeset 9");
+	track(h, false);
+	err = offload(h);
+	st0 = stats(h, NULL);
+	tap(!strncmp(ans, "ok", 2) && !err && st0.tail_sets == st.tail_sets,
+	    "its wait made no set; an offload ended (%s)", strerror(-err));
+	track(h, true);
+	st = stats(h, NULL);
+	tap(st.tail_ticking && st.tail_idle_stops == st0.tail_idle_stops,
+	    "the next command is scanned again");
+	track(h, false);
+	verify_all(h, ans);
+	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
+}
+
 int main(int argc, char **argv)
 {
 	struct harness h = { 0 };
@@ -541,7 +580,8 @@ int main(int argc, char **argv)
 	pager_config_default(&pcfg, "");
 	pcfg.prefetch = false;
 	pcfg.critical_resident = true;
-	pcfg.tail_resident = !strcmp(mode, "first") ? PAGER_TAIL_FIRST : PAGER_TAIL_ALWAYS;
+	pcfg.tail_resident = !strcmp(mode, "first") || !strcmp(mode, "idle") ?
+			     PAGER_TAIL_FIRST : PAGER_TAIL_ALWAYS;
 	if (!strcmp(mode, "budget") || !strcmp(mode, "boot"))
 		pcfg.tail_budget_pages = BUDGET_PAGES;
 	if (!strcmp(mode, "cancel")) {
@@ -577,6 +617,8 @@ int main(int argc, char **argv)
 		budget(&h);
 	else if (!strcmp(mode, "boot"))
 		boot(&h);
+	else if (!strcmp(mode, "idle"))
+		idle(&h);
 	else
 		always(&h);
 	vmm_quit(&h);

@@ -1400,6 +1400,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->tail_tick_pages = p->tail_tick_pages;
 	st->tail_budget_stops = p->tail_budget_stops;
 	st->tail_backoffs = p->tail_backoffs;
+	st->tail_idle_stops = p->tail_idle_stops;
 	st->tail_installed = p->tail_installed_pages;
 	st->tail_learned = p->tail_learned;
 	st->critical_restored_pages = p->crit_restored_pages;

@@ -80,6 +80,10 @@
  * on a shadow-paging one, where a command that kept rewriting 150 MiB
  * took 219 thousand more faults and ran twice as long scanned. */
 #define PAGER_TAIL_BUDGET_PAGES		16384
+/* ... and no command is scanned once this many sets in a row were made
+ * with no offload ended since (a VM whose waits are not offloaded would
+ * pay for sets it never uses), until an offload ends */
+#define PAGER_TAIL_IDLE_SETS		4
 /* Fault-order prefetch (pager_config.follow_pages): the fault orders of
  * the last PAGER_FOLLOW_CYCLES data cycles are kept, at most
  * PAGER_FOLLOW_MAX_PAGES pages each; a fault queues at most
@@ -396,6 +400,9 @@ struct pager_stats {
 						 * (a write-protect fault each) */
 	uint64_t tail_budget_stops;		/* commands whose ticks stopped
 						 * at tail_budget_pages: no set */
+	uint64_t tail_idle_stops;		/* commands not scanned: the last
+						 * PAGER_TAIL_IDLE_SETS sets had
+						 * no offload */
 	uint64_t tail_backoffs;			/* ticks before a coordinator
 						 * that put the next further off
 						 * (PAGER_TAIL_START_GAP_MS) */

@@ -372,6 +372,8 @@ struct pager {
 	bool tail_spent;		/* ... reached cfg.tail_budget_pages:
 					 * no more ticks, no set */
 	uint64_t tail_tick_pages, tail_budget_stops, tail_backoffs;
+	unsigned int tail_idle_sets;	/* sets made since an offload ended */
+	uint64_t tail_idle_stops;
 	uint64_t tail_until_ns;		/* ticking stops then, unless told a
 					 * command runs (0: no limit) */
 	/* the set as the last resume began; at its delivery, the worker

@@ -960,8 +960,10 @@ static void offload_account(struct pager *p, const struct offload *o, int err, u
 		p->offload_cancels++;
 	else if (err)
 		p->offload_errors++;
-	else
+	else {
 		p->offloads++;
+		p->tail_idle_sets = 0;	/* the sets serve again */
+	}
 	out = p->count[PAGE_OFFLOADED];
 	zero = p->count[PAGE_ZERO];
 	pthread_mutex_unlock(&p->lock);

@@ -55,6 +55,9 @@
  * written pages (tail_spend_locked): a command that keeps rewriting its
  * memory would take a fault a page every tick (on the heavy trajectory,
  * on a shadow-paging host, one such command ran twice as long scanned).
+ * No command is scanned once PAGER_TAIL_IDLE_SETS sets in a row were made
+ * with no offload ended since (a VM whose waits are not offloaded: no set
+ * of it would serve), until one ends.
  * The scans before a coordinator have a time limit instead (the first
  * wait may begin as soon as the coordinator comes, and its set is theirs),
  * and while each finds more written pages than a set holds, the next
@@ -115,6 +118,11 @@ void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)
 		p->tail_nr = 0;
 		p->tail_installed = false;
 		p->tail_ticking = p->cfg.tail_resident == PAGER_TAIL_ALWAYS || !p->crit_nr;
+		if (p->tail_ticking && p->tail_idle_sets >= PAGER_TAIL_IDLE_SETS) {
+			/* the last sets served no offload: nor would this */
+			p->tail_ticking = false;
+			p->tail_idle_stops++;
+		}
 		p->tail_run_ticks = 0;
 		p->tail_run_pages = 0;
 		p->tail_gap_ns = 0;
@@ -248,6 +256,7 @@ static void tail_freeze(struct pager *p)
 	p->tail_nr = pager_pages_sort_unique(p->tail_pg, n);
 	p->tail_installed = false;	/* the first offload stores it */
 	p->tail_sets++;
+	p->tail_idle_sets++;
 	for (uint64_t pg = 0; pg < p->npages; pg++)
 		p->tail[pg] &= TAIL_SINCE;
 	pthread_mutex_unlock(&p->lock);

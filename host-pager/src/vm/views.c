@@ -101,6 +101,8 @@ json_t *pager_stats_json(struct pager *p)
 				    json_integer((json_int_t)st.tail_tick_pages));
 		json_object_set_new(o, "tail_budget_stops",
 				    json_integer((json_int_t)st.tail_budget_stops));
+		json_object_set_new(o, "tail_idle_stops",
+				    json_integer((json_int_t)st.tail_idle_stops));
 		json_object_set_new(o, "tail_backoffs",
 				    json_integer((json_int_t)st.tail_backoffs));
 		json_object_set_new(o, "tail_installed_pages",
