@@ -567,11 +567,30 @@ static void idle(struct harness *h)
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 }
 
+/* The modes: what each runs, with which pager settings. */
+static const struct tail_mode {
+	const char *name;
+	void (*run)(struct harness *h);
+	enum pager_tail tail;
+	uint32_t budget_pages;		/* 0: the default */
+	bool small_batches;		/* CANCEL_BATCH_BYTES, CANCEL_QUEUE_DEPTH */
+	bool before_offload;		/* pager_tail_track_start, no offload 1 */
+} modes[] = {
+	{ "always", always, PAGER_TAIL_ALWAYS, 0, false, false },
+	{ "first", first, PAGER_TAIL_FIRST, 0, false, false },
+	{ "early", early, PAGER_TAIL_ALWAYS, 0, false, true },
+	{ "cancel", cancel, PAGER_TAIL_ALWAYS, 0, true, false },
+	{ "budget", budget, PAGER_TAIL_ALWAYS, BUDGET_PAGES, false, false },
+	{ "boot", boot, PAGER_TAIL_ALWAYS, BUDGET_PAGES, false, true },
+	{ "idle", idle, PAGER_TAIL_FIRST, 0, false, false },
+};
+
 int main(int argc, char **argv)
 {
 	struct harness h = { 0 };
 	struct pager_config pcfg;
 	struct pager_stats st;
+	const struct tail_mode *m = NULL;
 	const char *mode;
 	uint64_t mib;
 	int err = 0;
@@ -580,20 +599,26 @@ int main(int argc, char **argv)
 		return 0;
 	mib = mockvmm_arg(argc, argv, 1, 16);
 	mode = argc > 2 ? argv[2] : "always";
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]) && !m; i++)
+		if (!strcmp(mode, modes[i].name))
+			m = &modes[i];
+	if (!m) {
+		fprintf(stderr, "pager_tail: unknown mode \"%s\"\n", mode);
+		return 2;
+	}
 	pager_config_default(&pcfg, "");
 	pcfg.prefetch = false;
 	pcfg.critical_resident = true;
-	pcfg.tail_resident = !strcmp(mode, "first") || !strcmp(mode, "idle") ?
-			     PAGER_TAIL_FIRST : PAGER_TAIL_ALWAYS;
-	if (!strcmp(mode, "budget") || !strcmp(mode, "boot"))
-		pcfg.tail_budget_pages = BUDGET_PAGES;
-	if (!strcmp(mode, "cancel")) {
+	pcfg.tail_resident = m->tail;
+	if (m->budget_pages)
+		pcfg.tail_budget_pages = m->budget_pages;
+	if (m->small_batches) {
 		pcfg.write_batch_bytes = CANCEL_BATCH_BYTES;
 		pcfg.write_queue_depth = CANCEL_QUEUE_DEPTH;
 	}
 	if (!harness_up(&h, &pcfg, argv[0], mib))
 		return 1;
-	if (!strcmp(mode, "early") || !strcmp(mode, "boot")) {
+	if (m->before_offload) {
 		/* the VM runs, no command told yet (as vmnapd when a mapper
 		 * comes before a coordinator): write-protect alone, ticks */
 		on_loop(&h, track_start_cb, NULL);
@@ -610,20 +635,8 @@ int main(int argc, char **argv)
 	if (st.dirty_tracking != PAGER_DIRTY_WP_ASYNC)
 		tap_skip("the command's last writes", "they need asynchronous write-protect, "
 			 "tracking here is %s", pager_dirty_tracking_name(st.dirty_tracking));
-	else if (!strcmp(mode, "first"))
-		first(&h);
-	else if (!strcmp(mode, "early"))
-		early(&h);
-	else if (!strcmp(mode, "cancel"))
-		cancel(&h);
-	else if (!strcmp(mode, "budget"))
-		budget(&h);
-	else if (!strcmp(mode, "boot"))
-		boot(&h);
-	else if (!strcmp(mode, "idle"))
-		idle(&h);
 	else
-		always(&h);
+		m->run(&h);
 	vmm_quit(&h);
 	return harness_finish(&h);
 }
