@@ -365,7 +365,6 @@ struct pager {
 	bool tail_freeze;		/* the wait began: the worker makes the set */
 	uint64_t tail_next_ns;		/* the next tick (offload worker) */
 	uint64_t tail_gap_ns;		/* ... after the last, at the least */
-	uint64_t tail_last_pages;	/* the written pages the last tick found */
 	uint64_t tail_ticks, tail_sets;
 	uint64_t tail_run_ticks;	/* ticks since the command began */
 	uint64_t tail_run_pages;	/* ... the written pages they found */

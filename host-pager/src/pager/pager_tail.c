@@ -158,14 +158,16 @@ static void tail_spend_locked(struct pager *p)
 /* Scan for the pages written since the last scan (protecting them again,
  * but for the resume-critical set's, which the offloads keep writable:
  * snapshot into @keep_pg, room for PAGER_KEEP_MAX_PAGES), and move the
- * tick on.  How many pages the snapshot holds.  Ticks run only with
- * critical_resident (pager_tail_track).  Offload worker. */
-static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
+ * tick on.  How many pages the snapshot holds; the written pages found in
+ * *@written_out.  Ticks run only with critical_resident
+ * (pager_tail_track).  Offload worker. */
+static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg, uint64_t *written_out)
 {
 	struct pager_keep keep = { .pg = keep_pg };
 	uint64_t found = 0, written = 0;
 	bool fresh;
 
+	*written_out = 0;
 	pthread_mutex_lock(&p->lock);
 	keep.nr = pager_critical_snapshot_locked(p, keep_pg);
 	fresh = p->tail_fresh;
@@ -205,10 +207,10 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
 	p->tail_run_ticks++;
 	p->tail_tick_pages += written;
 	p->tail_run_pages += written;
-	p->tail_last_pages = written;
 	if (!p->tail_spent && !p->tail_until_ns && p->tail_run_pages >= p->cfg.tail_budget_pages)
 		tail_spend_locked(p);
 	pthread_mutex_unlock(&p->lock);
+	*written_out = written;
 	return keep.nr;
 }
 
@@ -216,7 +218,7 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg)
  * worker. */
 static void tail_freeze(struct pager *p)
 {
-	uint64_t keep_pg[PAGER_KEEP_MAX_PAGES];
+	uint64_t written, keep_pg[PAGER_KEEP_MAX_PAGES];
 	struct pager_keep keep = { .pg = keep_pg };
 	unsigned int n = 0;
 
@@ -231,7 +233,7 @@ static void tail_freeze(struct pager *p)
 		return;
 	}
 	pthread_mutex_unlock(&p->lock);
-	keep.nr = tail_tick(p, keep_pg);
+	keep.nr = tail_tick(p, keep_pg, &written);
 	pthread_mutex_lock(&p->lock);
 	if (p->tail_spent) {	/* the last scan ran it out */
 		p->tail_spent = false;
@@ -304,7 +306,8 @@ static void tail_learn(struct pager *p)
 /* The time from this tick to the next: PAGER_TAIL_TICK_MS, but before a
  * coordinator (the guest boots, its agent starts: no budget there, a
  * time limit) twice the last, up to PAGER_TAIL_START_GAP_MS, while each
- * tick finds more written pages than a set holds.  The guest is busy
+ * tick finds more written pages than a set holds (@written, this
+ * one's).  The guest is busy
  * then, not at rest before a wait, and every tick costs it a fault for
  * each page it keeps rewriting: scanned every 100 ms, a boot of the heavy
  * replay trajectory took 88-90 thousand, seconds on a shadow-paging
@@ -315,13 +318,13 @@ static void tail_learn(struct pager *p)
  * that far apart, and its set is any PAGER_TAIL_MAX_PAGES of the last
  * scan's pages, not the last 200 ms's.  That is the backoff's price; it
  * took a heavy boot's faults from 88-90 thousand to 54.  Lock held. */
-static uint64_t tail_gap_locked(struct pager *p)
+static uint64_t tail_gap_locked(struct pager *p, uint64_t written)
 {
 	const uint64_t tick = PAGER_TAIL_TICK_MS * 1000000ull;
 	const uint64_t most = PAGER_TAIL_START_GAP_MS * 1000000ull;
 	uint64_t gap;
 
-	if (!p->tail_until_ns || p->tail_last_pages <= PAGER_TAIL_MAX_PAGES)
+	if (!p->tail_until_ns || written <= PAGER_TAIL_MAX_PAGES)
 		return tick;
 	gap = p->tail_gap_ns < tick ? 2 * tick : 2 * p->tail_gap_ns;
 	if (gap > most)
@@ -332,7 +335,7 @@ static uint64_t tail_gap_locked(struct pager *p)
 
 bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 {
-	uint64_t t0, spent, keep_pg[PAGER_KEEP_MAX_PAGES];
+	uint64_t t0, spent, written, keep_pg[PAGER_KEEP_MAX_PAGES];
 
 	if (p->tail_learn_due) {
 		p->tail_learn_due = false;
@@ -365,12 +368,12 @@ bool pager_tail_work_locked(struct pager *p, uint64_t *wait_ns)
 	}
 	t0 = now_ns();
 	pthread_mutex_unlock(&p->lock);
-	tail_tick(p, keep_pg);
+	tail_tick(p, keep_pg, &written);
 	pthread_mutex_lock(&p->lock);
 	/* the next one after the gap, or later for a VM so large that its
 	 * scans would take more than 1/PAGER_TAIL_DUTY of a CPU */
 	spent = now_ns() - t0;
-	p->tail_gap_ns = tail_gap_locked(p);
+	p->tail_gap_ns = tail_gap_locked(p, written);
 	p->tail_next_ns = t0 + (spent * PAGER_TAIL_DUTY > p->tail_gap_ns ?
 				spent * PAGER_TAIL_DUTY : p->tail_gap_ns);
 	return true;
