@@ -987,6 +987,11 @@ bool coord_managed(const struct coord *c)
 	return c->managed;
 }
 
+bool coord_moved(const struct coord *c)
+{
+	return c->st.transitions != 0;
+}
+
 void coord_get_stats(const struct coord *c, struct coord_stats *st)
 {
 	*st = c->st;

@@ -378,6 +378,10 @@ void coord_free(struct coord *c);
 
 enum coord_state coord_state(const struct coord *c);
 bool coord_managed(const struct coord *c);
+/* Whether the state has changed since the coordinator came: false while
+ * the VM has been RUNNING all along (its boot, its agent starting, the
+ * way to its first wait). */
+bool coord_moved(const struct coord *c);
 void coord_set_managed(struct coord *c, bool managed);
 void coord_get_stats(const struct coord *c, struct coord_stats *st);
 const struct coord_config *coord_config(const struct coord *c);

@@ -698,17 +698,19 @@ int pager_resume_prepare(struct pager *p);
  * With PAGER_TAIL_FIRST, a command that begins once the resume-critical
  * set has pages is not scanned (and its wait has no set).  A command
  * whose ticks have found cfg.tail_budget_pages written pages is scanned
- * no more, and its wait has no set (the scans before a coordinator,
+ * no more, and its wait has no set (the scans before the first wait,
  * pager_tail_track_start, have their time limit instead).  Loop thread.
  */
 void pager_tail_track(struct pager *p, bool on);
 /*
- * The VM runs and nothing tells its commands yet (no coordinator: its
- * boot, its agent starting): scan as pager_tail_track(p, true) does, for
- * at most PAGER_TAIL_START_S unless pager_tail_track() takes over, so that
- * the first wait's set holds the last writes before it.  No budget, but
- * while the guest writes more than a set holds between two scans, the
- * next comes twice as late (up to PAGER_TAIL_START_GAP_MS).  Loop thread.
+ * The VM runs and nothing tells its commands yet (its boot, its agent
+ * starting: no coordinator, or none that has seen a wait): scan as
+ * pager_tail_track(p, true) does, for at most PAGER_TAIL_START_S from the
+ * last call unless pager_tail_track() takes over, so that the first
+ * wait's set holds the last writes before it.  No budget, but while the
+ * guest writes more than a set holds between two scans, the next comes
+ * twice as late (up to PAGER_TAIL_START_GAP_MS); each call scans at once
+ * and starts that over from PAGER_TAIL_TICK_MS.  Loop thread.
  */
 void pager_tail_track_start(struct pager *p);
 /*

@@ -99,8 +99,11 @@ void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)
 	 * ticks before it (the VM's boot, its agent starting) have their
 	 * time limit, not a budget: the command's starts from nothing */
 	if (on && (!until_ns || !p->tail_ticking || p->tail_until_ns)) {
-		if (!until_ns && p->tail_until_ns && p->tail_ticking) {
-			/* ... and ticks again every PAGER_TAIL_TICK_MS */
+		if (p->tail_until_ns && p->tail_ticking) {
+			/* ... and ticks at once, then every PAGER_TAIL_TICK_MS
+			 * (backing off again if the guest still writes much):
+			 * so also when the limit is renewed (a coordinator
+			 * came, a mapper): the first wait may be near */
 			p->tail_run_pages = 0;
 			p->tail_gap_ns = 0;
 			p->tail_next_ns = 0;

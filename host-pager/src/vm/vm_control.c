@@ -346,15 +346,25 @@ void vm_control_pager_attached(struct vm *vm)
 		pager_set_error_cb(vm->pager, pager_error, vm);
 }
 
+/* Until a managed VM's first wait, its scans are the boot's
+ * (pager_tail_track_start: a time limit, backing off while the guest
+ * writes much), whether its coordinator came before its memory (Cloud
+ * Hypervisor's or Kata's VM registered as it starts: the boot runs in
+ * RUNNING, and a command's budget would run out on it, leaving the first
+ * wait no set) or after (registered once the guest is up); from then on
+ * each command has its budget (pager_tail_track). */
 void vm_control_tail_sync(struct vm *vm)
 {
 	if (!vm->pager)
 		return;
 	if (!vm->coord)	/* it boots, likely, and is managed soon */
 		pager_tail_track_start(vm->pager);
+	else if (!coord_managed(vm->coord) || coord_state(vm->coord) != COORD_RUNNING)
+		pager_tail_track(vm->pager, false);
+	else if (!coord_moved(vm->coord))
+		pager_tail_track_start(vm->pager);
 	else
-		pager_tail_track(vm->pager, coord_managed(vm->coord) &&
-				 coord_state(vm->coord) == COORD_RUNNING);
+		pager_tail_track(vm->pager, true);
 }
 
 static int ctl_pre_resume(void *arg)

@@ -72,9 +72,10 @@ void vm_control_detach(struct vm *vm);
  * event, with or without a coordinator. */
 void vm_control_pager_attached(struct vm *vm);
 /* Tell the pager whether a command runs now (pager_tail_track: a managed
- * VM's coordinator in RUNNING; without a coordinator yet, for a while:
- * pager_tail_track_start), where that can change outside a transition: a
- * mapper handed in, the VM managed or not any more. */
+ * VM's coordinator in RUNNING; without a coordinator yet, or with one that
+ * has not left RUNNING since it came, for a while: pager_tail_track_start),
+ * where that can change outside a transition: a mapper handed in, the VM
+ * managed or not any more. */
 void vm_control_tail_sync(struct vm *vm);
 /* The VMM's pid for PSS and cgroup memory (0: from the pause backend). */
 void vm_control_set_vmm_pid(struct vm *vm, pid_t pid);
