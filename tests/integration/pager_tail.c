@@ -45,6 +45,11 @@
  * finds more than a set holds); the coordinator's first command is
  * scanned from nothing, so its wait's set is S.
  *
+ * With "ranked" a command writes S in four ticks and then a burst of more
+ * data pages than a set holds, each once and most of them numbered below
+ * S's: the set, full, holds S, the pages written in more ticks, before
+ * the burst's, which are the lowest-numbered and the most recent.
+ *
  * With "idle" ("first") PAGER_TAIL_IDLE_SETS commands in a row make sets
  * and no offload follows: the next command is not scanned, until an
  * offload ends.
@@ -53,7 +58,8 @@
  * tail_sets, tail_ticking), polled with a generous limit: nothing is
  * timed.  TAP.
  *
- *   pager_tail [MiB [first|early|cancel|budget|boot|idle]]	(default 16, "always")
+ *   pager_tail [MiB [first|early|cancel|budget|boot|ranked|idle]]	(default 16,
+ *   "always")
  */
 #include <errno.h>
 #include <semaphore.h>
@@ -532,6 +538,51 @@ static void boot(struct harness *h)
 	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
 }
 
+/* "ranked": a full set takes the pages written in more ticks first. */
+static void ranked(struct harness *h)
+{
+	struct pager_stats st0, st;
+	struct set_resident_call sc;
+	char ans[LINE_MAX_LEN], ans1[LINE_MAX_LEN];
+	bool ok = true;
+	int err;
+
+	track(h, true);
+	vmm_cmd(h, ans, "fill 2");	/* every data page round 2's (verify_all) */
+	st0 = stats(h, NULL);
+	/* (two ticks: the fill may span them; its pages age out of the
+	 * last two) */
+	ok = !strcmp(ans, "ok") && ticks_pass(h, &st0, 2, false);
+	for (int i = 0; i < 3 && ok; i++) {
+		vmm_cmd(h, ans, "writeset 3");
+		st0 = stats(h, NULL);
+		ok = !strncmp(ans, "ok", 2) && ticks_pass(h, &st0, 1, false);
+	}
+	vmm_cmd(h, ans, "writeset 3");
+	ok = ok && !strncmp(ans, "ok", 2);
+	/* then the burst, after S's last write (in its tick or a later one:
+	 * the most recent first would take the burst): every data page
+	 * below S's scattered part but S's run, once (round 2's again: the
+	 * contents stay what verify_all wants) */
+	vmm_cmd(h, ans, "writerange 0 %u 2", CRIT_RUN_FIRST);
+	vmm_cmd(h, ans1, "writerange %u %u 2", CRIT_RUN_FIRST + CRIT_RUN_PAGES,
+		CRIT_SCATTER_FIRST);
+	st0 = stats(h, NULL);
+	track(h, false);
+	ok = ok && !strcmp(ans, "ok") && !strcmp(ans1, "ok") && ticks_pass(h, &st0, 0, true);
+	st = stats(h, NULL);
+	tap(ok && st.tail_pages == PAGER_TAIL_MAX_PAGES, "a command wrote S in four ticks, "
+	    "then more pages than a set holds once: the set is full (%llu page(s))",
+	    (unsigned long long)st.tail_pages);
+	err = offload(h);
+	sc = (struct set_resident_call){ .round = 3 };
+	on_loop(h, set_resident_cb, &sc);
+	tap(!err && sc.resident == sc.n && sc.contents_ok, "it holds S, written in the most "
+	    "ticks: the offload kept %u of S's %u pages, with their contents", sc.resident, sc.n);
+	verify_all(h, ans);
+	tap(!strcmp(ans, "ok"), "every byte verified (%s)", ans);
+}
+
 /* "idle": sets no offload followed stop the scans until one ends. */
 static void idle(struct harness *h)
 {
@@ -582,6 +633,7 @@ static const struct tail_mode {
 	{ "cancel", cancel, PAGER_TAIL_ALWAYS, 0, true, false },
 	{ "budget", budget, PAGER_TAIL_ALWAYS, BUDGET_PAGES, false, false },
 	{ "boot", boot, PAGER_TAIL_ALWAYS, BUDGET_PAGES, false, true },
+	{ "ranked", ranked, PAGER_TAIL_ALWAYS, 0, false, false },
 	{ "idle", idle, PAGER_TAIL_FIRST, 0, false, false },
 };
 

@@ -601,6 +601,13 @@ static int vmm_serve(struct vmm *v, int in, int out)
 			getrusage(RUSAGE_THREAD, &ru0);
 			write_set(v, round);
 			send_line(out, "ok %ld", faults_since(RUSAGE_THREAD, &ru0));
+		} else if (sscanf(line, "writerange %llu %llu %u", &zlo, &zhi, &round) == 3 &&
+			   zlo < zhi && zhi <= v->npages) {
+			for (uint64_t i = zlo; i < zhi; i++)
+				if (page_kind(i) == PK_DATA)
+					page_pattern(i, round,
+						     (uint64_t *)(void *)(v->mem + i * PAGE));
+			send_line(out, "ok");
 		} else if (sscanf(line, "writeloop %u", &round) == 1) {
 			/* a write-heavy loop: a word in every page, @round passes;
 			 * answers its time and the page faults it took */

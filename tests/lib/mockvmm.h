@@ -32,6 +32,8 @@
  *            "ok N", N the host page faults the reads took
  *   writeset ROUND  write ROUND's contents over S: "ok N", N the host page
  *            faults the writes took
+ *   writerange LO HI ROUND  write ROUND's contents over every data page in
+ *            [LO, HI)
  *   touchall [K]  read a word of every page, upwards, in K interleaved
  *            streams (default 1) over K equal parts: "ok NS N", the time
  *            and the host page faults the reads took

@@ -635,11 +635,14 @@ unsigned int pager_critical_snapshot_locked(struct pager *p, uint64_t *pgs);
 unsigned int pager_pages_sort_unique(uint64_t *pgs, unsigned int n);
 
 /* pager_tail.c */
-/* p->tail bits: written in the current tick, in the one before, since the
- * last offload's scan (which these writes no longer reach). */
-#define TAIL_CUR	1u
-#define TAIL_PREV	2u
-#define TAIL_SINCE	4u
+/* p->tail bits: written in each of the last seven ticks (TAIL_AGE: the
+ * current one TAIL_CUR, the one before TAIL_PREV, older ones below), and
+ * since the last offload's scan (TAIL_SINCE: these writes no longer reach
+ * it). */
+#define TAIL_SINCE	0x01u
+#define TAIL_AGE	0xfeu
+#define TAIL_PREV	0x40u
+#define TAIL_CUR	0x80u
 /* The offload worker, between jobs: make the set if the wait began, or
  * tick if one is due (true: it did one of them, with the lock dropped
  * meanwhile); else *@wait_ns is how long until the next tick (0: none).
