@@ -218,9 +218,9 @@ static unsigned int tail_tick(struct pager *p, uint64_t *keep_pg, uint64_t *writ
 	return keep.nr;
 }
 
-/* A page's rank for the set: its number of written ticks, then the most
- * recent first (the same pages by the age byte's value).  TAIL_RANKS of
- * them. */
+/* A page's rank for the set: how many of the last seven ticks wrote it,
+ * then by the age byte's value (the more recent writes first).
+ * TAIL_RANKS of them. */
 #define TAIL_RANKS	(8u << 7)
 static unsigned int tail_rank(uint8_t b)
 {
@@ -228,8 +228,8 @@ static unsigned int tail_rank(uint8_t b)
 }
 
 /* Page @pg's rank + 1 if it may join the set (written in the last two
- * ticks, there, not the resume-critical set's in @keep), else 0.  Lock
- * held. */
+ * ticks, in the memfd, not the resume-critical set's in @keep), else 0.
+ * Lock held. */
 static unsigned int tail_candidate(const struct pager *p, const struct pager_keep *keep,
 				   uint64_t pg)
 {
@@ -251,7 +251,7 @@ static unsigned int tail_candidate(const struct pager *p, const struct pager_kee
  * written once (files, fresh allocations), and those the first data
  * resume touched were mostly written in every tick (measured on both
  * replay trajectories: of the touched pages among them, 65-85 of 86-102
- * in a set ranked so, 42-72 in one of the lowest-numbered, the current
+ * in a set ranked so, 36-72 in one of the lowest-numbered, the current
  * tick's first).  Offload worker. */
 static void tail_freeze(struct pager *p)
 {
