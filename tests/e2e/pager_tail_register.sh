@@ -62,7 +62,7 @@ pstat() { VM=$1 vm_json | jget ".get('pager', {}).get('$2', '')" 2>/dev/null; }
 # register NAME: managed, paused through a fake freezer directory
 register() {
 	mkdir -p "$tmp/cg-$1" && echo THAWED >"$tmp/cg-$1/freezer.state"
-	VM=$1 api -X PUT "http://vmnapd/vms/$1" -d "{\"managed\": true, \"pause\": \
+	api -X PUT "http://vmnapd/vms/$1" -d "{\"managed\": true, \"pause\": \
 {\"backend\": \"freezer\", \"path\": \"$tmp/cg-$1\"}}" | grep -q '"managed":true'
 }
 

@@ -403,7 +403,7 @@ struct pager_stats {
 	uint64_t tail_idle_stops;		/* commands not scanned: the last
 						 * PAGER_TAIL_IDLE_SETS sets had
 						 * no offload */
-	uint64_t tail_backoffs;			/* ticks before a coordinator
+	uint64_t tail_backoffs;			/* ticks before the first wait
 						 * that put the next further off
 						 * (PAGER_TAIL_START_GAP_MS) */
 	uint64_t tail_installed;		/* of the sets' pages, stored

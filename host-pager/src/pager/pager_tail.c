@@ -59,8 +59,9 @@
  * No command is scanned once PAGER_TAIL_IDLE_SETS sets in a row were made
  * with no offload ended since (a VM whose waits are not offloaded: no set
  * of it would serve), until one ends.
- * The scans before a coordinator have a time limit instead (the first
- * wait may begin as soon as the coordinator comes, and its set is theirs),
+ * The scans before the VM's first wait (pager_tail_track_start: its
+ * boot, its agent starting) have a time limit instead (the first wait may
+ * begin as soon as a coordinator comes, and its set is theirs),
  * and while each finds more written pages than a set holds, the next
  * comes twice as late, up to PAGER_TAIL_START_GAP_MS (tail_gap_locked).
  */
@@ -350,8 +351,8 @@ static void tail_learn(struct pager *p)
 		  "the delivery, now resume-critical", (unsigned long long)learned);
 }
 
-/* The time from this tick to the next: PAGER_TAIL_TICK_MS, but before a
- * coordinator (the guest boots, its agent starts: no budget there, a
+/* The time from this tick to the next: PAGER_TAIL_TICK_MS, but before the
+ * first wait (the guest boots, its agent starts: no budget there, a
  * time limit) twice the last, up to PAGER_TAIL_START_GAP_MS, while each
  * tick finds more written pages than a set holds (@written, this
  * one's).  The guest is busy
