@@ -26,6 +26,12 @@
 # default only until the resume-critical set has pages), to measure what
 # each does.
 #
+# REPLAY_ALT=REV (a commit, tag or branch) with REPLAY_COHORTS=offload,offload-alt
+# measures two builds side by side: offload-alt is offload with REV's vmnapd
+# and preload shim (scripts/build-rev.sh builds them once into
+# $(VMNAP_CACHE)/builds/<commit>/), the guest this tree's in both; the table
+# adds offload's ratios to offload-alt, repetition by repetition.
+#
 # REPLAY_ARGS=--side-by-side runs a repetition's cohorts at once instead of
 # one after another, so that each ratio to baseline compares runs that
 # shared the machine's every moment; the VMs' quotas together must fit the
@@ -42,6 +48,7 @@ REPLAY_CPU_QUOTA	?= auto
 REPLAY_MEM		?= 512
 REPLAY_VIA		?= direct
 REPLAY_ARGS		?=
+REPLAY_ALT		?=
 
 BENCH_TARGETS		+= bench-replay
 .PHONY: bench-replay bench-replay-1vm bench-replay-nvm
@@ -52,10 +59,14 @@ REPLAY_RUN = python3 scripts/replay.py run --trajectory $(REPLAY_TRAJECTORY) \
 
 bench-replay: bench-replay-1vm bench-replay-nvm
 
+# With REPLAY_ALT, the revision is built first (a failed build stops here).
+REPLAY_ALT_BUILD = $(if $(REPLAY_ALT),alt=$$(scripts/build-rev.sh $(REPLAY_ALT)) && )
+REPLAY_ALT_ARG = $(if $(REPLAY_ALT),--alt-build "$$alt")
+
 bench-replay-1vm: all
-	$(REPLAY_RUN) --vms 1 --out $(BUILD)/bench/replay
+	$(REPLAY_ALT_BUILD)$(REPLAY_RUN) --vms 1 --out $(BUILD)/bench/replay $(REPLAY_ALT_ARG)
 
 # The 1-VM runs first when both are asked for (make -j); alone,
 # make bench-replay-nvm runs only the N-VM configuration.
 bench-replay-nvm: all $(if $(filter bench-replay bench,$(MAKECMDGOALS)),| bench-replay-1vm)
-	$(REPLAY_RUN) --vms $(REPLAY_VMS) --out $(BUILD)/bench/replay
+	$(REPLAY_ALT_BUILD)$(REPLAY_RUN) --vms $(REPLAY_VMS) --out $(BUILD)/bench/replay $(REPLAY_ALT_ARG)

@@ -33,6 +33,10 @@ and measures what each wait costs in memory, cohort by cohort:
             pages), to measure what they spare and cost
   offload-notail  optional: offload keeping them through no wait
             (tail_resident "off")
+  offload-alt  optional: offload with another build's vmnapd and preload
+            shim (--alt-build DIR; scripts/build-rev.sh REV makes DIR of a
+            git revision), to measure two builds side by side; the guest
+            is this tree's in both
   swap      kernel swap, the peer a user would pick: at each wait start the
             VM cgroup's memory is reclaimed to a swap file on the same
             filesystem (memory.reclaim, v1 memory.force_empty, or
@@ -77,7 +81,8 @@ import sys
 import tempfile
 import time
 
-from .common import BUILD, COHORTS, DEFAULT_COHORTS, FINAL_DIFF_CMD, OPTIONAL_COHORTS, MIB, ROOT, log
+from .common import (ALT_BINARIES, ALT_COHORT, BUILD, COHORTS, DEFAULT_COHORTS, FINAL_DIFF_CMD,
+                     OPTIONAL_COHORTS, MIB, ROOT, log)
 from .capacity import CAPACITY_COHORTS, capacity_table, cmd_capacity
 from .guest import Guest
 from .host import Cgroups
@@ -138,6 +143,15 @@ def cmd_record(args):
             f.write(json.dumps(st) + "\n")
     log(f"recorded {len(steps)} steps into {args.trajectory}")
     return 0
+
+
+def short_rev(build):
+    """A build of summary.json's "builds" in a few characters: its commit,
+    and "+changes" where the working tree differed from it."""
+    rev = (build or {}).get("rev")
+    if not rev:
+        return "revision unknown"
+    return rev.split(" ", 1)[0][:12] + (" +changes" if rev.endswith(" +changes") else "")
 
 
 def cmd_table(args):
@@ -210,6 +224,14 @@ def cmd_table(args):
         for c, by in paired:
             print(f"- {c}: " + ", ".join(f"{m:.3f}x" for m in by["guest_ram_memxtime_gib_s"])
                   + "; " + ", ".join(f"{w:.3f}x" for w in by["completion_window_s"]))
+    by = s["cohorts"].get("offload", {}).get("ratio_to_alt_by_rep")
+    if by:
+        builds = s.get("builds") or {}
+        print(f"\noffload (this tree, {short_rev(builds.get('tree'))}) against {ALT_COHORT} "
+              f"({short_rev(builds.get('alt'))}), each repetition "
+              f"(guest RAM memory×time; completion window):")
+        print("- " + ", ".join(f"{m:.3f}x" for m in by["guest_ram_memxtime_gib_s"])
+              + "; " + ", ".join(f"{w:.4f}x" for w in by["completion_window_s"]))
     return 0
 
 
@@ -263,6 +285,9 @@ def parse_args(argv):
                         "each ratio to baseline is then taken between runs that shared "
                         "the machine's every moment (needs the CPUs for all of them)")
     r.add_argument("--out", default=os.path.join(BUILD, "bench/replay"))
+    r.add_argument("--alt-build", metavar="DIR",
+                   help="the offload-alt cohort's vmnapd and libvmnap-preload.so "
+                        "(scripts/build-rev.sh REV makes DIR from a git revision)")
     r.add_argument("--tap", action="store_true", help="TAP lines per cohort (make check)")
     r.add_argument("--via", choices=("direct", "gateway"), default="direct",
                    help="direct: the replayer calls vmnapd's wait API and sleeps wait_ms; "
@@ -324,6 +349,15 @@ def parse_args(argv):
             ap.error(f"unknown cohort(s) {bad}")
         if args.vms < 1 or args.repeats < 1 or args.sample_ms < 1:
             ap.error("--vms, --repeats and --sample-ms must be positive")
+        if (ALT_COHORT in args.cohorts) != bool(args.alt_build):
+            ap.error(f"--alt-build DIR and the {ALT_COHORT} cohort go together")
+        if args.alt_build:
+            missing = [n for n in ALT_BINARIES
+                       if not os.path.isfile(os.path.join(args.alt_build, n))]
+            if missing:
+                ap.error(f"--alt-build {args.alt_build} has no {', '.join(missing)} "
+                         f"(scripts/build-rev.sh REV builds them)")
+            args.alt_build = os.path.abspath(args.alt_build)
         if args.via == "gateway" and args.gw_calib < 1:
             ap.error("--gw-calib must be positive")
     return args

@@ -18,13 +18,19 @@ TRAJECTORY_VERSION = 1
 # --cohorts (REPLAY_COHORTS), the rest by default.
 COHORTS = ("baseline", "pause", "offload", "offload-seed", "offload-lazy", "offload-ws",
            "offload-eager", "offload-recurring", "offload-nofollow", "offload-notrack", "offload-tail", "offload-notail",
-           "swap")
+           "offload-alt", "swap")
 OPTIONAL_COHORTS = ("offload-ws", "offload-eager", "offload-recurring", "offload-nofollow",
-                    "offload-notrack", "offload-tail", "offload-notail")
+                    "offload-notrack", "offload-tail", "offload-notail", "offload-alt")
 DEFAULT_COHORTS = tuple(c for c in COHORTS if c not in OPTIONAL_COHORTS)
 VMNAP_COHORTS = ("pause", "offload", "offload-seed", "offload-lazy", "offload-ws", "offload-eager",
                  "offload-recurring", "offload-nofollow", "offload-notrack", "offload-tail",
-                 "offload-notail")
+                 "offload-notail", "offload-alt")
+# offload-alt is offload with another build's vmnapd and preload shim (run
+# --alt-build DIR; scripts/build-rev.sh makes one of a git revision), so
+# that two builds are measured side by side: the guest (its kernel, vmnap.ko,
+# the exec agent) is this tree's in both.
+ALT_COHORT = "offload-alt"
+ALT_BINARIES = ("vmnapd", "libvmnap-preload.so")
 # What each vmnap cohort asks of the coordinator beyond its defaults
 # (PUT /vms/NAME "policy"): offload-seed is the fixed offload rule.
 COHORT_POLICY = {
@@ -40,6 +46,7 @@ COHORT_POLICY = {
     "offload-notrack": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-tail": {"kinds": {"model": {"pause": True, "offload": True}}},
     "offload-notail": {"kinds": {"model": {"pause": True, "offload": True}}},
+    "offload-alt": {"kinds": {"model": {"pause": True, "offload": True}}},
 }
 # The VM's restore policy (PUT /vms/NAME "restore") where one is asked for:
 # offload-lazy names vmnapd's default (faults only) explicitly, offload-ws

@@ -115,7 +115,7 @@ class Guest:
                     "--qemu-arg", "vhost-user-vsock-pci,chardev=replayvsock"]
         guest_cmd = GUEST_INIT_CMD
         if self.cohort in VMNAP_COHORTS:
-            cmd += ["--env", f"LD_PRELOAD={self.bench.preload}",
+            cmd += ["--env", f"LD_PRELOAD={self.bench.preload_for(self.cohort)}",
                     "--env", f"VMNAP_VM={self.name}",
                     "--env", f"VMNAP_SOCKET={os.path.join(self.vmnapd_run_dir, 'mem.sock')}"]
             guest_cmd = f"VMNAP_LOAD_MODULE=1 {GUEST_INIT_CMD}"  # the guest link

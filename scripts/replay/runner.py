@@ -13,10 +13,10 @@ import tempfile
 import threading
 import time
 
-from .common import (BUILD, COHORT_ENV, COHORT_POLICY, COHORT_RESTORE, COHORT_SETTINGS,
-                     DEFAULT_COHORTS, FINAL_DIFF_CMD, GIB,
+from .common import (ALT_BINARIES, ALT_COHORT, BUILD, COHORT_ENV, COHORT_POLICY, COHORT_RESTORE,
+                     COHORT_SETTINGS, DEFAULT_COHORTS, FINAL_DIFF_CMD, GIB,
                      MIB, NS, PAGE, RESUME_PHASES, ROOT, SWAPFILE_MARGIN_MIB, VMNAP_COHORTS,
-                     VMNAP_LINK_PORT, WARMUP_TIMEOUT_S, log, now_ns, percentile)
+                     VMNAP_LINK_PORT, WARMUP_TIMEOUT_S, log, now_ns, percentile, sha256_hex)
 from .events import EventLog, event_seq_gaps
 from .gateway import Gateway, ModelError, calibrate, model_request
 from .guest import Guest, launcher_env
@@ -25,6 +25,31 @@ from .sampler import Sampler
 from .summary import write_outputs
 from .trajectory import load_trajectory
 from .vmnapd import Vmnapd, vmnap_missing, vmnapd_bridges, vmnapd_event_figures
+
+
+def git_head():
+    """This tree's commit and subject, with "+changes" when the working tree
+    differs from it; None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%H %s"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + (" +changes" if dirty else "")
+
+
+def build_info(d, rev):
+    """summary.json's record of one build: its revision and the SHA-256 of
+    the vmnapd and preload shim a run used (copied into @d)."""
+    out = {"rev": rev}
+    for name in ALT_BINARIES:
+        path = os.path.join(d, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                out[f"{name}_sha256"] = sha256_hex(f.read())
+    return out
 
 
 def resume_figures(fig):
@@ -299,7 +324,7 @@ class CohortRun:
                     with open(conf, "w") as f:
                         json.dump(COHORT_SETTINGS[self.cohort], f)
                     extra = ["-c", conf]
-                self.vmnapd = Vmnapd(b.vmnapd_exe, os.path.join(b.sockdir, self.key, "vmnapd"),
+                self.vmnapd = Vmnapd(b.vmnapd_for(self.cohort), os.path.join(b.sockdir, self.key, "vmnapd"),
                                      os.path.join(a.store_dir, f"replay-{b.run_id}", self.key),
                                      workroot, [g.vsock_spec() for g in self.guests], extra,
                                      env=COHORT_ENV.get(self.cohort))
@@ -504,6 +529,33 @@ class Bench:
                 dst = os.path.join(self.outdir, name)
                 shutil.copy2(built, dst)
                 setattr(self, attr, dst)
+        self.builds = {"tree": build_info(self.outdir, git_head())}
+        self.take_alt_build()
+
+    def take_alt_build(self):
+        """offload-alt's binaries (--alt-build), copied into the run's
+        directory as this tree's are, and recorded in self.builds."""
+        self.alt = None
+        if getattr(self.args, "alt_build", None):
+            altdir = os.path.join(self.outdir, "alt")
+            os.makedirs(altdir)
+            for name in ALT_BINARIES:
+                shutil.copy2(os.path.join(self.args.alt_build, name), os.path.join(altdir, name))
+            rev = None
+            if os.path.isfile(os.path.join(self.args.alt_build, "REV")):
+                with open(os.path.join(self.args.alt_build, "REV")) as f:
+                    rev = f.read().strip()
+            self.alt = {name: os.path.join(altdir, name) for name in ALT_BINARIES}
+            self.builds["alt"] = dict(build_info(altdir, rev), dir=self.args.alt_build)
+
+    def vmnapd_for(self, cohort):
+        """The vmnapd a cohort runs: offload-alt's from --alt-build."""
+        return self.alt["vmnapd"] if cohort == ALT_COHORT else self.vmnapd_exe
+
+    def preload_for(self, cohort):
+        """The preload shim a cohort's VMM loads (offload-alt's from
+        --alt-build: it speaks that vmnapd's protocol)."""
+        return self.alt["libvmnap-preload.so"] if cohort == ALT_COHORT else self.preload
 
     def warm_shared_cache(self):
         """Boot one throwaway guest before the first cohort, outside every
@@ -531,7 +583,8 @@ class Bench:
             err = "warm-up guest did not finish"
         finally:
             shutil.rmtree(wd, ignore_errors=True)
-        for path in (self.vmnapd_exe, self.preload, self.gateway_exe):
+        for path in (self.vmnapd_exe, self.preload, self.gateway_exe,
+                     *(self.alt.values() if self.alt else ())):
             if path:
                 with open(path, "rb") as f:
                     while f.read(1 << 20):

@@ -6,7 +6,7 @@ import os
 import statistics
 import sys
 
-from .common import COHORTS, OPTIONAL_COHORTS, RESUME_PHASES, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log, runs_accel
+from .common import ALT_COHORT, COHORTS, OPTIONAL_COHORTS, RESUME_PHASES, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log, runs_accel
 from .events import event_seq_gaps
 from .plot import plot
 
@@ -34,14 +34,14 @@ def validate(bench, checks, skipped, runs, max_gap):
     }
 
 
-def paired_ratios(runs, cohort):
-    """Each repetition's ratio of @cohort to baseline, in repetition order:
+def paired_ratios(runs, cohort, peer="baseline"):
+    """Each repetition's ratio of @cohort to @peer, in repetition order:
     a repetition's cohort runs follow one another (runner.plan) or, with
     --side-by-side, run at once, so its ratio is less moved by the
     machine's drift between repetitions than a ratio of medians
     (consecutive runs of one configuration on this host have differed by a
     quarter in command time)."""
-    base = {r["rep"]: r for r in runs if r["cohort"] == "baseline" and "error" not in r}
+    base = {r["rep"]: r for r in runs if r["cohort"] == peer and "error" not in r}
     out = {}
     for k in ("guest_ram_memxtime_gib_s", "completion_window_s"):
         out[k] = [round(r[k] / base[r["rep"]][k], 4)
@@ -108,6 +108,9 @@ def write_outputs(bench, runs, checks, samples, skipped):
              "completion_window_s", "throughput_per_min")
             if agg.get(k) is not None and base.get(k)}
         agg["ratio_to_baseline_by_rep"] = paired_ratios(runs, c)
+    # Two builds side by side: this tree's offload against offload-alt's.
+    if cohorts.get("offload", {}).get("runs") and cohorts.get(ALT_COHORT, {}).get("runs"):
+        cohorts["offload"]["ratio_to_alt_by_rep"] = paired_ratios(runs, "offload", ALT_COHORT)
     validation = validate(bench, checks, skipped, runs,
                           max((r.get("max_sample_gap_ms") or 0 for r in runs), default=0))
     validation["vmm_pss_max_age_ms"] = max((r.get("vmm_pss_max_age_ms") or 0 for r in runs),
@@ -135,6 +138,9 @@ def write_outputs(bench, runs, checks, samples, skipped):
                  "cpus": os.cpu_count(), "cgroups": bench.cgroups.describe(),
                  "kernel": os.uname().release},
         "command": " ".join(sys.argv),
+        # the vmnapd and shim each cohort ran: "tree" (this checkout's
+        # build/), "alt" (offload-alt's --alt-build)
+        "builds": getattr(bench, "builds", None),
         "cohorts": cohorts,
         "runs": [{k: v for k, v in r.items() if not k.startswith("_")} for r in runs],
         "measurement_integrity_passed": validation["measurement_integrity_passed"],

@@ -182,7 +182,7 @@ def _():
     assert [r for _, r in out] == [{"cohort": "offload"}, {"cohort": "baseline"}], out
 
 
-@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-recurring/-nofollow/-notrack/-tail/-notail")
+@t("cohorts: offload (defaults), offload-seed, offload-lazy, optional offload-ws/-eager/-recurring/-nofollow/-notrack/-tail/-notail/-alt")
 def _():
     assert common.DEFAULT_COHORTS == ("baseline", "pause", "offload", "offload-seed",
                                       "offload-lazy", "swap")
@@ -191,14 +191,20 @@ def _():
                                                                  "offload-nofollow",
                                                                  "offload-notrack",
                                                                  "offload-tail",
-                                                                 "offload-notail"}
+                                                                 "offload-notail",
+                                                                 "offload-alt"}
     for c in common.VMNAP_COHORTS:
         assert c in common.COHORT_POLICY, c
     pol = common.COHORT_POLICY
     assert not pol["pause"]["kinds"]["model"]["offload"]
     for c in ("offload", "offload-lazy", "offload-ws", "offload-eager", "offload-recurring",
-              "offload-nofollow", "offload-notrack", "offload-tail", "offload-notail"):
+              "offload-nofollow", "offload-notrack", "offload-tail", "offload-notail",
+              "offload-alt"):
         assert pol[c]["kinds"]["model"]["offload"] and set(pol[c]) == {"kinds"}, c
+    # offload-alt is offload in every setting: only its binaries differ
+    assert pol["offload-alt"] == pol["offload"]
+    for table in (common.COHORT_RESTORE, common.COHORT_SETTINGS, common.COHORT_ENV):
+        assert "offload-alt" not in table and "offload" not in table
     assert pol["offload-seed"]["offload_policy"] == "seed"
     # offload takes vmnapd's default restore; the others name theirs
     assert common.COHORT_RESTORE == {"offload-lazy": "lazy", "offload-ws": "working-set",
@@ -231,6 +237,96 @@ def _():
         known = json.load(f)["coordinator"]
     for c, p in pol.items():
         assert set(p) <= set(known), (c, set(p) - set(known))
+
+
+@t("offload-alt: --alt-build is checked, its binaries run that cohort alone, offload is paired with it")
+def _():
+    def rejected(argv):
+        try:
+            cli.parse_args(argv)
+        except SystemExit as e:
+            return e.code == 2
+        return False
+    base = ["run", "--transport", "tty"]
+    assert rejected(base + ["--cohorts", "offload,offload-alt"])        # no build
+    with tempfile.TemporaryDirectory() as d:
+        assert rejected(base + ["--cohorts", "offload", "--alt-build", d])  # no cohort
+        assert rejected(base + ["--cohorts", "offload-alt", "--alt-build", d])  # empty dir
+        with open(os.path.join(d, "vmnapd"), "wb") as f:
+            f.write(b"alt vmnapd")
+        assert rejected(base + ["--cohorts", "offload-alt", "--alt-build", d])  # no shim
+        with open(os.path.join(d, "libvmnap-preload.so"), "wb") as f:
+            f.write(b"alt shim")
+        with open(os.path.join(d, "REV"), "w") as f:
+            f.write("0123abc an older tree\n")
+        args = cli.parse_args(base + ["--cohorts", "offload,offload-alt",
+                                      "--alt-build", os.path.relpath(d)])
+        assert args.alt_build == d and args.cohorts == ["offload", "offload-alt"]
+        # Bench copies the alt build into the run's directory and hands it
+        # to offload-alt only
+        with tempfile.TemporaryDirectory() as out:
+            b = types.SimpleNamespace(args=args, outdir=out, builds={})
+            b.vmnapd_exe, b.preload = "/tree/vmnapd", "/tree/libvmnap-preload.so"
+            runner.Bench.take_alt_build(b)
+            alt_dir = os.path.join(out, "alt")
+            # a later rebuild of the directory does not reach the run
+            with open(os.path.join(d, "vmnapd"), "wb") as f:
+                f.write(b"rebuilt")
+            with open(b.alt["vmnapd"], "rb") as f:
+                assert f.read() == b"alt vmnapd"
+            assert b.builds["alt"]["dir"] == d
+            assert b.builds["alt"]["rev"] == "0123abc an older tree", b.builds
+            assert runner.Bench.vmnapd_for(b, "offload-alt") == os.path.join(alt_dir, "vmnapd")
+            assert runner.Bench.vmnapd_for(b, "offload") == "/tree/vmnapd"
+            assert runner.Bench.preload_for(b, "offload-alt") == \
+                os.path.join(alt_dir, "libvmnap-preload.so")
+            assert runner.Bench.preload_for(b, "pause") == "/tree/libvmnap-preload.so"
+            info = runner.build_info(alt_dir, "0123abc an older tree")
+            assert info["rev"] == "0123abc an older tree"
+            assert info["vmnapd_sha256"] == common.sha256_hex(b"alt vmnapd")
+            assert info["libvmnap-preload.so_sha256"] == common.sha256_hex(b"alt shim")
+    # paired ratios against offload-alt, repetition by repetition
+    runs = [{"cohort": c, "rep": r, "guest_ram_memxtime_gib_s": m, "completion_window_s": w}
+            for c, r, m, w in (("offload", 0, 1.0, 210.0), ("offload-alt", 0, 2.0, 200.0),
+                               ("offload", 1, 3.0, 202.0), ("offload-alt", 1, 3.0, 202.0))]
+    by = summary.paired_ratios(runs, "offload", "offload-alt")
+    assert by == {"guest_ram_memxtime_gib_s": [0.5, 1.0], "completion_window_s": [1.05, 1.0]}, by
+    assert cli.short_rev({"rev": "0123456789abcdef0 subject +changes"}) == "0123456789ab +changes"
+    assert cli.short_rev({"rev": "0123456789abcdef0 subject"}) == "0123456789ab"
+    assert cli.short_rev(None) == "revision unknown"
+    assert summary.paired_ratios(runs, "offload") == \
+        {"guest_ram_memxtime_gib_s": [], "completion_window_s": []}     # no baseline
+
+
+@t("build-rev.sh: --help, an unknown revision refused, HEAD built into the cache")
+def _():
+    import subprocess
+    script = os.path.join(ROOT, "scripts/build-rev.sh")
+    p = subprocess.run([script, "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "VMNAP_CACHE" in p.stdout, p
+    p = subprocess.run([script], capture_output=True, text=True)
+    assert p.returncode == 2 and "usage" in p.stderr, p
+    if subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True).returncode:
+        print("# skip: not a git checkout: build-rev.sh builds git revisions")
+        return
+    p = subprocess.run([script, "no-such-revision-here"], capture_output=True, text=True)
+    assert p.returncode == 1 and "not a commit" in p.stderr, p
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, VMNAP_CACHE=cache)
+        p = subprocess.run([script, "HEAD"], capture_output=True, text=True, env=env)
+        assert p.returncode == 0, p.stderr[-2000:]
+        out = p.stdout.strip().splitlines()[-1]
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        assert out == os.path.join(cache, "builds", head), out
+        for n in common.ALT_BINARIES:
+            assert os.path.getsize(os.path.join(out, n)) > 0, n
+        with open(os.path.join(out, "REV")) as f:
+            assert f.read().startswith(head + " ")
+        # the second call finds it built; nothing is left behind
+        p = subprocess.run([script, "HEAD"], capture_output=True, text=True, env=env)
+        assert p.returncode == 0 and p.stdout.strip() == out and "building" not in p.stderr, p
+        assert sorted(os.listdir(os.path.join(cache, "builds"))) == [head]
 
 
 def event_figures(evs, tail=""):
