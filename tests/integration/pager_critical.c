@@ -22,7 +22,8 @@
  * nothing and touching S takes no userfaultfd fault and no host page fault.
  * S, written before that offload, is not write-protected again: writing
  * it takes no fault either.  Once a storm's pages have replaced S in the
- * set, the next offload stores S's last contents and they come back.
+ * set, the next offload stores S's last contents and they come back; the
+ * stale slots S had while kept kept their blocks for that write.
  * resident-sync: the same with wp_sync tracking (VMNAP_UFFD_WP=sync).
  *
  * data: data taken in while the VM runs after a timer's resume (its
@@ -273,7 +274,7 @@ static int mode_resident(const char *self, uint64_t mib)
 	struct prepare_call pc;
 	struct set_resident_call sc = { .round = 1 };
 	char ans[LINE_MAX_LEN];
-	uint64_t kept, in;
+	uint64_t kept, in, kept_dirty, slots_kept;
 	long host_faults = -1;
 	int err;
 
@@ -310,6 +311,20 @@ static int mode_resident(const char *self, uint64_t mib)
 	tap(st.kept_dirty_pages > 0 && st.kept_dirty_pages == st.pages[PAGE_RESIDENT],
 	    "the set's written pages, %llu, counted as kept (the next offload will not "
 	    "write them)", (unsigned long long)st.kept_dirty_pages);
+	/* the worker's tidy after offload 2 (nothing resumes meanwhile):
+	 * S's slots, stale since "fill 2", keep their blocks for S's next
+	 * write to the store, which then overwrites them, not holes */
+	kept_dirty = st.kept_dirty_pages;
+	slots_kept = st1.stale_slots_kept;
+	for (int polls = 0; st.stale_slots_kept - slots_kept < kept_dirty &&
+			    polls < STATS_SETTLED_POLLS; polls++) {
+		usleep(10000);
+		st = stats(&h, NULL);
+	}
+	tap(st.stale_slots_kept - slots_kept >= kept_dirty,
+	    "the tidy after offload 2 kept the blocks of S's stale slots (%llu page(s) kept, "
+	    "%llu written in the set)", (unsigned long long)(st.stale_slots_kept - slots_kept),
+	    (unsigned long long)kept_dirty);
 	tap(kept >= sc.n && kept <= st.critical_set_pages && in == kept &&
 	    st.pages[PAGE_OFFLOADED] > 0,
 	    "only the set stayed: %llu page(s) kept of %llu in the set, %llu resident, "
@@ -364,6 +379,7 @@ static int mode_resident(const char *self, uint64_t mib)
 	on_loop(&h, set_resident_cb, &sc);
 	tap(!err && sc.resident == 0, "offload 3: S left with the set (%u of %u pages in the "
 	    "memfd)", sc.resident, sc.n);
+
 	on_loop(&h, prepare_cb, &pc);
 	vmm_cmd(&h, ans, "touchset 2");
 	tap(!strncmp(ans, "ok", 2), "S back from the store as last written (%s)", ans);

@@ -334,7 +334,7 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 		err = -ENOMEM;
 		goto fail;
 	}
-	memset(p->slot_data, 1, p->npages);	/* the first tidy looks at every slot */
+	memset(p->slot_data, SLOT_WRITTEN, p->npages);	/* the first tidy looks at every slot */
 	err = pager_follow_init(p);
 	if (err)
 		goto fail;
@@ -1359,6 +1359,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->offload_errors = p->offload_errors;
 	st->offload_cancels = p->offload_cancels;
 	st->stale_discards_deferred = p->stale_discards_deferred;
+	st->stale_slots_kept = p->stale_slots_kept;
 	st->fault_errors = p->fault_errors;
 	st->restore_errors = p->restore_errors;
 	st->resident_asked = p->resident_asked;

@@ -334,6 +334,9 @@ struct pager_stats {
 	uint64_t offload_cancels;	/* offloads stopped by pager_offload_cancel */
 	uint64_t stale_discards_deferred; /* tidies of stale store slots left
 					   * to the next offload: a resume began */
+	uint64_t stale_slots_kept;	/* stale slots of RESIDENT pages whose
+					 * blocks a tidy kept for their next
+					 * write (not punched: no allocation) */
 	uint64_t fault_errors;		/* faults that could not be served (yet) */
 	uint64_t restore_errors;	/* store reads failed: prefetch, make_resident */
 	uint64_t resident_asked;	/* make_resident_async ranges queued */

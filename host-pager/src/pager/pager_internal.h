@@ -80,6 +80,15 @@ struct pm_scan_arg {
 				 * last pager_resume_prepare */
 #define PG_WRITTEN	0x80u	/* seen written while IN_FLIGHT: not CLEAN */
 
+/* What a page's store slot holds, for the offload worker's tidy of stale
+ * slots (p->slot_data; pager_offload.c, discard_stale_slots). */
+enum slot_data {
+	SLOT_NONE = 0,		/* a hole: never written, or punched */
+	SLOT_WRITTEN = 1,	/* written since the tidy last looked */
+	SLOT_KEPT = 2,		/* a RESIDENT page's stale copy, its blocks kept
+				 * for the page's next write to the store */
+};
+
 struct pager_region {
 	uint64_t gpa;
 	uint64_t size;
@@ -256,12 +265,13 @@ struct pager {
 	bool offloading;		/* an offload or a pre-copy runs */
 	atomic_bool tidy_stop;		/* a resume began: the worker's tidy
 					 * stops, the next job's does the rest */
-	uint8_t *slot_data;		/* offload worker only, per page: its
-					 * store slot was written since the
-					 * tidy last punched it (all set at
-					 * start: an adopted store's are
+	uint8_t *slot_data;		/* offload worker only, per page: what
+					 * its store slot holds for the tidy
+					 * (enum slot_data; all SLOT_WRITTEN
+					 * at start: an adopted store's are
 					 * unknown) */
 	uint64_t stale_discards_deferred;	/* under lock */
+	uint64_t stale_slots_kept;		/* under lock */
 	bool precopy;			/* ... a pre-copy (pager_precopy_start) */
 	atomic_bool offload_abort;
 	int offload_done_fd;		/* eventfd watched by the loop */

@@ -79,6 +79,8 @@ json_t *pager_stats_json(struct pager *p)
 				    json_integer((json_int_t)st.offload_cancels));
 		json_object_set_new(o, "stale_discards_deferred",
 				    json_integer((json_int_t)st.stale_discards_deferred));
+		json_object_set_new(o, "stale_slots_kept",
+				    json_integer((json_int_t)st.stale_slots_kept));
 		json_object_set_new(o, "critical_set_pages",
 				    json_integer((json_int_t)st.critical_set_pages));
 		json_object_set_new(o, "device_pages",
