@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <liburing.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,11 +317,8 @@ static int mode_resident(const char *self, uint64_t mib)
 	 * write to the store, which then overwrites them, not holes */
 	kept_dirty = st.kept_dirty_pages;
 	slots_kept = st1.stale_slots_kept;
-	for (int polls = 0; st.stale_slots_kept - slots_kept < kept_dirty &&
-			    polls < STATS_SETTLED_POLLS; polls++) {
-		usleep(10000);
-		st = stats(&h, NULL);
-	}
+	st = stats_until(&h, offsetof(struct pager_stats, stale_slots_kept),
+			 slots_kept + kept_dirty);
 	tap(st.stale_slots_kept - slots_kept >= kept_dirty,
 	    "the tidy after offload 2 kept the blocks of S's stale slots (%llu page(s) kept, "
 	    "%llu written in the set)", (unsigned long long)(st.stale_slots_kept - slots_kept),

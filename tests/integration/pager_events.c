@@ -33,29 +33,6 @@ static uint64_t data_pages(uint64_t lo, uint64_t hi)
 	return n;
 }
 
-/*
- * The VMM's madvise/munmap returns once vmnapd has read the event, not
- * handled it: wait (bounded) until the pager's counter @field reached
- * @want; the stats then.
- */
-#define SETTLE_TRIES	500
-#define SETTLE_US	20000
-
-static struct pager_stats settle(struct harness *h, size_t field, uint64_t want)
-{
-	struct pager_stats st = stats(h, NULL);
-
-	for (int i = 0; i < SETTLE_TRIES; i++) {
-		uint64_t v;
-
-		memcpy(&v, (const char *)&st + field, sizeof(v));
-		if (v >= want)
-			break;
-		usleep(SETTLE_US);
-		st = stats(h, NULL);
-	}
-	return st;
-}
 
 static int mode_discard(const char *self, uint64_t mib)
 {
@@ -78,7 +55,7 @@ static int mode_discard(const char *self, uint64_t mib)
 	tap(!strcmp(ans, "ok"), "MADV_REMOVE of offloaded pages (%s)", ans);
 	vmm_cmd(&h, ans, "discard %llu %llu dontneed", (unsigned long long)c, (unsigned long long)d);
 	tap(!strcmp(ans, "ok"), "MADV_DONTNEED of offloaded pages (%s)", ans);
-	st2 = settle(&h, offsetof(struct pager_stats, vmm_removed_pages), d - a);
+	st2 = stats_until(&h, offsetof(struct pager_stats, vmm_removed_pages), d - a);
 	tap(st2.vmm_removed_pages == d - a, "the pager heard of %llu discarded page(s) of %llu",
 	    (unsigned long long)st2.vmm_removed_pages, (unsigned long long)(d - a));
 	tap(st2.pages[PAGE_ZERO] - st1.pages[PAGE_ZERO] == data_pages(a, d) &&
@@ -128,7 +105,7 @@ static int mode_unplug(const char *self, uint64_t mib)
 	err = offload(&h);
 	tap(!err, "offload: %s", strerror(-err));
 	vmm_cmd(&h, ans, "peerunmap");
-	st = settle(&h, offsetof(struct pager_stats, vmm_unmaps), 1);
+	st = stats_until(&h, offsetof(struct pager_stats, vmm_unmaps), 1);
 	tap(!strcmp(ans, "ok") && st.vmm_unmaps == 1, "the second mapper unmapped its guest "
 	    "RAM while offloaded (%s; %llu unmap)", ans, (unsigned long long)st.vmm_unmaps);
 	vmm_cmd(&h, ans, "verify 1 4");

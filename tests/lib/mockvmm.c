@@ -967,6 +967,25 @@ struct pager_stats stats_until_unstuck(struct harness *h, int max_polls)
 	return st;
 }
 
+#define STATS_UNTIL_POLLS	500
+#define STATS_UNTIL_US		20000
+
+struct pager_stats stats_until(struct harness *h, size_t field, uint64_t want)
+{
+	struct pager_stats st = stats(h, NULL);
+
+	for (int i = 0; i < STATS_UNTIL_POLLS; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)&st + field, sizeof(v));
+		if (v >= want)
+			break;
+		usleep(STATS_UNTIL_US);
+		st = stats(h, NULL);
+	}
+	return st;
+}
+
 struct pager_stats stats_settled(struct harness *h)
 {
 	struct pager_stats st = stats(h, NULL);

@@ -51,6 +51,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
@@ -217,6 +218,15 @@ struct pager_stats stats_until_unstuck(struct harness *h, int max_polls);
  */
 #define STATS_SETTLED_POLLS	3000
 struct pager_stats stats_settled(struct harness *h);
+/*
+ * The pager's stats once its counter at offset @field (a uint64_t of
+ * struct pager_stats: offsetof) reached @want, for work the pager does
+ * after the call that caused it returned (an event vmnapd read but has
+ * not handled yet, the offload worker's tidy after an offload reported
+ * done).  Polled every 20 ms, at most 500 times; the last stats read
+ * either way.
+ */
+struct pager_stats stats_until(struct harness *h, size_t field, uint64_t want);
 /* Loop thread (on_loop): the pager's errors go to the harness
  * (h->pager_err, h->pager_err_what, h->pager_error posted) ... */
 void catch_pager_errors(struct harness *h, void *arg);
