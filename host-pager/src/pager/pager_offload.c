@@ -867,6 +867,8 @@ static void discard_stale_slots(struct pager *p)
 				  "(the VM resumes)");
 			return;
 		}
+		if (!zero)
+			p->stale_slots_kept += run;
 		pthread_mutex_unlock(&p->lock);
 		if (run) {
 			bool named = false;
@@ -879,11 +881,6 @@ static void discard_stale_slots(struct pager *p)
 			if (zero)
 				store_discard(&p->store, pg_store_off(pg), run * PAGER_PAGE_SIZE);
 			memset(&p->slot_data[pg], zero ? SLOT_NONE : SLOT_KEPT, run);
-			if (!zero) {
-				pthread_mutex_lock(&p->lock);
-				p->stale_slots_kept += run;
-				pthread_mutex_unlock(&p->lock);
-			}
 		}
 		pg += run;
 	}
