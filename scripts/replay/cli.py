@@ -154,6 +154,13 @@ def short_rev(build):
     return rev.split(" ", 1)[0][:12] + (" +changes" if rev.endswith(" +changes") else "")
 
 
+def ratio_line(by, window_digits=3):
+    """paired_ratios' repetitions as the table prints them: memory × time
+    ratios; window ratios (two builds differ by less than a baseline)."""
+    return (", ".join(f"{m:.3f}x" for m in by["guest_ram_memxtime_gib_s"]) + "; " +
+            ", ".join(f"{w:.{window_digits}f}x" for w in by["completion_window_s"]))
+
+
 def cmd_table(args):
     """A Markdown table of a run's cohorts (for the README)."""
     if not os.path.isfile(os.path.join(args.run_dir, "summary.json")):
@@ -222,16 +229,14 @@ def cmd_table(args):
         print("\nEach repetition against the baseline run of the same repetition "
               "(guest RAM memory×time; completion window):")
         for c, by in paired:
-            print(f"- {c}: " + ", ".join(f"{m:.3f}x" for m in by["guest_ram_memxtime_gib_s"])
-                  + "; " + ", ".join(f"{w:.3f}x" for w in by["completion_window_s"]))
+            print(f"- {c}: {ratio_line(by)}")
     by = s["cohorts"].get("offload", {}).get("ratio_to_alt_by_rep")
     if by:
         builds = s.get("builds") or {}
         print(f"\noffload (this tree, {short_rev(builds.get('tree'))}) against {ALT_COHORT} "
               f"({short_rev(builds.get('alt'))}), each repetition "
               f"(guest RAM memory×time; completion window):")
-        print("- " + ", ".join(f"{m:.3f}x" for m in by["guest_ram_memxtime_gib_s"])
-              + "; " + ", ".join(f"{w:.4f}x" for w in by["completion_window_s"]))
+        print(f"- {ratio_line(by, window_digits=4)}")
     return 0
 
 
