@@ -1606,6 +1606,70 @@ static void test_cost_policy_recheck(void **s)
 	coord_free(c);
 }
 
+/*
+ * A pre-copy that ends while the VM is paused makes the offload cheap:
+ * the put-off decision is asked again at once, not at twice the wait's
+ * age; and a final "budget" refusal is asked again too.
+ */
+static void test_cost_policy_estimate_changed(void **s)
+{
+	struct coord *c = mk_with(false, &ops_cost, NULL);
+	unsigned int n;
+
+	(void)s;
+	learn_waits(c, 3, 1000);
+	learn_waits(c, 3, 30000);
+	/* outside a pause: nothing to decide */
+	coord_set_managed(c, true);
+	fw.decisions = 0;
+	coord_offload_estimate_changed(c);
+	assert_int_equal(fw.decisions, 0);
+	fw.to_write = 300 * MIB;	/* x4 > the median rest: not yet */
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 50 * SEC);
+	coord_pause_done(c, 0);
+	assert_string_equal(fw.last_decision.reason, "cost");
+	assert_false(fw.last_decision.final);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	/* the estimate did not change: asked again, still not yet */
+	n = fw.decisions;
+	coord_offload_estimate_changed(c);
+	assert_int_equal(fw.decisions, n + 1);
+	assert_string_equal(fw.last_decision.reason, "cost");
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	/* the pre-copy wrote it: offload now, with no time gone by */
+	fw.to_write = 1 * MIB;
+	coord_offload_estimate_changed(c);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	assert_string_equal(fw.last_decision.reason, "cheap");
+	assert_true(fw.last_decision.offload);
+	/* offloading already: no decision */
+	n = fw.decisions;
+	coord_offload_estimate_changed(c);
+	assert_int_equal(fw.decisions, n);
+	coord_free(c);
+
+	/* "budget": the guest's timer (400 ms away) comes before 1 GiB is
+	 * written; once the pre-copy wrote it, the offload fits */
+	c = mk_with(false, &ops_cost, NULL);
+	learn_waits(c, 3, 30000);
+	coord_set_managed(c, true);
+	fw.to_write = 1024 * MIB;
+	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
+	advance(c, 20 * MS);
+	ack_ready(c, 400 * MS);
+	coord_pause_done(c, 0);
+	assert_string_equal(fw.last_decision.reason, "budget");
+	assert_true(fw.last_decision.final);
+	assert_int_equal(coord_state(c), COORD_PAUSED);
+	fw.to_write = 0;
+	coord_offload_estimate_changed(c);
+	assert_int_equal(coord_state(c), COORD_OFFLOADING);
+	assert_string_equal(fw.last_decision.reason, "cheap");
+	coord_free(c);
+}
+
 /* The seed profile decides as the fixed rule did (test_full_cycle_offload,
  * test_offload_cooldown), whatever the pager's estimate. */
 static void test_seed_profile(void **s)
@@ -1962,6 +2026,7 @@ int main(void)
 		cmocka_unit_test(test_cost_policy_store_speed),
 		cmocka_unit_test(test_cost_policy_expected_wait),
 		cmocka_unit_test(test_cost_policy_recheck),
+		cmocka_unit_test(test_cost_policy_estimate_changed),
 		cmocka_unit_test(test_timer_slack),
 		cmocka_unit_test(test_seed_profile),
 		cmocka_unit_test(test_timer_resume_lazy),

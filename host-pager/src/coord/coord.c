@@ -1555,6 +1555,16 @@ void coord_offload_done(struct coord *c, int err)
 	coord_rearm(c);
 }
 
+void coord_offload_estimate_changed(struct coord *c)
+{
+	if (c->state != COORD_PAUSED || c->cfg.profile != COORD_PROFILE_COST ||
+	    !c->ops->offload_bytes)
+		return;
+	if (offload_decide(c))
+		start_offload(c, "offload_policy");
+	coord_rearm(c);
+}
+
 void coord_resume_done(struct coord *c, int err)
 {
 	uint64_t now = clock_now(c);

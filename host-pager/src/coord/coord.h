@@ -448,6 +448,16 @@ void coord_resume_ack(struct coord *c, uint64_t req_id);
 void coord_pause_done(struct coord *c, int err);
 void coord_resume_done(struct coord *c, int err);
 void coord_offload_done(struct coord *c, int err);
+
+/*
+ * What an offload would write shrank outside the coordinator's view (a
+ * pre-copy finished): a PAUSED VM under the cost profile is decided
+ * again now, instead of when a put-off decision would have been asked
+ * again (at twice the wait's age) or, after a final "budget" refusal,
+ * never in this pause.  Elsewhere a no-op: the next pause decides with
+ * the new estimate anyway.
+ */
+void coord_offload_estimate_changed(struct coord *c);
 /* Memory pressure: cap the offload gates of the next pause cycles
  * (NULL: none). */
 void coord_set_pressure_caps(struct coord *c, const struct coord_pressure_caps *caps);

@@ -454,6 +454,10 @@ static void precopy_done(struct pager *p, int err, void *arg)
 		"written_bytes", (json_int_t)(st.precopy_written_bytes - vm->control->precopy_written0),
 		"cleaned_pages", (json_int_t)(st.precopy_cleaned_pages - vm->control->precopy_cleaned0),
 		"result", err == -ECANCELED ? "stopped" : err ? strerror(-err) : "done"));
+	/* it may finish while the VM is paused, a decision put off for what
+	 * it had left to write: that is gone now */
+	if (!err && vm->coord)
+		coord_offload_estimate_changed(vm->coord);
 }
 
 /*
