@@ -1581,6 +1581,18 @@ static void test_cost_policy_expected_wait(void **s)
 	assert_string_equal(d.reason, "budget");
 }
 
+/* A managed cost-profile VM with @to_write bytes to offload is paused for
+ * a new model wait with a guest timer @budget away: its first decision. */
+static void pause_wait(struct coord *c, uint64_t to_write, uint64_t budget)
+{
+	fw.to_write = to_write;
+	coord_set_managed(c, true);
+	assert_int_equal(coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0), 0);
+	advance(c, 20 * MS);
+	ack_ready(c, budget);
+	coord_pause_done(c, 0);
+}
+
 /* "Not yet" is asked again as the wait ages: a long wait gets its offload. */
 static void test_cost_policy_recheck(void **s)
 {
@@ -1589,13 +1601,9 @@ static void test_cost_policy_recheck(void **s)
 	(void)s;
 	learn_waits(c, 3, 1000);
 	learn_waits(c, 3, 30000);	/* 1 s or 30 s */
-	fw.to_write = 300 * MIB;	/* ~0.3 s at 1 GiB/s: x4 > the median rest (1 s) */
 	fw.decisions = 0;
-	coord_set_managed(c, true);
-	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
-	advance(c, 20 * MS);
-	ack_ready(c, 50 * SEC);
-	coord_pause_done(c, 0);
+	/* ~0.3 s at 1 GiB/s: x4 > the median rest (1 s) */
+	pause_wait(c, 300 * MIB, 50 * SEC);
 	assert_string_equal(fw.last_decision.reason, "cost");
 	assert_int_equal(coord_state(c), COORD_PAUSED);
 	/* past 1 s only the 30 s waits are left: offload */
@@ -1624,11 +1632,7 @@ static void test_cost_policy_estimate_changed(void **s)
 	fw.decisions = 0;
 	coord_offload_estimate_changed(c);
 	assert_int_equal(fw.decisions, 0);
-	fw.to_write = 300 * MIB;	/* x4 > the median rest: not yet */
-	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
-	advance(c, 20 * MS);
-	ack_ready(c, 50 * SEC);
-	coord_pause_done(c, 0);
+	pause_wait(c, 300 * MIB, 50 * SEC);	/* x4 > the median rest: not yet */
 	assert_string_equal(fw.last_decision.reason, "cost");
 	assert_false(fw.last_decision.final);
 	assert_int_equal(coord_state(c), COORD_PAUSED);
@@ -1654,12 +1658,7 @@ static void test_cost_policy_estimate_changed(void **s)
 	 * written; once the pre-copy wrote it, the offload fits */
 	c = mk_with(false, &ops_cost, NULL);
 	learn_waits(c, 3, 30000);
-	coord_set_managed(c, true);
-	fw.to_write = 1024 * MIB;
-	coord_wait_start(c, "r1", COORD_WAIT_MODEL, 0);
-	advance(c, 20 * MS);
-	ack_ready(c, 400 * MS);
-	coord_pause_done(c, 0);
+	pause_wait(c, 1024 * MIB, 400 * MS);
 	assert_string_equal(fw.last_decision.reason, "budget");
 	assert_true(fw.last_decision.final);
 	assert_int_equal(coord_state(c), COORD_PAUSED);

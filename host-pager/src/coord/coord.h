@@ -458,6 +458,7 @@ void coord_offload_done(struct coord *c, int err);
  * the new estimate anyway.
  */
 void coord_offload_estimate_changed(struct coord *c);
+
 /* Memory pressure: cap the offload gates of the next pause cycles
  * (NULL: none). */
 void coord_set_pressure_caps(struct coord *c, const struct coord_pressure_caps *caps);
