@@ -377,7 +377,6 @@ static int mode_resident(const char *self, uint64_t mib)
 	on_loop(&h, set_resident_cb, &sc);
 	tap(!err && sc.resident == 0, "offload 3: S left with the set (%u of %u pages in the "
 	    "memfd)", sc.resident, sc.n);
-
 	on_loop(&h, prepare_cb, &pc);
 	vmm_cmd(&h, ans, "touchset 2");
 	tap(!strncmp(ans, "ok", 2), "S back from the store as last written (%s)", ans);

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "mockvmm.h"
 #include "pager.h"
@@ -32,7 +31,6 @@ static uint64_t data_pages(uint64_t lo, uint64_t hi)
 		n += page_kind(i) == PK_DATA;
 	return n;
 }
-
 
 static int mode_discard(const char *self, uint64_t mib)
 {

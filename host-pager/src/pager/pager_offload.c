@@ -837,27 +837,31 @@ static void offload_fini(struct offload *o)
  * guest wrote since loses its blocks (its copy was stale either way), a
  * RESIDENT page dropped since keeps them until a later tidy finds it ZERO.
  */
-static bool stale_slot_locked(const struct pager *p, uint64_t pg, bool zero)
+enum stale_slot { STALE_NONE, STALE_ZERO, STALE_RESIDENT };
+
+static enum stale_slot stale_slot_locked(const struct pager *p, uint64_t pg)
 {
-	if (zero)
-		return p->slot_data[pg] && pg_state(p, pg) == PAGE_ZERO;
-	return p->slot_data[pg] == SLOT_WRITTEN && pg_state(p, pg) == PAGE_RESIDENT;
+	if (p->slot_data[pg] && pg_state(p, pg) == PAGE_ZERO)
+		return STALE_ZERO;
+	if (p->slot_data[pg] == SLOT_WRITTEN && pg_state(p, pg) == PAGE_RESIDENT)
+		return STALE_RESIDENT;
+	return STALE_NONE;
 }
 
 static void discard_stale_slots(struct pager *p)
 {
 	for (uint64_t pg = 0; pg < p->npages;) {
+		enum stale_slot kind = STALE_NONE;
 		uint64_t run = 0;
-		bool zero = false;
+		bool zero;
 
 		pthread_mutex_lock(&p->lock);
-		while (pg < p->npages && !stale_slot_locked(p, pg, false) &&
-		       !stale_slot_locked(p, pg, true))
+		while (pg < p->npages && (kind = stale_slot_locked(p, pg)) == STALE_NONE)
 			pg++;
-		if (pg < p->npages)
-			zero = stale_slot_locked(p, pg, true);
-		while (pg + run < p->npages && stale_slot_locked(p, pg + run, zero))
+		while (kind != STALE_NONE && pg + run < p->npages &&
+		       stale_slot_locked(p, pg + run) == kind)
 			run++;
+		zero = kind == STALE_ZERO;
 		/* a resuming VM's fault reads wait for each punch (the store
 		 * file's lock): the next offload's tidy does the rest */
 		if (run && atomic_load(&p->tidy_stop)) {
