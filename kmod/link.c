@@ -13,21 +13,35 @@
  * scheduled with capped exponential backoff.  While connected nothing is
  * scheduled: an idle link costs no wakeups.
  *
+ * The doorbell: the host starts listening for the link at a time the guest
+ * cannot know (the VM registered with vmnapd after boot, vmnapd
+ * restarted), and a module waiting out its backoff would come up to
+ * reconnect_max_ms late.  So the module also listens on guest port
+ * VMNAP_DOORBELL_PORT; the host connects there when it starts listening.
+ * Each connection is accepted and closed at once, nothing is read from it,
+ * and if the link is down the connect work runs now with the backoff
+ * reset.  The listener is set up by the connect work (a vsock transport
+ * that appears after load is picked up by the next attempt) and kept
+ * until stop; without it (port taken, no memory) the module reconnects by
+ * backoff alone, as before.
+ *
  * The socket is bound to a reserved local port (below 1024, as NFS and RPC
  * clients do) before connecting: only the kernel or a process with
  * CAP_NET_BIND_SERVICE can hold one, so the host refuses the guest link
  * from any other port and an unprivileged guest process cannot take over
  * the VM's session.
  *
- * Locking: the connect, receive and drop work run on the ordered vmnap_wq,
- * never concurrently; they alone change the socket, the receive buffer and
- * the backoff (vmnap_link_reset_backoff() is called from the receive work,
- * and link stop runs with the workqueue flushed).  vlink.tx_lock (mutex)
- * serialises writers of the socket (the receive work, the free page
- * reporter, netlink test commands) and guards vlink.sock, the sequence
- * number and the connection number (vmnap_link_gen()) for them; it is taken inside the handoff lock and never held
- * while calling the ops.  The socket callbacks run in softirq context
- * under sk_callback_lock and only queue the receive work.
+ * Locking: the connect, receive, drop and doorbell work run on the ordered
+ * vmnap_wq, never concurrently; they alone change the socket, the doorbell
+ * socket, the receive buffer and the backoff (vmnap_link_reset_backoff()
+ * is called from the receive work, and link stop runs with the workqueue
+ * flushed).  vlink.tx_lock (mutex) serialises writers of the socket (the
+ * receive work, the free page reporter, netlink test commands) and guards
+ * vlink.sock, the sequence number and the connection number
+ * (vmnap_link_gen()) for them; it is taken inside the handoff lock and
+ * never held while calling the ops.  The socket callbacks run in softirq
+ * context under sk_callback_lock and only queue the receive or doorbell
+ * work.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -47,10 +61,14 @@
 
 /*
  * Local ports tried for the client socket, highest first: reserved ports
- * (below 1024), which af_vsock lets only CAP_NET_BIND_SERVICE bind.
+ * (below 1024), which af_vsock lets only CAP_NET_BIND_SERVICE bind.  The
+ * doorbell has the one above them.
  */
-#define VMNAP_RESV_PORT_MAX	1023U
+#define VMNAP_RESV_PORT_MAX	(VMNAP_DOORBELL_PORT - 1U)
 #define VMNAP_RESV_PORT_MIN	512U
+/* Doorbell connections queued at most, and accepted per work run. */
+#define VMNAP_BELL_BACKLOG	4
+#define VMNAP_BELL_ACCEPTS	16U
 
 /**
  * struct vmnap_link - the connection (see the locking rules above)
@@ -66,6 +84,10 @@
  * @backoff: reconnect delay
  * @saved_data_ready: the socket's own callback, restored at close
  * @saved_state_change: the socket's own callback, restored at close
+ * @bell: the doorbell's listening socket, or NULL
+ * @bell_work: accept doorbell connections, connect now if down
+ * @bell_saved_data_ready: the listener's own callback, restored at stop
+ * @bell_warned: the listener's failure was logged once
  */
 static struct vmnap_link {
 	const struct vmnap_link_ops *ops;
@@ -80,6 +102,10 @@ static struct vmnap_link {
 	struct vmnap_backoff backoff;
 	void (*saved_data_ready)(struct sock *sk);
 	void (*saved_state_change)(struct sock *sk);
+	struct socket *bell;
+	struct work_struct bell_work;
+	void (*bell_saved_data_ready)(struct sock *sk);
+	bool bell_warned;
 } vlink;
 
 static void vmnap_sk_data_ready(struct sock *sk)
@@ -269,6 +295,96 @@ static int vmnap_bind_reserved(struct socket *sock)
 	return -EADDRNOTAVAIL;
 }
 
+/* ---- the doorbell ---- */
+
+/* A connection waits on the doorbell (softirq or the transport's work). */
+static void vmnap_bell_data_ready(struct sock *sk)
+{
+	read_lock_bh(&sk->sk_callback_lock);
+	if (sk->sk_user_data)
+		queue_work(vmnap_wq, &vlink.bell_work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* Listen on the doorbell port unless already listening (workqueue). */
+static void vmnap_bell_listen(void)
+{
+	struct sockaddr_vm addr = {
+		.svm_family = AF_VSOCK,
+		.svm_cid = VMADDR_CID_ANY,
+		.svm_port = VMNAP_DOORBELL_PORT,
+	};
+	struct socket *sock;
+	struct sock *sk;
+	int ret;
+
+	if (vlink.bell)
+		return;
+	ret = sock_create_kern(&init_net, AF_VSOCK, SOCK_STREAM, 0, &sock);
+	if (ret)
+		return;		/* no af_vsock yet: the connect fails too */
+	ret = kernel_bind(sock, (struct sockaddr *)&addr, sizeof(addr));
+	if (!ret)
+		ret = kernel_listen(sock, VMNAP_BELL_BACKLOG);
+	if (ret) {
+		sock_release(sock);
+		vmnap_count(VMNAP_CTR_DOORBELL_FAILS);
+		if (!vlink.bell_warned)
+			pr_warn("doorbell on port %u: %d; reconnecting by backoff alone\n",
+				VMNAP_DOORBELL_PORT, ret);
+		vlink.bell_warned = true;
+		return;
+	}
+	sk = sock->sk;
+	write_lock_bh(&sk->sk_callback_lock);
+	vlink.bell_saved_data_ready = sk->sk_data_ready;
+	sk->sk_user_data = &vlink;
+	sk->sk_data_ready = vmnap_bell_data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+	vlink.bell = sock;
+	/* a connection may have been queued before the callback was set */
+	queue_work(vmnap_wq, &vlink.bell_work);
+}
+
+/* Stop: no more callbacks once this returns. */
+static void vmnap_bell_restore(void)
+{
+	struct sock *sk = vlink.bell->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = vlink.bell_saved_data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void vmnap_bell_work(struct work_struct *work)
+{
+	struct socket *conn;
+	unsigned int n = 0;
+
+	if (!vlink.bell)
+		return;
+	while (n < VMNAP_BELL_ACCEPTS &&
+	       kernel_accept(vlink.bell, &conn, O_NONBLOCK) == 0) {
+		sock_release(conn);	/* the ring is the connection itself */
+		n++;
+	}
+	if (!n)
+		return;
+	vmnap_count_add(VMNAP_CTR_DOORBELL_RINGS, n);
+	if (n == VMNAP_BELL_ACCEPTS)
+		queue_work(vmnap_wq, &vlink.bell_work);	/* more may wait */
+	/*
+	 * On the ordered workqueue the connect work is not running now: it is
+	 * pending (link down) or idle (link up, or stopping).
+	 */
+	if (vlink.sock || vmnap_stopping())
+		return;
+	pr_info("doorbell rung: connecting now\n");
+	vmnap_backoff_reset(&vlink.backoff);
+	mod_delayed_work(vmnap_wq, &vlink.connect_work, 0);
+}
+
 static void vmnap_connect_work(struct work_struct *work)
 {
 	struct sockaddr_vm addr = {
@@ -281,6 +397,7 @@ static void vmnap_connect_work(struct work_struct *work)
 
 	if (vmnap_stopping() || vlink.sock)
 		return;
+	vmnap_bell_listen();
 	ret = sock_create_kern(&init_net, AF_VSOCK, SOCK_STREAM, 0, &sock);
 	if (ret) {
 		/* af_vsock not loaded yet, or no memory: try again later */
@@ -432,6 +549,7 @@ int vmnap_link_init(const struct vmnap_link_ops *ops)
 	INIT_DELAYED_WORK(&vlink.connect_work, vmnap_connect_work);
 	INIT_WORK(&vlink.rx_work, vmnap_rx_work);
 	INIT_WORK(&vlink.drop_work, vmnap_drop_work);
+	INIT_WORK(&vlink.bell_work, vmnap_bell_work);
 	vmnap_backoff_init(&vlink.backoff, vmnap_reconnect_min_ms,
 			   vmnap_reconnect_max_ms);
 	vlink.rx.cap = VMNAP_MAX_MSG;
@@ -458,11 +576,18 @@ void vmnap_link_stop(void)
 	/* only the (now idle) workqueue changes vlink.sock */
 	if (vlink.sock)
 		vmnap_sk_restore(vlink.sock);
-	/* a receive work queued before the restore runs to its end */
+	if (vlink.bell)
+		vmnap_bell_restore();
+	/* a receive or doorbell work queued before the restore runs to its end */
 	flush_workqueue(vmnap_wq);
 	vmnap_close();
+	if (vlink.bell) {
+		sock_release(vlink.bell);
+		vlink.bell = NULL;
+	}
 	cancel_work_sync(&vlink.rx_work);
 	cancel_work_sync(&vlink.drop_work);
+	cancel_work_sync(&vlink.bell_work);
 	vlink.ops->on_down();
 }
 

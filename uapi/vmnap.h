@@ -59,6 +59,13 @@
 
 #define VMNAP_DEFAULT_CID	2		/* VMADDR_CID_HOST */
 #define VMNAP_DEFAULT_PORT	5151
+/*
+ * Guest port the module listens on while its link is down: a host
+ * connection there (accepted and closed at once, nothing is read) makes it
+ * connect now instead of at its next reconnect delay.  Reserved (below
+ * 1024), so only the module can take it.
+ */
+#define VMNAP_DOORBELL_PORT	1023
 
 #define VMNAP_MAX_PAYLOAD	65536U		/* hdr.len limit */
 #define VMNAP_MAX_RAM_RANGES	64U		/* in HELLO */

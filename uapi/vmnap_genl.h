@@ -106,6 +106,8 @@ enum vmnap_counter {
 	VMNAP_CTR_CLOCK_STEP_FAILS,	/* steps not taken (see handoff.c) */
 	VMNAP_CTR_FAILSAFE_FROZEN,	/* fail-safe deferred: the guest was frozen */
 	VMNAP_CTR_FAILSAFE_GRACE,	/* fail-safe on time: a short wait for RESUMED */
+	VMNAP_CTR_DOORBELL_RINGS,	/* host connections to the doorbell port */
+	VMNAP_CTR_DOORBELL_FAILS,	/* doorbell listener could not be set up */
 	VMNAP_CTR_MAX,
 };
 

@@ -55,6 +55,8 @@ static const char *const vmnap_counter_names[VMNAP_CTR_MAX] = {
 	[VMNAP_CTR_CLOCK_STEP_FAILS] = "clock_step_fails",
 	[VMNAP_CTR_FAILSAFE_FROZEN] = "failsafe_frozen",
 	[VMNAP_CTR_FAILSAFE_GRACE] = "failsafe_grace",
+	[VMNAP_CTR_DOORBELL_RINGS] = "doorbell_rings",
+	[VMNAP_CTR_DOORBELL_FAILS] = "doorbell_fails",
 };
 
 struct vmnap_status {
