@@ -1439,6 +1439,11 @@ bool vhost_vsock_front_end_connected(const struct vhost_vsock *vs)
 	return vs && vhost_user_connected(vs->vu);
 }
 
+const char *vhost_vsock_uds_path(const struct vhost_vsock *vs)
+{
+	return vs->uds_path;
+}
+
 unsigned int vhost_vsock_nr_conns(const struct vhost_vsock *vs)
 {
 	return vs ? vs->nconns : 0;

@@ -162,6 +162,8 @@ void vhost_vsock_set_paused(struct vhost_vsock *vs, bool paused);
 unsigned int vhost_vsock_resume_ranges(struct vhost_vsock *vs, uint64_t *gpa, uint64_t *len,
 				       unsigned int nr);
 bool vhost_vsock_front_end_connected(const struct vhost_vsock *vs);
+/* The hybrid socket "<uds>" host programs connect to the guest through. */
+const char *vhost_vsock_uds_path(const struct vhost_vsock *vs);
 unsigned int vhost_vsock_nr_conns(const struct vhost_vsock *vs);
 void vhost_vsock_get_stats(const struct vhost_vsock *vs, struct vhost_vsock_stats *st);
 

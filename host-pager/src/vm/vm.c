@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "guest_link.h"
+#include "doorbell.h"
 #include "guest_link_listen.h"
 #include "log.h"
 #include "pager.h"
@@ -181,7 +182,8 @@ void vm_vsock_detach(struct vm *vm)
 
 /*
  * Detach every part, in reverse order of dependency: the coordinator first
- * (it drives the others), then no new guest connections, the guest link
+ * (it drives the others), then no new guest connections (nor a doorbell
+ * ring in flight), the guest link
  * (closing its transport session first), the vsock device (before the
  * pager: it maps guest RAM), the pager last (it must serve every page
  * until nothing maps guest RAM any more).  A part not attached is skipped.
@@ -190,6 +192,7 @@ static void vm_detach_all(struct vm *vm)
 {
 	vm_control_detach(vm);
 	guest_link_listen_vm_detach(vm);
+	guest_doorbell_vm_detach(vm);
 	vm_link_detach(vm);
 	vm_vsock_detach(vm);
 	vm_pager_detach(vm);

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "events.h"
 #include "guest_link.h"
+#include "doorbell.h"
 #include "guest_link_listen.h"
 #include "log.h"
 #include "loop.h"
@@ -860,6 +861,23 @@ static int link_backend_start(struct vm *vm, const struct vm_control_spec *spec,
 	return ret;
 }
 
+/*
+ * The guest link listens now: ring the module's doorbell so that a module
+ * waiting out its reconnect backoff connects at once.  Through whatever
+ * reaches the guest: the hybrid socket of the link backend, the AF_VSOCK
+ * CID, or the VM's own vsock device.  A plain unix link (a test's fake
+ * guest, a VMM bridge of its own) has no way in.
+ */
+static void ring_doorbell(struct vm *vm, const struct vm_control_spec *spec)
+{
+	if (spec->link_kind == VM_LINK_HYBRID)
+		guest_doorbell_ring_hybrid(vm, spec->link_path);
+	else if (spec->link_kind == VM_LINK_VSOCK)
+		guest_doorbell_ring_vsock(vm, spec->link_cid);
+	else if (vm->vsock)
+		guest_doorbell_ring_hybrid(vm, vhost_vsock_uds_path(vm->vsock));
+}
+
 /* The coordinator must know whether pausing also stops the guest's clock. */
 static void sync_guest_clock(struct vm *vm)
 {
@@ -966,6 +984,7 @@ int vm_control_attach(struct vm *vm, const struct vm_control_spec *spec, char *e
 		 vm->pause ? vm->pause->ops->name : "none",
 		 ctl->link_desc[0] ? ctl->link_desc : vm->vsock ? "vsock device" : "nothing yet",
 		 spec->managed ? "managed" : "unmanaged");
+	ring_doorbell(vm, spec);
 	return 0;
 fail:
 	vm_control_detach(vm);
@@ -1258,6 +1277,19 @@ json_t *vm_control_json(struct vm *vm)
 				    json_integer((json_int_t)ctl->link_ev_rl.suppressed_total));
 		if (ctl->link_desc[0])
 			json_object_set_new(l, "via", json_string(ctl->link_desc));
+	}
+	if (vm->link) {
+		struct guest_doorbell_stats db;
+
+		guest_doorbell_get_stats(vm, &db);
+		json_object_set_new(json_object_get(o, "link"), "doorbell",
+			json_pack("{s:I,s:I,s:I,s:I,s:I,s:s?}",
+				  "rings", (json_int_t)db.rings,
+				  "answered", (json_int_t)db.answered,
+				  "refused", (json_int_t)db.refused,
+				  "failed", (json_int_t)db.failed,
+				  "timeouts", (json_int_t)db.timeouts,
+				  "last", db.last));
 	}
 	if (vm->pager) {
 		json_t *pj = pager_stats_json(vm->pager);

@@ -32,6 +32,7 @@ struct guest_link;
 struct vhost_vsock;
 struct guest_link_listener;
 struct guest_link_vsock_listener;
+struct guest_doorbell;
 struct pause_backend;
 struct coord;
 struct vm_control;
@@ -54,6 +55,7 @@ struct vm {
 	struct pager *pager;
 	struct guest_link *link;
 	struct guest_link_listener *link_listener;	/* guest_link_listen.h */
+	struct guest_doorbell *doorbell;	/* doorbell.h */
 	struct vhost_vsock *vsock;
 	struct pause_backend *pause;
 	struct coord *coord;
