@@ -31,12 +31,14 @@
 #define NSEC_PER_MSEC		1000000ULL
 #define DOORBELL_REPLY_MAX	32U
 
-enum bell_outcome { BELL_ANSWERED, BELL_REFUSED, BELL_FAILED, BELL_TIMEOUT };
+/* BELL_NO_VMM: failed, as the VMM's socket is not there (yet): no warning */
+enum bell_outcome { BELL_ANSWERED, BELL_REFUSED, BELL_FAILED, BELL_NO_VMM, BELL_TIMEOUT };
 
 static const char *const outcome_names[] = {
 	[BELL_ANSWERED] = "answered",
 	[BELL_REFUSED] = "refused",
 	[BELL_FAILED] = "failed",
+	[BELL_NO_VMM] = "failed",
 	[BELL_TIMEOUT] = "timeout",
 };
 
@@ -102,10 +104,17 @@ static void bell_done(struct guest_doorbell *b, enum bell_outcome o, const char 
 		log_warn(subject, "guest doorbell via %s: %s; the module connects at its "
 			 "next retry", b->what, why);
 		break;
+	case BELL_NO_VMM:
+		b->st.failed++;
+		log_info(subject, "guest doorbell via %s: %s (VMM not started yet?); the "
+			 "module connects when it loads or at its next retry", b->what, why);
+		break;
 	case BELL_TIMEOUT:
+		/* a guest still booting or paused: not an error */
 		b->st.timeouts++;
-		log_warn(subject, "guest doorbell via %s: no answer in %u ms; the module "
-			 "connects at its next retry", b->what, GUEST_DOORBELL_TIMEOUT_MS);
+		log_info(subject, "guest doorbell via %s: no answer in %u ms (guest not "
+			 "running yet?); the module connects when it loads or at its next retry",
+			 b->what, GUEST_DOORBELL_TIMEOUT_MS);
 		break;
 	}
 }
@@ -245,6 +254,13 @@ int guest_doorbell_ring_hybrid(struct vm *vm, const char *uds)
 		return -ENOMEM;
 	snprintf(b->what, sizeof(b->what), "%s", uds);
 	fd = usock_connect(uds, true);
+	if (fd == -ENOENT || fd == -ECONNREFUSED) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "connect: %s", strerror(-fd));
+		bell_done(b, BELL_NO_VMM, why);
+		return fd;
+	}
 	if (fd < 0)
 		return bell_start_failed(b, "connect", -fd);
 	b->fd = fd;

@@ -11,9 +11,10 @@
  * VMM's hybrid vsock socket ("CONNECT <port>\n", answered "OK <port>\n":
  * Firecracker, Cloud Hypervisor, vmnap-vsockd and vmnapd's own device) or
  * with an AF_VSOCK connect to the guest's CID.  Nothing is sent or read on
- * the connection; its outcome is counted and logged, and a ring that
- * cannot reach the guest costs nothing but the backoff it was meant to
- * save.
+ * the connection; its outcome is counted and logged (at info level where
+ * the guest or its VMM is not up yet: a VM registered before it boots),
+ * and a ring that cannot reach the guest costs nothing but the backoff it
+ * was meant to save.
  *
  * One ring per VM at a time (a new one drops the one in flight), bounded
  * by GUEST_DOORBELL_TIMEOUT_MS; everything runs on the loop thread.

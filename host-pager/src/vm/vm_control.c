@@ -865,8 +865,9 @@ static int link_backend_start(struct vm *vm, const struct vm_control_spec *spec,
  * The guest link listens now: ring the module's doorbell so that a module
  * waiting out its reconnect backoff connects at once.  Through whatever
  * reaches the guest: the hybrid socket of the link backend, the AF_VSOCK
- * CID, or the VM's own vsock device.  A plain unix link (a test's fake
- * guest, a VMM bridge of its own) has no way in.
+ * CID, or the VM's own vsock device once QEMU is attached to it (before,
+ * no guest runs to hear it: its module connects as it loads).  A plain
+ * unix link (a test's fake guest, a VMM bridge of its own) has no way in.
  */
 static void ring_doorbell(struct vm *vm, const struct vm_control_spec *spec)
 {
@@ -874,7 +875,7 @@ static void ring_doorbell(struct vm *vm, const struct vm_control_spec *spec)
 		guest_doorbell_ring_hybrid(vm, spec->link_path);
 	else if (spec->link_kind == VM_LINK_VSOCK)
 		guest_doorbell_ring_vsock(vm, spec->link_cid);
-	else if (vm->vsock)
+	else if (vhost_vsock_front_end_connected(vm->vsock))
 		guest_doorbell_ring_hybrid(vm, vhost_vsock_uds_path(vm->vsock));
 }
 
