@@ -129,23 +129,33 @@ pause_idle() {
 # (SIGSTOP) and KIND happens in the guest; retried until the guest's
 # COUNTER moved (a BUSY answer holds nothing)
 silent_handoff() {
-	local kind=$1 ctr=$2 i before after code
+	local kind=$1 ctr=$2 i before after code dstep
 	for i in $(seq $READY_ATTEMPTS); do
 		gdo "B$kind$i" "vmnap-guest status"
 		before=$(gval "B$kind$i" "counter.$ctr")
+		if [ "$kind" = drop ]; then
+			# The guest drops its link 2 s from now and sleeps until
+			# then: a command typed while the handoff measures would
+			# make it answer BUSY (a slow TCG guest hears the HANDOFF
+			# late), so the command starts first and the pause second.
+			step=$((step + 1)) dstep=$step
+			guest_send "$VM" "sleep 2; vmnap-guest test-drop-link >/dev/null; echo DONE-$dstep"
+			sleep 1
+		fi
 		# the HANDOFF is sent before the API answers 202; any other
 		# answer (the previous resume not yet acknowledged under load)
 		# sent nothing, and a drop now would test nothing
 		code=$(api -o /dev/null -w '%{http_code}' -X POST "http://vmnapd/vms/$VM/actions/pause")
 		if [ "$code" != 202 ]; then
 			echo "# $kind: pause answered HTTP $code, retrying"
+			[ "$kind" = drop ] && guest_wait_console "$VM" "^DONE-$dstep" "$STEP_WAIT" >/dev/null
 			settle_running; sleep 1
 			continue
 		fi
 		kill -STOP "$vmnapd_pid"
 		case $kind in
 		silent) sleep 2 ;;
-		drop) gdo "D$i" "sleep 1; vmnap-guest test-drop-link >/dev/null" ;;
+		drop) guest_wait_console "$VM" "^DONE-$dstep" "$STEP_WAIT" >/dev/null ;;
 		esac
 		kill -CONT "$vmnapd_pid"
 		settle_running || return 1
