@@ -163,6 +163,10 @@ check "exec stream opened (CONNECT $EXEC_PORT)" round r0
 vmnapd_kill
 check "A: vmnapd killed (VM running): the open exec stream echoes meanwhile" round ra-down
 after_restart A
+# the VM runs: the guest hears the ring at once (offloaded in B and C, it
+# may hear it only after the ring gave up; the module reconnects anyway)
+check "A: registration rang the module's doorbell through vmnap-vsockd: answered" \
+	[ "$(vm_json | jget '["link"]["doorbell"]["answered"]')" = 1 ]
 check "A: the exec stream opened before the kill still echoes" round ra
 guest_send "$VM" verify
 memfill_verified 1 "A (killed running)"
