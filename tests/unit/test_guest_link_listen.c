@@ -8,6 +8,11 @@
  * do for real (socket creation, the error when there is no transport); the
  * CID registry's routing with a unix socketpair standing in for an accepted
  * connection; the end-to-end part only where a vsock transport exists.
+ * The other direction: ringing the guest module's doorbell (doorbell.c)
+ * through the VMM's hybrid socket "<uds>", with a fake VMM that reads the
+ * CONNECT line and answers as Firecracker does (OK, a reset guest port,
+ * garbage), a socket that is not there, a ring replaced by the next, a VM
+ * freed with a ring in flight, and AF_VSOCK as far as this host goes.
  * Tests wait for events, never for durations.
  */
 #include <errno.h>
@@ -28,10 +33,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "doorbell.h"
 #include "guest_link.h"
 #include "guest_link_listen.h"
 #include "log.h"
 #include "loop.h"
+#include "usock.h"
 #include "vmnapd.h"
 
 #define PORT		VMNAP_DEFAULT_PORT
@@ -45,6 +52,8 @@
 #define GUARD_NS	(20ULL * 1000000000ULL)
 /* A guest read that gets no reply fails instead of blocking. */
 #define GUEST_READ_TIMEOUT_S	10
+/* How often the loop looks whether a doorbell ring has its outcome. */
+#define POLL_NS		1000000ULL
 
 struct fx {
 	struct loop *loop;
@@ -59,6 +68,9 @@ struct fx {
 	bool guard_fired;
 	uint32_t guest_seq;
 	uint32_t vport, vport_busy;	/* AF_VSOCK tests */
+	int vmm_fd;			/* doorbell tests: the fake VMM's "<uds>" */
+	struct loop_timer poll;		/* doorbell tests: outcome watch */
+	uint64_t want;			/* doorbell outcomes to wait for */
 };
 
 /* ---- fixture ---- */
@@ -115,6 +127,7 @@ static int setup(void **state)
 	assert_non_null(f->vm);
 	assert_int_equal(vm_link_attach(f->vm, VMNAP_F_ALL, &ops, f), 0);
 	loop_timer_init(&f->guard, on_guard, f);
+	f->vmm_fd = -1;
 	f->vport = VSOCK_TEST_PORT_BASE + 2 * ((uint32_t)getpid() % VSOCK_TEST_PORT_SPAN);
 	f->vport_busy = f->vport + 1;
 	*state = f;
@@ -129,6 +142,8 @@ static int teardown(void **state)
 	while (f->d.vms)
 		vm_free(f->d.vms);
 	assert_null(f->d.link_vsock);	/* the last VM took the state along */
+	if (f->vmm_fd >= 0)
+		close(f->vmm_fd);
 	loop_timer_cancel(f->loop, &f->guard);
 	loop_free(f->loop);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
@@ -713,6 +728,222 @@ static void test_vsock_e2e(void **state)
 	guest_link_listen_vsock_stop(&f->d);
 }
 
+/* ---- the doorbell: vmnapd rings the guest through the VMM ---- */
+
+static uint64_t outcomes(const struct guest_doorbell_stats *st)
+{
+	return st->answered + st->refused + st->failed + st->timeouts;
+}
+
+static struct guest_doorbell_stats stats(struct fx *f)
+{
+	struct guest_doorbell_stats st;
+
+	guest_doorbell_get_stats(f->vm, &st);
+	return st;
+}
+
+static void on_poll(struct loop *l, struct loop_timer *t, void *arg)
+{
+	struct fx *f = arg;
+	struct guest_doorbell_stats st = stats(f);
+
+	if (outcomes(&st) >= f->want)
+		loop_stop(l);
+	else
+		loop_timer_arm(l, t, POLL_NS);
+}
+
+/* Run the loop until @want rings have their outcome; a hang fails the test. */
+static void run_until_outcomes(struct fx *f, uint64_t want)
+{
+	f->want = want;
+	loop_timer_init(&f->poll, on_poll, f);
+	loop_timer_arm(f->loop, &f->poll, 0);
+	run_until_event(f);
+	loop_timer_cancel(f->loop, &f->poll);
+}
+
+/* The fake VMM listens on "<uds>" (Firecracker's hybrid vsock socket). */
+static int bell_setup(void **state)
+{
+	struct fx *f;
+
+	setup(state);
+	f = *state;
+	f->vmm_fd = usock_listen(f->base, 0600, 4, "test", NULL);
+	assert_true(f->vmm_fd >= 0);
+	return 0;
+}
+
+/* The fake VMM takes the ring's connection and checks its CONNECT line. */
+static int vmm_accept_connect_line(struct fx *f)
+{
+	const struct timeval tv = { .tv_sec = GUEST_READ_TIMEOUT_S };
+	char want[32], line[32];
+	ssize_t n;
+	int fd;
+
+	fd = accept(f->vmm_fd, NULL, NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	snprintf(want, sizeof(want), "CONNECT %u\n", VMNAP_DOORBELL_PORT);
+	n = recv(fd, line, sizeof(line) - 1, 0);
+	assert_int_equal(n, (ssize_t)strlen(want));
+	line[n] = '\0';
+	assert_string_equal(line, want);
+	return fd;
+}
+
+static void vmm_reply(int fd, const char *reply)
+{
+	assert_int_equal(write(fd, reply, strlen(reply)), (ssize_t)strlen(reply));
+}
+
+/* The guest accepted: the VMM says "OK <host port>". */
+static void test_doorbell_answered(void **state)
+{
+	struct fx *f = *state;
+	struct guest_doorbell_stats st;
+	int fd;
+	char c;
+
+	st = stats(f);
+	assert_int_equal(st.rings, 0);
+	assert_null(st.last);
+	assert_int_equal(guest_doorbell_ring_hybrid(f->vm, f->base), 0);
+	fd = vmm_accept_connect_line(f);
+	vmm_reply(fd, "OK 1073741824\n");
+	run_until_outcomes(f, 1);
+	st = stats(f);
+	assert_int_equal(st.rings, 1);
+	assert_int_equal(st.answered, 1);
+	assert_string_equal(st.last, "answered");
+	/* the ring hangs up: nothing else is sent */
+	assert_int_equal(recv(fd, &c, 1, 0), 0);
+	close(fd);
+}
+
+/* Nothing listens on the guest port: Firecracker closes the stream. */
+static void test_doorbell_refused(void **state)
+{
+	struct fx *f = *state;
+	struct guest_doorbell_stats st;
+	int fd;
+
+	assert_int_equal(guest_doorbell_ring_hybrid(f->vm, f->base), 0);
+	fd = vmm_accept_connect_line(f);
+	close(fd);
+	run_until_outcomes(f, 1);
+	st = stats(f);
+	assert_int_equal(st.refused, 1);
+	assert_int_equal(st.answered, 0);
+	assert_string_equal(st.last, "refused");
+}
+
+/* A VMM that answers something else: failed, never answered. */
+static void test_doorbell_bad_replies(void **state)
+{
+	static const char *const replies[] = {
+		"NO\n",
+		"OK",				/* then EOF: no newline */
+		"OKAY 5\n",
+		"0123456789012345678901234567890123456789\n",	/* too long */
+	};
+	struct fx *f = *state;
+	struct guest_doorbell_stats st;
+
+	for (unsigned int i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+		int fd;
+
+		assert_int_equal(guest_doorbell_ring_hybrid(f->vm, f->base), 0);
+		fd = vmm_accept_connect_line(f);
+		vmm_reply(fd, replies[i]);
+		shutdown(fd, SHUT_WR);
+		run_until_outcomes(f, i + 1);
+		close(fd);
+		st = stats(f);
+		assert_int_equal(st.failed, i + 1);
+		assert_string_equal(st.last, "failed");
+	}
+	assert_int_equal(st.answered, 0);
+	assert_int_equal(st.rings, sizeof(replies) / sizeof(replies[0]));
+}
+
+/* No socket at the path (VMM gone): -ENOENT, counted, no ring in flight. */
+static void test_doorbell_no_vmm_socket(void **state)
+{
+	struct fx *f = *state;
+	struct guest_doorbell_stats st;
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/gone.vsock", f->dir);
+	assert_int_equal(guest_doorbell_ring_hybrid(f->vm, path), -ENOENT);
+	st = stats(f);
+	assert_int_equal(st.rings, 1);
+	assert_int_equal(st.failed, 1);
+	assert_int_equal(outcomes(&st), st.rings);
+	assert_int_equal(guest_doorbell_ring_hybrid(f->vm, ""), -EINVAL);
+	assert_int_equal(guest_doorbell_ring_hybrid(f->vm, NULL), -EINVAL);
+}
+
+/* A new ring drops the one in flight: its VMM stream is closed. */
+static void test_doorbell_ring_replaces(void **state)
+{
+	struct fx *f = *state;
+	struct guest_doorbell_stats st;
+	int first, second;
+	char c;
+
+	assert_int_equal(guest_doorbell_ring_hybrid(f->vm, f->base), 0);
+	first = vmm_accept_connect_line(f);
+	assert_int_equal(guest_doorbell_ring_hybrid(f->vm, f->base), 0);
+	second = vmm_accept_connect_line(f);
+	assert_int_equal(recv(first, &c, 1, 0), 0);	/* dropped */
+	vmm_reply(second, "OK 7\n");
+	run_until_outcomes(f, 1);
+	st = stats(f);
+	assert_int_equal(st.rings, 2);
+	assert_int_equal(st.answered, 1);
+	assert_int_equal(outcomes(&st), 1);	/* the dropped one has none */
+	close(first);
+	close(second);
+}
+
+/* The VM goes away with a ring in flight: the stream closes, no leak. */
+static void test_doorbell_vm_freed_mid_ring(void **state)
+{
+	struct fx *f = *state;
+	int fd;
+	char c;
+
+	assert_int_equal(guest_doorbell_ring_hybrid(f->vm, f->base), 0);
+	fd = vmm_accept_connect_line(f);
+	vm_free(f->vm);
+	f->vm = NULL;
+	assert_int_equal(recv(fd, &c, 1, 0), 0);
+	close(fd);
+}
+
+/*
+ * AF_VSOCK: this host has no guest with CID 3 (and may have no vsock
+ * transport at all): the ring ends, not answered, whatever the reason.
+ */
+static void test_doorbell_vsock_unreachable(void **state)
+{
+	struct fx *f = *state;
+	struct guest_doorbell_stats st;
+	int ret = guest_doorbell_ring_vsock(f->vm, 3);
+
+	if (!ret)
+		run_until_outcomes(f, 1);
+	st = stats(f);
+	assert_int_equal(st.rings, 1);
+	assert_int_equal(st.answered, 0);
+	assert_int_equal(outcomes(&st), 1);
+	assert_non_null(st.last);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -730,6 +961,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_vsock_route_by_cid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vsock_listener, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vsock_e2e, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_answered, bell_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_refused, bell_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_bad_replies, bell_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_no_vmm_socket, bell_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_ring_replaces, bell_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_vm_freed_mid_ring, bell_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_vsock_unreachable, bell_setup, teardown),
 	};
 
 	log_set_level(LOG_WARN);
