@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "guest_link.h"
 #include "doorbell.h"
+#include "guest_link.h"
 #include "guest_link_listen.h"
 #include "log.h"
 #include "pager.h"
@@ -183,10 +183,9 @@ void vm_vsock_detach(struct vm *vm)
 /*
  * Detach every part, in reverse order of dependency: the coordinator first
  * (it drives the others), then no new guest connections (nor a doorbell
- * ring in flight), the guest link
- * (closing its transport session first), the vsock device (before the
- * pager: it maps guest RAM), the pager last (it must serve every page
- * until nothing maps guest RAM any more).  A part not attached is skipped.
+ * ring in flight), the guest link (closing its transport session first),
+ * the vsock device (before the pager: it maps guest RAM), the pager last
+ * (it must serve every page until nothing maps guest RAM any more).  A part not attached is skipped.
  */
 static void vm_detach_all(struct vm *vm)
 {

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "doorbell.h"
 #include "events.h"
 #include "guest_link.h"
-#include "doorbell.h"
 #include "guest_link_listen.h"
 #include "log.h"
 #include "loop.h"
