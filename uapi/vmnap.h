@@ -63,7 +63,7 @@
  * Guest port the module listens on while its link is down: a host
  * connection there (accepted and closed at once, nothing is read) makes it
  * connect now instead of at its next reconnect delay.  Reserved (below
- * 1024), so only the module can take it.
+ * 1024), so no guest process without CAP_NET_BIND_SERVICE can take it.
  */
 #define VMNAP_DOORBELL_PORT	1023
 
