@@ -61,7 +61,8 @@ def resume_figures(fig):
     the faults served while commands ran (count, service and store-read
     seconds, and how many continued a sequential stream; the seconds they
     waited for the pager's lock and for pages in flight, and the sequential
-    ones' service seconds)."""
+    ones' service seconds); the slowest VM's ms from registration to its
+    guest link up (None: no link came up)."""
     out = {"pauses": fig["pauses"], "offloads": fig["offloads"],
            "offloaded_bytes": fig["offloaded_bytes"], "offload_decisions": fig["decisions"],
            "resumes": fig["resumes"], "resumes_lazy": fig["resumes_lazy"],
@@ -69,7 +70,8 @@ def resume_figures(fig):
            "command_faults": fig["command_faults"],
            "command_fault_s": round(fig["command_fault_s"], 3),
            "command_fault_read_s": round(fig["command_fault_read_s"], 3),
-           "command_faults_sequential": fig["command_faults_sequential"]}
+           "command_faults_sequential": fig["command_faults_sequential"],
+           "link_up_ms": round(max(fig["link_up_ms"]), 3) if fig["link_up_ms"] else None}
     for k in ("command_fault_lock_s", "command_fault_in_flight_s", "command_fault_sequential_s"):
         out[k] = None if fig[k] is None else round(fig[k], 3)
     series = [("vmnapd_delivery", fig["delivered_ms"]),

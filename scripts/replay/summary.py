@@ -79,7 +79,8 @@ def write_outputs(bench, runs, checks, samples, skipped):
               "command_faults_sequential", "command_fault_s", "command_fault_read_s",
               "command_fault_lock_s", "command_fault_in_flight_s", "command_fault_sequential_s",
               "command_vmm_user_s",
-              "command_vmm_sys_s", "command_vmm_minflt", "command_vmm_majflt") + tuple(
+              "command_vmm_sys_s", "command_vmm_minflt", "command_vmm_majflt",
+              "link_up_ms") + tuple(
                   f"resume_{p}_p{q}_ms" for p in RESUME_PHASES for q in (50, 99))
     for c in COHORTS:
         if c in OPTIONAL_COHORTS and c not in skipped and all(r["cohort"] != c for r in runs):

@@ -100,19 +100,22 @@ def vmnapd_event_figures(path):
     transitions into a resting state carry - and where each wait's data
     found its VM ("data_found", by (vm, wait id)): "offloaded" (OFFLOADING,
     OFFLOADED, or resuming from them), "paused" (PAUSED, or resuming from
-    it) or "running" (any other state: the guest takes the data in)."""
+    it) or "running" (any other state: the guest takes the data in); and
+    for each VM the ms from its registration to its guest link's first
+    "up" ("link_up_ms": what the module's reconnect made the VM wait)."""
     out = {"pauses": 0, "offloads": 0, "offloaded_bytes": 0, "delivered_ms": [],
            "decisions": {}, "resumes": 0, "resumes_lazy": 0, "resumes_probe": 0,
            "resume_ms": {p: [] for p in RESUME_PHASES}, "resume_faults": [],
            "data_delivery_faults": [], "data_delivery_fault_ms": [],
            "command_faults": 0, "command_fault_s": 0.0, "command_fault_read_s": 0.0,
-           "command_faults_sequential": 0, "data_found": {}}
+           "command_faults_sequential": 0, "data_found": {}, "link_up_ms": []}
     # the parts of their service time, and one kind's (absent from an older
     # vmnapd's events: then None)
     parts = ("fault_lock_ns", "fault_in_flight_ns", "fault_sequential_ns")
     for k in parts:
         out[f"command_{k[:-3]}_s"] = None
     paused_resident = {}
+    registered = {}     # vm -> when it registered, until its link is up
     state, resuming_from = {}, {}   # vm -> its state; the one it resumes from
     last_counted = {}   # vm -> (state, faults, fault_ns, fault_read_ns, sequential, parts)
     if not os.path.exists(path):
@@ -124,7 +127,12 @@ def vmnapd_event_figures(path):
             except ValueError:
                 continue
             vm = ev.get("vm")
-            if ev.get("type") == "transition":
+            if ev.get("type") == "vm_register" and isinstance(ev.get("t_ns"), int):
+                registered[vm] = ev["t_ns"]
+            elif ev.get("type") == "link" and ev.get("state") == "up" and vm in registered \
+                    and isinstance(ev.get("t_ns"), int):
+                out["link_up_ms"].append((ev["t_ns"] - registered.pop(vm)) / 1e6)
+            elif ev.get("type") == "transition":
                 if ev.get("to") == "RESUMING":
                     resuming_from[vm] = ev.get("from")
                 state[vm] = ev.get("to")

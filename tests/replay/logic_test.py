@@ -364,6 +364,20 @@ def _():
     assert r["resume_faults_p50"] == 5.5 and r["vmnapd_delivery_p50_ms"] is None
     assert r["command_faults"] == 0
     assert r["data_delivery_faults_p50"] is None and r["data_delivery_fault_p50_ms"] is None
+    assert r["link_up_ms"] is None
+
+
+@t("link up: the slowest VM's ms from its registration to its guest link's first up")
+def _():
+    evs = [{"type": "vm_register", "vm": "a", "t_ns": 1000000},
+           {"type": "vm_register", "vm": "b", "t_ns": 2000000},
+           {"type": "link", "vm": "a", "state": "up", "t_ns": 3500000},
+           {"type": "link", "vm": "b", "state": "down", "t_ns": 4000000},
+           {"type": "link", "vm": "b", "state": "up", "t_ns": 9000000},
+           {"type": "link", "vm": "a", "state": "up", "t_ns": 90000000},  # a reconnect
+           {"type": "link", "vm": "c", "state": "up", "t_ns": 5000000}]   # never registered
+    r = event_figures(evs)
+    assert r["link_up_ms"] == 7.0, r
 
 
 @t("data deliveries: faults from a data resume's request to the delivery")
