@@ -148,7 +148,9 @@ silent_handoff() {
 		code=$(api -o /dev/null -w '%{http_code}' -X POST "http://vmnapd/vms/$VM/actions/pause")
 		if [ "$code" != 202 ]; then
 			echo "# $kind: pause answered HTTP $code, retrying"
-			[ "$kind" = drop ] && guest_wait_console "$VM" "^DONE-$dstep" "$STEP_WAIT" >/dev/null
+			# the drop goes ahead unpaused: wait for the link to be back
+			[ "$kind" = drop ] && { guest_wait_console "$VM" "^DONE-$dstep" "$STEP_WAIT" >/dev/null
+						wait_link up 60; }
 			settle_running; sleep 1
 			continue
 		fi
