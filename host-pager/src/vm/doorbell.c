@@ -126,6 +126,25 @@ static void bell_timeout(struct loop *l, struct loop_timer *t, void *arg)
 	bell_done(arg, BELL_TIMEOUT, NULL);
 }
 
+/* @step failed with errno @err: outcome @o (FAILED or NO_VMM); -@err. */
+static int bell_fail(struct guest_doorbell *b, enum bell_outcome o, const char *step, int err)
+{
+	char why[96];
+
+	snprintf(why, sizeof(why), "%s: %s", step, strerror(err));
+	bell_done(b, o, why);
+	return -err;
+}
+
+/* A vsock connect ended with errno @err (0: connected); -errno if failed. */
+static int vsock_connected(struct guest_doorbell *b, int err)
+{
+	if (err && err != ECONNRESET && err != ECONNREFUSED)
+		return bell_fail(b, BELL_FAILED, "connect", err);
+	bell_done(b, err ? BELL_REFUSED : BELL_ANSWERED, NULL);
+	return 0;
+}
+
 /* The VMM's reply to our CONNECT line, one byte at a time. */
 static void hybrid_readable(struct guest_doorbell *b)
 {
@@ -136,10 +155,7 @@ static void hybrid_readable(struct guest_doorbell *b)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (n < 0 && errno != ECONNRESET) {
-			char why[96];
-
-			snprintf(why, sizeof(why), "reading the reply: %s", strerror(errno));
-			bell_done(b, BELL_FAILED, why);
+			bell_fail(b, BELL_FAILED, "reading the reply", errno);
 			return;
 		}
 		if (n <= 0) {
@@ -169,20 +185,10 @@ static void vsock_writable(struct guest_doorbell *b)
 {
 	int err = 0;
 	socklen_t len = sizeof(err);
-	char why[96];
 
 	if (getsockopt(b->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 		err = errno;
-	if (!err) {
-		bell_done(b, BELL_ANSWERED, NULL);
-		return;
-	}
-	if (err == ECONNRESET || err == ECONNREFUSED) {
-		bell_done(b, BELL_REFUSED, NULL);
-		return;
-	}
-	snprintf(why, sizeof(why), "connect: %s", strerror(err));
-	bell_done(b, BELL_FAILED, why);
+	(void)vsock_connected(b, err);
 }
 
 static void on_bell_fd(struct loop *l, int fd, uint32_t events, void *arg)
@@ -197,19 +203,13 @@ static void on_bell_fd(struct loop *l, int fd, uint32_t events, void *arg)
 		vsock_writable(b);
 }
 
-/* Start watching @fd (the ring's socket, now b->fd) for @events. */
+/* Start watching the ring's socket (b->fd) for @events. */
 static int bell_watch(struct guest_doorbell *b, uint32_t events)
 {
-	char why[96];
 	int err = loop_add_fd(b->vm->d->loop, b->fd, events, on_bell_fd, b);
 
-	if (err) {
-		close(b->fd);
-		b->fd = -1;
-		snprintf(why, sizeof(why), "cannot watch the socket: %s", strerror(-err));
-		bell_done(b, BELL_FAILED, why);
-		return err;
-	}
+	if (err)
+		return bell_fail(b, BELL_FAILED, "cannot watch the socket", -err);
 	loop_timer_arm(b->vm->d->loop, &b->timer, GUEST_DOORBELL_TIMEOUT_MS * NSEC_PER_MSEC);
 	return 0;
 }
@@ -230,16 +230,6 @@ static struct guest_doorbell *bell_start(struct vm *vm, bool hybrid)
 	return b;
 }
 
-/* The ring could not start: -@err, counted and logged. */
-static int bell_start_failed(struct guest_doorbell *b, const char *step, int err)
-{
-	char why[96];
-
-	snprintf(why, sizeof(why), "%s: %s", step, strerror(err));
-	bell_done(b, BELL_FAILED, why);
-	return -err;
-}
-
 int guest_doorbell_ring_hybrid(struct vm *vm, const char *uds)
 {
 	struct guest_doorbell *b;
@@ -254,25 +244,15 @@ int guest_doorbell_ring_hybrid(struct vm *vm, const char *uds)
 		return -ENOMEM;
 	snprintf(b->what, sizeof(b->what), "%s", uds);
 	fd = usock_connect(uds, true);
-	if (fd == -ENOENT || fd == -ECONNREFUSED) {
-		char why[96];
-
-		snprintf(why, sizeof(why), "connect: %s", strerror(-fd));
-		bell_done(b, BELL_NO_VMM, why);
-		return fd;
-	}
-	if (fd < 0)
-		return bell_start_failed(b, "connect", -fd);
-	b->fd = fd;
+	if (fd < 0)	/* not there (yet), or refusing: the VMM is not running */
+		return bell_fail(b, fd == -ENOENT || fd == -ECONNREFUSED ? BELL_NO_VMM :
+				 BELL_FAILED, "connect", -fd);
+	b->fd = fd;	/* from here on bell_done() closes it */
 	n = snprintf(line, sizeof(line), "CONNECT %u\n", VMNAP_DOORBELL_PORT);
 	/* a fresh unix stream's send buffer holds a line */
 	w = send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (w != n) {
-		int err = w < 0 ? errno : EAGAIN;
-
-		bell_close(b);
-		return bell_start_failed(b, "send the CONNECT line", err);
-	}
+	if (w != n)
+		return bell_fail(b, BELL_FAILED, "send the CONNECT line", w < 0 ? errno : EAGAIN);
 	log_debug(vm->subject, "guest doorbell: ringing guest port %u via %s",
 		  VMNAP_DOORBELL_PORT, uds);
 	return bell_watch(b, EPOLLIN);
@@ -286,30 +266,18 @@ int guest_doorbell_ring_vsock(struct vm *vm, uint32_t cid)
 		.svm_port = VMNAP_DOORBELL_PORT,
 	};
 	struct guest_doorbell *b = bell_start(vm, false);
-	int fd;
+	int fd, err;
 
 	if (!b)
 		return -ENOMEM;
 	snprintf(b->what, sizeof(b->what), "vsock CID %u", cid);
 	fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return bell_start_failed(b, "AF_VSOCK socket", errno);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		b->fd = fd;
-		bell_done(b, BELL_ANSWERED, NULL);
-		return 0;
-	}
-	if (errno != EINPROGRESS) {
-		int err = errno;
-
-		close(fd);
-		if (err == ECONNRESET || err == ECONNREFUSED) {
-			bell_done(b, BELL_REFUSED, NULL);
-			return 0;
-		}
-		return bell_start_failed(b, "connect", err);
-	}
-	b->fd = fd;
+		return bell_fail(b, BELL_FAILED, "AF_VSOCK socket", errno);
+	b->fd = fd;	/* from here on bell_done() closes it */
+	err = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? errno : 0;
+	if (err != EINPROGRESS)	/* settled at once: connected, reset or failed */
+		return vsock_connected(b, err);
 	log_debug(vm->subject, "guest doorbell: ringing guest port %u via %s",
 		  VMNAP_DOORBELL_PORT, b->what);
 	return bell_watch(b, EPOLLOUT);

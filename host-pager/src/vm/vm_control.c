@@ -1250,15 +1250,24 @@ json_t *vm_control_json(struct vm *vm)
 	}
 	if (vm->link) {
 		struct guest_link_stats st;
+		struct guest_doorbell_stats db;
 
 		guest_link_get_stats(vm->link, &st);
-		json_object_set_new(o, "link", json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}", "state",
+		guest_doorbell_get_stats(vm, &db);
+		json_object_set_new(o, "link", json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:o}", "state",
 			guest_link_state_name(guest_link_state(vm->link)),
 			"connects", (json_int_t)st.connects,
 			"connects_refused", (json_int_t)st.connects_refused,
 			"rx_bytes", (json_int_t)st.rx_bytes,
 			"late_handoff_acks", (json_int_t)st.late_acks,
-			"log_lines_suppressed", (json_int_t)st.log_suppressed));
+			"log_lines_suppressed", (json_int_t)st.log_suppressed,
+			"doorbell", json_pack("{s:I,s:I,s:I,s:I,s:I,s:s?}",
+					      "rings", (json_int_t)db.rings,
+					      "answered", (json_int_t)db.answered,
+					      "refused", (json_int_t)db.refused,
+					      "failed", (json_int_t)db.failed,
+					      "timeouts", (json_int_t)db.timeouts,
+					      "last", db.last)));
 	}
 	if (vm->link || vm->vsock) {
 		json_t *rej = json_object();
@@ -1278,19 +1287,6 @@ json_t *vm_control_json(struct vm *vm)
 				    json_integer((json_int_t)ctl->link_ev_rl.suppressed_total));
 		if (ctl->link_desc[0])
 			json_object_set_new(l, "via", json_string(ctl->link_desc));
-	}
-	if (vm->link) {
-		struct guest_doorbell_stats db;
-
-		guest_doorbell_get_stats(vm, &db);
-		json_object_set_new(json_object_get(o, "link"), "doorbell",
-			json_pack("{s:I,s:I,s:I,s:I,s:I,s:s?}",
-				  "rings", (json_int_t)db.rings,
-				  "answered", (json_int_t)db.answered,
-				  "refused", (json_int_t)db.refused,
-				  "failed", (json_int_t)db.failed,
-				  "timeouts", (json_int_t)db.timeouts,
-				  "last", db.last));
 	}
 	if (vm->pager) {
 		json_t *pj = pager_stats_json(vm->pager);
