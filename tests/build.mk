@@ -24,7 +24,7 @@ $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(VMNAPD_LIB)
 
 MOCKVMM_OBJ	:= $(BUILD)/tests/lib/mockvmm.o
 MOCKVMM_TESTS	:= pager_mockvmm pager_dirty pager_cancel pager_critical pager_follow pager_eintr pager_tail \
-		   pager_enospc pager_storeerr pager_race pager_events pager_crc \
+		   pager_enospc pager_storeerr pager_race pager_events pager_crc pager_ioprio \
 		   pager_restart pager_restore pressure_cgroup pager_blockdev pager_vmmkill loop_detach
 $(MOCKVMM_TESTS:%=$(BUILD)/tests/integration/%): $(MOCKVMM_OBJ)
 

@@ -49,6 +49,8 @@ static void test_example_is_the_defaults(void **st)
 	assert_int_equal(d.tail_resident, PAGER_TAIL_FIRST);
 	assert_int_equal(s.follow_pages, d.follow_pages);
 	assert_int_equal(s.follow_pages, CONFIG_DEFAULT_FOLLOW);
+	assert_int_equal(s.delivery_io_class, d.delivery_io_class);
+	assert_int_equal(s.delivery_io_class, PAGER_IO_REALTIME);
 	assert_int_equal(s.api_max_body, d.api_max_body);
 	assert_int_equal(s.restore, d.restore);
 	assert_int_equal(s.restore, PAGER_RESTORE_LAZY);
@@ -93,6 +95,10 @@ static void test_overrides(void **st)
 	assert_int_equal(s.follow_pages, 0);
 	assert_int_equal(load_text("{\"follow_pages\": 64}", &s, err), 0);
 	assert_int_equal(s.follow_pages, PAGER_MAX_FOLLOW);
+	assert_int_equal(load_text("{\"delivery_io_class\": \"inherit\"}", &s, err), 0);
+	assert_int_equal(s.delivery_io_class, PAGER_IO_INHERIT);
+	assert_int_equal(load_text("{\"delivery_io_class\": \"realtime\"}", &s, err), 0);
+	assert_int_equal(s.delivery_io_class, PAGER_IO_REALTIME);
 	assert_int_equal(load_text("{\"restore\": \"eager\"}", &s, err), 0);
 	assert_int_equal(s.restore, PAGER_RESTORE_EAGER);
 	assert_int_equal(load_text("{\"restore\": \"recurring\"}", &s, err), 0);
@@ -150,6 +156,9 @@ static void test_errors(void **st)
 		"{\"follow_pages\": 65}",
 		"{\"follow_pages\": -1}",
 		"{\"follow_pages\": \"16\"}",
+		"{\"delivery_io_class\": \"best-effort\"}",
+		"{\"delivery_io_class\": \"idle\"}",
+		"{\"delivery_io_class\": 1}",
 		"{\"bogus\": true}",
 		"[1]",
 		"{\"a\": 1, \"a\": 2}",

@@ -51,6 +51,7 @@ void pager_config_default(struct pager_config *cfg, const char *store_dir)
 		.prefetch_max_bytes = DEFAULT_PREFETCH_MAX_BYTES,
 		.prefetch = true,
 		.restore = PAGER_RESTORE_WORKING_SET,
+		.delivery_io_class = PAGER_IO_REALTIME,
 		.critical_budget_ns = PAGER_CRITICAL_BUDGET_NS,
 		.tail_budget_pages = PAGER_TAIL_BUDGET_PAGES,
 		.direct_io = true,
@@ -73,7 +74,8 @@ static int config_check(const struct pager_config *c)
 	    c->prefetch_max_bytes < c->prefetch_min_bytes ||
 	    c->follow_pages > PAGER_MAX_FOLLOW ||
 	    (c->tail_resident && !c->tail_budget_pages) ||
-	    (unsigned int)c->restore >= PAGER_RESTORES)
+	    (unsigned int)c->restore >= PAGER_RESTORES ||
+	    (unsigned int)c->delivery_io_class >= PAGER_IO_CLASSES)
 		return -EINVAL;
 	return 0;
 }
@@ -306,6 +308,9 @@ static int pager_create(struct loop *loop, const char *subject, const char *name
 	p->cycle_saw_data = true;
 	p->store.fd = -1;
 	p->fault_wake_fd = -1;
+	atomic_init(&p->dlv_io_class, PAGER_IO_INHERIT);	/* until the thread ran */
+	atomic_init(&p->dlv_io_reason, NULL);
+	atomic_init(&p->dlv_io_reads, 0);
 	p->offload_done_fd = -1;
 	p->error_fd = -1;
 	p->resident_fd = -1;
@@ -1236,6 +1241,26 @@ int pager_restore_parse(const char *s, enum pager_restore *out)
 	return -EINVAL;
 }
 
+static const char *const io_class_names[PAGER_IO_CLASSES] = {
+	[PAGER_IO_REALTIME] = "realtime",
+	[PAGER_IO_INHERIT] = "inherit",
+};
+
+const char *pager_io_class_name(enum pager_io_class c)
+{
+	return (unsigned int)c < PAGER_IO_CLASSES ? io_class_names[c] : "?";
+}
+
+int pager_io_class_parse(const char *s, enum pager_io_class *out)
+{
+	for (unsigned int i = 0; s && i < PAGER_IO_CLASSES; i++)
+		if (!strcmp(s, io_class_names[i])) {
+			*out = (enum pager_io_class)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 void pager_set_restore(struct pager *p, enum pager_restore how)
 {
 	if ((unsigned int)how >= PAGER_RESTORES)
@@ -1420,6 +1445,9 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 	st->store_id = p->store.id;
 	st->lost_err = p->lost_err;
 	st->mappers_killed = p->mappers_killed;
+	st->delivery_io_class = (enum pager_io_class)atomic_load(&p->dlv_io_class);
+	st->delivery_io_class_reason = atomic_load(&p->dlv_io_reason);
+	st->delivery_io_reads = atomic_load(&p->dlv_io_reads);
 	st->dirty_tracking = p->track;
 	st->dirty_tracking_reason = p->track == PAGER_DIRTY_UNKNOWN ?
 				    "not decided: no offload registered the mappers yet" :

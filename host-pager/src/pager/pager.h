@@ -129,6 +129,8 @@ struct pager_config {
 					 * this long loses the VM ("lost" at
 					 * pager_set_error_cb); 0: never */
 	int restore;			/* enum pager_restore: after a resume */
+	int delivery_io_class;		/* enum pager_io_class: the store
+					 * reads a resume's delivery waits on */
 };
 /* pager_config.fault_error_timeout_ms by default */
 #define PAGER_FAULT_ERROR_TIMEOUT_MS	30000u
@@ -183,6 +185,31 @@ enum pager_restore {
 const char *pager_restore_name(enum pager_restore r);
 /* "working-set", "eager", "lazy", "recurring" -> *@out; -EINVAL. */
 int pager_restore_parse(const char *s, enum pager_restore *out);
+
+/*
+ * The block-layer I/O class of the store reads a resume's delivery waits
+ * on (pager_config.delivery_io_class): from a resume to its delivery
+ * (pager_resume_prepare or pager_data_window .. pager_resume_delivered)
+ * the fault thread's reads, a fault's read-ahead and fault-order runs
+ * (the prefetch thread's) and the device's make-resident reads.  Behind
+ * other best-effort I/O on the store's device (evictions, the VMs' own
+ * disks) a 4 KiB read takes several times its idle latency.  All of
+ * them, or a fault would wait for a page behind its own realtime reads:
+ * mq-deadline dispatches no best-effort request while a realtime one is
+ * queued or in flight.  For that reason too, nothing else is raised:
+ * outside the window, and for working-set or eager restore, the reads
+ * stay in the class vmnapd runs with, as evictions do.  Realtime needs
+ * CAP_SYS_ADMIN or CAP_SYS_NICE; refused, the window's reads stay as the
+ * rest and the stats say why (pager_stats.delivery_io_class, _reason).
+ */
+enum pager_io_class {
+	PAGER_IO_REALTIME = 0,	/* IOPRIO_CLASS_RT, level 4 (the default) */
+	PAGER_IO_INHERIT,	/* as vmnapd runs */
+	PAGER_IO_CLASSES,
+};
+const char *pager_io_class_name(enum pager_io_class c);
+/* "realtime", "inherit" -> *@out; -EINVAL. */
+int pager_io_class_parse(const char *s, enum pager_io_class *out);
 
 /* When the command's last writes are kept (pager_config.tail_resident). */
 enum pager_tail {
@@ -424,6 +451,12 @@ struct pager_stats {
 	int lost_err;			/* -errno that lost the VM ("lost"), or 0 */
 	uint32_t mappers_killed;	/* mapper processes sent SIGKILL for it */
 	const char *store_id;		/* the pager's; valid while it lives */
+	/* the I/O class of the store reads a delivery waits on, in effect
+	 * (inherit until the fault thread ran), and the reads (a
+	 * make-resident range counts once) made in the realtime class */
+	enum pager_io_class delivery_io_class;
+	const char *delivery_io_class_reason;	/* why not as configured; NULL */
+	uint64_t delivery_io_reads;
 	/* dirty tracking */
 	enum pager_dirty_tracking dirty_tracking;
 	const char *dirty_tracking_reason;	/* why "none"; static or NULL */

@@ -691,6 +691,42 @@ int pager_gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
 	return -ERANGE;
 }
 
+int pager_ioprio_set(int ioprio)
+{
+	return (int)syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, (int)gettid(), ioprio);
+}
+
+void pager_ioprio_init(struct pager_ioprio *io)
+{
+	int base = (int)syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, (int)gettid());
+
+	io->base = io->now = base < 0 ? IOPRIO_PRIO_VALUE(IOPRIO_CLASS_NONE, 0) : base;
+}
+
+bool pager_ioprio_for(struct pager *p, struct pager_ioprio *io, bool urgent)
+{
+	bool rt = urgent && atomic_load(&p->dlv_io_class) == PAGER_IO_REALTIME;
+	int want = rt ? PAGER_IO_RT_PRIO : io->base;
+
+	if (want == io->now)
+		return io->now == PAGER_IO_RT_PRIO;
+	if (!pager_ioprio_set(want)) {
+		io->now = want;
+		return rt;
+	}
+	if (rt) {
+		log_warn(p->subject, "realtime I/O refused (%s): a delivery's store reads "
+			 "queue behind other I/O", strerror(errno));
+		atomic_store(&p->dlv_io_reason, "realtime refused by the kernel");
+		atomic_store(&p->dlv_io_class, PAGER_IO_INHERIT);
+	} else {
+		log_warn(p->subject, "I/O priority back to 0x%x refused (%s): this thread's "
+			 "store reads stay realtime", (unsigned int)want, strerror(errno));
+		io->base = io->now;
+	}
+	return io->now == PAGER_IO_RT_PRIO;
+}
+
 int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf)
 {
 	int err = 0;

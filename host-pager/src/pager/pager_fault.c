@@ -35,6 +35,10 @@
  * counted: the guest's answer waits on it, and a timer's few scattered
  * faults say nothing of the commands'.
  *
+ * From a resume to its delivery the store reads go in the delivery's I/O
+ * class (enum pager_io_class; realtime by default), a fault's read-ahead
+ * and fault-order runs on the prefetch thread too.
+ *
  * A process that exited (ESRCH) is not an error: its mapper is dropped.
  * A fault that cannot be served (the store read or UFFDIO_COPY failed) is
  * never answered with zeros: the page stays OFFLOADED, the faulting thread
@@ -85,6 +89,7 @@ struct fault_ctx {
 	unsigned int nstuck;
 	uint64_t retry_at_ns;
 	bool random;			/* this fault was served as a random one */
+	struct pager_ioprio io;		/* its store reads' I/O priority */
 };
 
 void pager_fault_kick(struct pager *p)
@@ -93,6 +98,35 @@ void pager_fault_kick(struct pager *p)
 
 	if (write(p->fault_wake_fd, &one, sizeof(one)) < 0)
 		log_warn(p->subject, "fault thread kick: %s", strerror(errno));
+}
+
+/*
+ * At the thread's start: if cfg.delivery_io_class asks for the realtime
+ * class for a delivery's reads, try it once (and put the thread back as
+ * it ran) to learn whether the kernel permits it.  What is in effect,
+ * and why it differs from what was asked, go to the stats; a refusal is
+ * logged once per VM.
+ */
+static void delivery_io_init(struct fault_ctx *fc)
+{
+	struct pager *p = fc->p;
+	const char *why;
+
+	pager_ioprio_init(&fc->io);
+	if (p->cfg.delivery_io_class != PAGER_IO_REALTIME)
+		return;		/* p->dlv_io_class stays inherit */
+	if (pager_ioprio_set(PAGER_IO_RT_PRIO)) {
+		why = errno == EPERM ?
+		      "realtime refused: vmnapd lacks CAP_SYS_ADMIN and CAP_SYS_NICE" :
+		      "realtime refused by the kernel";
+		log_warn(p->subject, "fault thread: %s (%s): a delivery's store reads queue "
+			 "behind other I/O", why, strerror(errno));
+		atomic_store(&p->dlv_io_reason, why);
+		return;
+	}
+	fc->io.now = PAGER_IO_RT_PRIO;
+	atomic_store(&p->dlv_io_class, PAGER_IO_REALTIME);
+	pager_ioprio_for(p, &fc->io, false);	/* back as it ran */
 }
 
 static unsigned int lat_bucket(uint64_t ns)
@@ -316,7 +350,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 {
 	struct pager *p = fc->p;
 	uint64_t around, start, n, host, eexist = 0, t_read, t_inst = 0;
-	bool wp = m->wp, seq = false, wstream = false, wpage, spread, fa_on;
+	bool wp = m->wp, seq = false, wstream = false, wpage, spread, fa_on, urgent;
 	struct pager_wplan plan = { .how = PAGER_WMAP_PROTECTED };
 	struct pager_stream cur = { 0 };
 	unsigned int k;
@@ -427,8 +461,11 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	/* a write fault's page copied alone comes back writable: protected,
 	 * the write would fault again at once */
 	wpage = wp && !(write && !p->offloading && (spread || n == 1));
+	urgent = p->crit_recording;
 	pthread_mutex_unlock(&p->lock);
 	host = m->host_addr[ri] + (start - r->first_page) * PAGER_PAGE_SIZE;
+	if (pager_ioprio_for(p, &fc->io, urgent))
+		atomic_fetch_add(&p->dlv_io_reads, 1);
 	t_read = now_ns();
 	err = store_read(&p->store, fc->buf, n * PAGER_PAGE_SIZE, pg_store_off(start));
 	t_read = now_ns() - t_read;
@@ -1072,6 +1109,7 @@ static void *fault_main(void *arg)
 	if (setpriority(PRIO_PROCESS, (id_t)gettid(), FAULT_THREAD_NICE) < 0)
 		log_debug(p->subject, "fault thread: nice %d: %s", FAULT_THREAD_NICE,
 			  strerror(errno));
+	delivery_io_init(&fc);
 	fc.buf = store_buf_alloc(PAGER_MAX_FAULT_AROUND * PAGER_PAGE_SIZE);
 	if (!fc.buf) {
 		log_err(p->subject, "fault thread: out of memory");

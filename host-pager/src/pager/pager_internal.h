@@ -42,8 +42,15 @@
 #include <limits.h>
 #include <liburing.h>
 
+#include <linux/ioprio.h>
+
 #include "pager.h"
 #include "store.h"
+
+/* The I/O priority of the reads a delivery waits on (enum
+ * pager_io_class): the realtime class's middle level, leaving room above
+ * it for more urgent host I/O. */
+#define PAGER_IO_RT_PRIO	IOPRIO_PRIO_VALUE(IOPRIO_CLASS_RT, IOPRIO_NORM)
 
 /* PAGEMAP_SCAN on /proc/PID/pagemap: not in every libc's kernel headers
  * yet (Linux 6.7 uapi). */
@@ -228,6 +235,9 @@ struct pager {
 	/* fault service */
 	pthread_t fault_thread;
 	bool fault_thread_started;
+	_Atomic int dlv_io_class;	/* enum pager_io_class in effect */
+	const char *_Atomic dlv_io_reason;	/* static: why not as asked */
+	atomic_uint_fast64_t dlv_io_reads;	/* reads made realtime */
 	int fault_wake_fd;		/* eventfd: mappers changed or stop */
 	atomic_bool stop;
 	atomic_uint faults_active;	/* fault batches being served */
@@ -533,6 +543,23 @@ int pager_gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
  * holds RESTORE_RUN_MAX_PAGES pages (store_buf_alloc).  Neither lock held.
  * 0 or -errno of the first failed read. */
 int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf);
+
+/*
+ * A store-reading thread's I/O priority (enum pager_io_class): as it ran
+ * (base), and now.  pager_ioprio_for() before each read: realtime when
+ * @urgent (a resume's delivery waits on the read) and the VM's delivery
+ * reads may be (p->dlv_io_class), else back as the thread ran; true if
+ * the read goes realtime.  A refusal is logged once: realtime refused,
+ * the VM's delivery reads go as the rest from then on; the way back
+ * refused, the thread stays realtime.  pager_ioprio_set(): this thread's
+ * I/O priority, -1 and errno if refused.
+ */
+struct pager_ioprio {
+	int base, now;
+};
+void pager_ioprio_init(struct pager_ioprio *io);
+int pager_ioprio_set(int ioprio);
+bool pager_ioprio_for(struct pager *p, struct pager_ioprio *io, bool urgent);
 #define RESTORE_RUN_MAX_PAGES	256
 /* Start @fn(@p) as one of the pager's threads, named @name (what top -H
  * and perf show, at most 15 characters): *@started set.  -errno. */

@@ -255,7 +255,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		struct pf_slot *s = NULL;
 		struct pager_mapper *ra_m = NULL;
 		uint64_t n, pg = 0;
-		bool ra_pending, ra_write = false, follow = false, urgent;
+		bool ra_pending, ra_write = false, follow = false, urgent, window;
 
 		if (should_stop(p))
 			ws_done = true;
@@ -264,6 +264,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		ra_pending = (p->ra_len || p->fol_qn) && !should_stop(p);
 		if (should_stop(p))
 			p->ra_len = p->fol_qn = 0;
+		window = p->crit_recording;	/* a resume's delivery waits */
 		pthread_mutex_unlock(&p->lock);
 		if (f->inflight == PREFETCH_QUEUE_DEPTH ||
 		    (!ra_pending && (ws_done || atomic_load(&p->faults_active)))) {
@@ -299,6 +300,14 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		sqe = io_uring_get_sqe(&f->ring);
 		io_uring_prep_read(sqe, p->store.fd, s->buf, (unsigned int)(n * PAGER_PAGE_SIZE),
 				   pg_store_off(pg));
+		/* a fault's read-ahead or fault-order run before a delivery:
+		 * in the fault thread's class (enum pager_io_class), or the
+		 * fault that waits for it would wait behind its own reads */
+		if (urgent && window &&
+		    atomic_load(&p->dlv_io_class) == PAGER_IO_REALTIME) {
+			sqe->ioprio = PAGER_IO_RT_PRIO;
+			atomic_fetch_add(&p->dlv_io_reads, 1);
+		}
 		io_uring_sqe_set_data(sqe, s);
 		io_uring_submit(&f->ring);
 		f->inflight++;

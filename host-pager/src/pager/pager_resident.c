@@ -12,7 +12,10 @@
  * (claim, read, install: the same page states the fault and prefetch
  * threads use) and then signals p->resident_fd; the loop runs the owner's
  * callback, which retries.  A full queue still answers -EAGAIN: the queue
- * is not empty, so a callback follows, and the retry asks again.
+ * is not empty, so a callback follows, and the retry asks again.  From a
+ * resume to its delivery the worker's reads go in the delivery's I/O
+ * class (enum pager_io_class): the data the guest waits for is behind
+ * them.
  *
  * A range that cannot be restored (store read or checksum error, counted
  * in restore_errors by pager_install_run) is remembered; the next request
@@ -74,18 +77,24 @@ static void *resident_main(void *arg)
 {
 	struct pager *p = arg;
 	void *buf = store_buf_alloc(RESTORE_RUN_MAX_PAGES * PAGER_PAGE_SIZE);
+	struct pager_ioprio io;
 	uint64_t one = 1;
 
+	pager_ioprio_init(&io);
 	pthread_mutex_lock(&p->lock);
 	while (!p->resident_exit) {
 		struct pager_gpa_req r;
+		bool urgent;
 
 		if (!p->rq_n) {
 			pthread_cond_wait(&p->resident_cv, &p->lock);
 			continue;
 		}
 		r = p->rq[0];
+		urgent = p->crit_recording;	/* a resume's delivery waits */
 		pthread_mutex_unlock(&p->lock);
+		if (pager_ioprio_for(p, &io, urgent))
+			atomic_fetch_add(&p->dlv_io_reads, 1);
 		r.err = buf ? pager_restore_gpa(p, r.gpa, r.len, buf) : -ENOMEM;
 		if (r.err)
 			log_warn(p->subject, "cannot make %#llx+%#llx resident: %s",

@@ -43,6 +43,7 @@ void config_default(struct vmnapd_settings *s)
 	s->critical_resident = true;
 	s->tail_resident = PAGER_TAIL_FIRST;
 	s->follow_pages = CONFIG_DEFAULT_FOLLOW;
+	s->delivery_io_class = PAGER_IO_REALTIME;
 	s->api_max_body = CONFIG_DEFAULT_API_BODY;
 	s->api_max_conns = CONFIG_DEFAULT_API_CONNS;
 	s->api_conn_timeout_s = CONFIG_DEFAULT_API_TIMEOUT_S;
@@ -398,6 +399,19 @@ static int config_tail_from_json(const json_t *v, int *out, char *err, size_t n)
 	return 0;
 }
 
+/* "delivery_io_class": "realtime" or "inherit". */
+static int config_io_class_from_json(const json_t *v, int *out, char *err, size_t n)
+{
+	enum pager_io_class c;
+
+	if (!json_is_string(v) || pager_io_class_parse(json_string_value(v), &c)) {
+		snprintf(err, n, "delivery_io_class: want \"realtime\" or \"inherit\"");
+		return -EINVAL;
+	}
+	*out = (int)c;
+	return 0;
+}
+
 int config_restore_from_json(const json_t *v, int *out, char *err, size_t n)
 {
 	enum pager_restore how;
@@ -457,6 +471,8 @@ int config_load(const char *path, struct vmnapd_settings *s, char *err, size_t n
 			ret = get_bool(key, v, &s->critical_resident, err, n);
 		} else if (!strcmp(key, "tail_resident")) {
 			ret = config_tail_from_json(v, &s->tail_resident, err, n);
+		} else if (!strcmp(key, "delivery_io_class")) {
+			ret = config_io_class_from_json(v, &s->delivery_io_class, err, n);
 		} else if (!strcmp(key, "api"))
 			ret = api_from_json(v, s, err, n);
 		else if (!strcmp(key, "coordinator"))

@@ -8,7 +8,7 @@
  *     "events": "/var/log/vmnap/events.jsonl", "log_level": "info",
  *     "pause_timeout_ms": 5000, "fault_error_timeout_ms": 30000,
  *     "fault_around_pages": 16, "critical_resident": true, "tail_resident": "first",
- *     "follow_pages": 16,
+ *     "follow_pages": 16, "delivery_io_class": "realtime",
  *     "api": { "max_body_bytes": 65536, "max_connections": 64,
  *              "connection_timeout_s": 10 },
  *     "coordinator": { "handoff_delay_ms": 20, "offload_after_ms": 50,
@@ -54,6 +54,7 @@ struct vmnapd_settings {
 	bool critical_resident;		/* pager_config's; true */
 	int tail_resident;		/* pager_config's (enum pager_tail) */
 	uint32_t follow_pages;		/* pager_config's; CONFIG_DEFAULT_FOLLOW */
+	int delivery_io_class;		/* pager_config's; realtime */
 	uint32_t api_max_body;
 	uint32_t api_max_conns;
 	uint32_t api_conn_timeout_s;

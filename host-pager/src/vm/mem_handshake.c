@@ -737,6 +737,7 @@ int mem_handshake_start(struct vmnapd *d, const char *path,
 			hs->cfg.critical_resident = d->settings->critical_resident;
 			hs->cfg.tail_resident = d->settings->tail_resident;
 			hs->cfg.follow_pages = d->settings->follow_pages;
+			hs->cfg.delivery_io_class = d->settings->delivery_io_class;
 		}
 	}
 	if (path)
