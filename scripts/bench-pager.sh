@@ -37,6 +37,18 @@
 #           those of them whose pages all came back write-hot (no fault);
 #           writeloop_faults: the faults of the tracked loop in each cycle,
 #           in its first pair (writeloop_hot_samples: the samples in all).
+#   contended  pager_bench contended: a delivery's faults (from a resume
+#           to its delivery; random single pages of BENCH_CONTENDED_MIB
+#           (64) offloaded) while 8 threads write O_DIRECT to a file beside
+#           the store, in 64 KiB writes, the other I/O a VM's own disk or
+#           another VM's eviction makes; the fault thread's reads in the
+#           realtime class (delivery_io_class, the default) against
+#           "inherit", in BENCH_CONTENDED_PAIRS (default 5) alternating
+#           pairs: delivery_fault_contended_p50_us/_p99_us (realtime) and
+#           _inherit_p50_us/_p99_us (medians of the pairs),
+#           delivery_fault_contended_ratio (median of each pair's p50
+#           ratio, realtime over inherit) and contended_writers_ratio (what
+#           the writers got meanwhile, realtime's run over inherit's).
 #   host    build/tests/bench/pager_bench maptouch: what touching a page
 #           costs a process (the VMM) once the page's mapping is gone,
 #           without the pager: a minor fault (minor_fault_us, of it user
@@ -70,6 +82,8 @@ RAW_4K_IOS=4000
 WL_PAIRS=${BENCH_WRITELOOP_PAIRS:-5}
 WL_MIB=${BENCH_WRITELOOP_MIB:-128}
 WL_CYCLES=${BENCH_WRITELOOP_CYCLES:-17}
+CT_PAIRS=${BENCH_CONTENDED_PAIRS:-5}
+CT_MIB=${BENCH_CONTENDED_MIB:-64}
 SWAP_EXTRA_MIB=128
 HARNESS=$BUILD/tests/bench/pager_bench
 
@@ -78,6 +92,8 @@ die() { echo "bench-pager: $*" >&2; exit 1; }
 [[ $WL_MIB =~ ^[1-9][0-9]*$ ]] || die "BENCH_WRITELOOP_MIB must be a positive size, not '$WL_MIB'"
 [[ $WL_CYCLES =~ ^[0-9]+$ ]] && ((WL_CYCLES >= 2 && WL_CYCLES <= 1024)) ||
 	die "BENCH_WRITELOOP_CYCLES must be 2 to 1024, not '$WL_CYCLES'"
+[[ $CT_PAIRS =~ ^[1-9][0-9]*$ ]] || die "BENCH_CONTENDED_PAIRS must be a positive count, not '$CT_PAIRS'"
+[[ $CT_MIB =~ ^[1-9][0-9]*$ ]] || die "BENCH_CONTENDED_MIB must be a positive size, not '$CT_MIB'"
 [ "$(id -u)" = 0 ] || die "needs root (userfaultfd of another process, swapon, cgroups)"
 [ -x "$HARNESS" ] || die "$HARNESS not built: make userspace"
 command -v fio >/dev/null || die "fio missing: make deps"
@@ -131,7 +147,28 @@ for ((i = 0; i < WL_PAIRS; i++)); do
 done
 wl_on="[$wl_on]" wl_off="[$wl_off]"
 
-# 1c. the host's own cost of mapping a page again
+# 1c. a delivery's faults under other I/O: realtime reads against inherit,
+# in pairs whose order alternates as the writeloop's
+contended() {	# contended realtime|inherit: one run's JSON
+	PAGER_STORE_DIR=$DIR/store "$HARNESS" contended "$1" "$CT_MIB" ||
+		die "contended run ($1) failed"
+}
+ct_rt= ct_in=
+for ((i = 0; i < CT_PAIRS; i++)); do
+	if ((i % 2)); then
+		in=$(contended inherit)
+		rt=$(contended realtime)
+	else
+		rt=$(contended realtime)
+		in=$(contended inherit)
+	fi
+	echo "bench-pager: contended pair $((i + 1))/$CT_PAIRS: realtime $rt, inherit $in" >&2
+	ct_rt=${ct_rt:+$ct_rt,}$rt
+	ct_in=${ct_in:+$ct_in,}$in
+done
+ct_rt="[$ct_rt]" ct_in="[$ct_in]"
+
+# 1d. the host's own cost of mapping a page again
 host=$("$HARNESS" maptouch "$MIB") || die "maptouch run failed"
 echo "bench-pager: host $host" >&2
 
@@ -163,9 +200,11 @@ fi
 rm -f "$DIR/swapon.err"
 echo "bench-pager: swap $swap ${swap_note}" >&2
 
-python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" <<'EOF'
+python3 - "$OUT" "$pager" "$raw_w" "$raw_r" "$raw_4k" "$swap" "$wl_on" "$wl_off" "$host" \
+	"$ct_rt" "$ct_in" <<'EOF'
 import json, statistics, sys
-out, pager, w, r, r4k, swap, wl_on, wl_off, host = sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
+out, pager, w, r, r4k, swap, wl_on, wl_off, host, ct_rt, ct_in = \
+    sys.argv[1], *[json.loads(a) for a in sys.argv[2:]]
 GIB = float(1 << 30)
 
 
@@ -232,6 +271,23 @@ res = {
     "remap_touch_us": host["remap_touch_us"],
     "remap_touch_user_us": host["remap_touch_user_us"],
 }
+if any(a["delivery_io_class"] != "realtime" for a in ct_rt):
+    sys.exit("bench-pager: the realtime runs' reads were not realtime: "
+             + ", ".join(a["delivery_io_class"] for a in ct_rt))
+res.update({
+    "delivery_fault_contended_p50_us": median(a["fault_p50_us"] for a in ct_rt),
+    "delivery_fault_contended_p99_us": median(a["fault_p99_us"] for a in ct_rt),
+    "delivery_fault_contended_inherit_p50_us": median(b["fault_p50_us"] for b in ct_in),
+    "delivery_fault_contended_inherit_p99_us": median(b["fault_p99_us"] for b in ct_in),
+    "delivery_fault_contended_ratio": median(a["fault_p50_us"] / b["fault_p50_us"]
+                                             for a, b in zip(ct_rt, ct_in) if b["fault_p50_us"]),
+    "delivery_fault_contended_ratio_pairs": [round(a["fault_p50_us"] / b["fault_p50_us"], 3)
+                                             if b["fault_p50_us"] else None
+                                             for a, b in zip(ct_rt, ct_in)],
+    "contended_writers_ratio": median(a["writers_mib_s"] / b["writers_mib_s"]
+                                      for a, b in zip(ct_rt, ct_in) if b["writers_mib_s"]),
+    "delivery_fault_contended_faults": ct_rt[0]["faults"],
+})
 res["evict_vs_raw_write"] = round(res["evict_zero_copy_gib_s"] / res["raw_write_gib_s"], 3) \
     if res["raw_write_gib_s"] else None
 with open(out, "w") as f:

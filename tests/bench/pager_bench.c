@@ -13,6 +13,14 @@
  *                                in memory cgroup (v1) directory CGROUP,
  *                                reclaim it to swap by lowering the
  *                                cgroup's limit, touch it back
+ *   pager_bench contended realtime|inherit [MiB]  (default 64) random
+ *                                single-page faults (fault-around 1) in a
+ *                                delivery window while CONTEND_WRITERS
+ *                                threads write O_DIRECT to a file beside
+ *                                the store, the window's reads in the
+ *                                I/O class given (pager_config.
+ *                                delivery_io_class): the faults' p50/p99
+ *                                and what the writers got
  *   pager_bench maptouch [MiB]   (default 256) the host's own cost of
  *                                mapping a page again, without the pager:
  *                                a memfd's pages unmapped, then touched
@@ -29,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -36,6 +46,13 @@
 #include "pager.h"
 
 #define PREFETCH_POLL_US	200
+/* contended: the other I/O on the store's device, as a VM's disk or
+ * another VM's eviction makes it: this many O_DIRECT writers, each
+ * CONTEND_WRITE_BYTES at a time over its own CONTEND_FILE_BYTES share */
+#define CONTEND_WRITERS		8
+#define CONTEND_WRITE_BYTES	(64u << 10)
+#define CONTEND_FILE_BYTES	(256ull << 20)
+#define CONTEND_WARMUP_US	200000
 
 struct fa_call {
 	uint32_t pages;
@@ -306,6 +323,135 @@ static void touch_pages(volatile char *p, uint64_t n, double *wall, double *user
 	*user = (double)(user_ns() - u0) / (double)n;
 }
 
+struct contend {
+	int fd;
+	atomic_bool stop;
+	atomic_uint_fast64_t written;
+	atomic_int err;
+};
+
+struct contend_writer {
+	struct contend *c;
+	unsigned int idx;
+};
+
+static void *contend_main(void *arg)
+{
+	struct contend_writer *w = arg;
+	uint64_t share = CONTEND_FILE_BYTES / CONTEND_WRITERS;
+	uint64_t base = w->idx * share, off = 0;
+	void *buf = NULL;
+
+	if (posix_memalign(&buf, PAGE, CONTEND_WRITE_BYTES)) {
+		atomic_store(&w->c->err, ENOMEM);
+		return NULL;
+	}
+	memset(buf, 0x5a, CONTEND_WRITE_BYTES);
+	while (!atomic_load(&w->c->stop)) {
+		if (pwrite(w->c->fd, buf, CONTEND_WRITE_BYTES, (off_t)(base + off)) !=
+		    (ssize_t)CONTEND_WRITE_BYTES) {
+			atomic_store(&w->c->err, errno ? errno : EIO);
+			break;
+		}
+		atomic_fetch_add(&w->c->written, CONTEND_WRITE_BYTES);
+		off = (off + CONTEND_WRITE_BYTES) % share;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void data_window_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_data_window(the_pager(h));
+}
+
+static void delivered_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_resume_delivered(the_pager(h));
+}
+
+/*
+ * Fault latency while other I/O shares the store's device, from a resume
+ * to its delivery: the I/O class of the fault thread's reads there
+ * decides whether they queue behind it.  One class per process;
+ * scripts/bench-pager.sh runs both in pairs.
+ */
+static int mode_contended(const char *self, const char *cls, uint64_t mib)
+{
+	struct contend_writer w[CONTEND_WRITERS];
+	pthread_t t[CONTEND_WRITERS];
+	struct contend c = { .fd = -1 };
+	struct harness h = { 0 };
+	struct pager_config pcfg;
+	struct pager_stats st;
+	enum pager_io_class want;
+	char ans[LINE_MAX_LEN], path[PATH_MAX + 16];
+	unsigned long long p50 = 0, p99 = 0;
+	uint64_t t0, ns, bytes;
+	unsigned int n = 0;
+	struct fa_call fa = { .pages = 1 };
+	bool ok = false;
+
+	if (pager_io_class_parse(cls, &want)) {
+		fprintf(stderr, "contended: unknown I/O class %s\n", cls);
+		return 2;
+	}
+	g_all_data = true;
+	setenv("PAGER_ALL_DATA", "1", 1);	/* the VMM child fills all pages */
+	pager_config_default(&pcfg, "");
+	pcfg.delivery_io_class = (int)want;
+	if (harness_start(&h, &pcfg) || vmm_spawn(&h, self, mib, 1))
+		return 1;
+	read_line(h.from_vmm, ans, sizeof(ans));
+	if (strcmp(ans, "ready") || offload(&h))
+		return 1;
+	on_loop(&h, fault_around_cb, &fa);
+	snprintf(path, sizeof(path), "%s/contend", h.store_dir);
+	c.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+	if (c.fd < 0 || ftruncate(c.fd, (off_t)CONTEND_FILE_BYTES) < 0) {
+		fprintf(stderr, "contended: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	for (; n < CONTEND_WRITERS; n++) {
+		w[n] = (struct contend_writer){ .c = &c, .idx = n };
+		if (pthread_create(&t[n], NULL, contend_main, &w[n]))
+			break;
+	}
+	usleep(CONTEND_WARMUP_US);	/* the writers' queue is full */
+	bytes = atomic_load(&c.written);
+	on_loop(&h, data_window_cb, NULL);
+	t0 = mono_ns();
+	vmm_cmd(&h, ans, "lat");
+	ns = mono_ns() - t0;
+	on_loop(&h, delivered_cb, NULL);
+	bytes = atomic_load(&c.written) - bytes;
+	ok = n == CONTEND_WRITERS && !atomic_load(&c.err) &&
+	     sscanf(ans, "ok %llu %llu", &p50, &p99) == 2;
+	atomic_store(&c.stop, true);
+	while (n)
+		pthread_join(t[--n], NULL);
+	close(c.fd);
+	unlink(path);
+	st = stats(&h, NULL);
+	vmm_quit(&h);
+	harness_stop(&h);
+	if (!ok) {
+		fprintf(stderr, "contended: %s (writers: %s)\n", ans,
+			strerror(atomic_load(&c.err)));
+		return 1;
+	}
+	printf("{\"delivery_io_class\": \"%s\", \"delivery_io_class_wanted\": \"%s\", "
+	       "\"delivery_io_reads\": %llu, \"faults\": %llu, "
+	       "\"fault_p50_us\": %.1f, \"fault_p99_us\": %.1f, \"writers_mib_s\": %.1f}\n",
+	       pager_io_class_name(st.delivery_io_class), cls,
+	       (unsigned long long)st.delivery_io_reads, (unsigned long long)st.faults,
+	       (double)p50 / 1000.0,
+	       (double)p99 / 1000.0, ns ? (double)bytes / (1 << 20) / ((double)ns / 1e9) : 0.0);
+	return 0;
+}
+
 /*
  * What a VMM pays to use a page again once its mapping is gone, whoever
  * brings the page back: in a nested guest with shadow paging (this
@@ -377,8 +523,10 @@ int main(int argc, char **argv)
 				      (unsigned int)mockvmm_arg(argc, argv, 4, 2));
 	if (argc >= 2 && !strcmp(argv[1], "maptouch"))
 		return mode_maptouch(mockvmm_arg(argc, argv, 2, 256));
+	if (argc >= 3 && !strcmp(argv[1], "contended"))
+		return mode_contended(argv[0], argv[2], mockvmm_arg(argc, argv, 3, 64));
 	fprintf(stderr, "usage: %s bench [MiB] | writeloop [MiB [PASSES [CYCLES]]] | swap MiB CGROUP | "
-		"maptouch [MiB]\n",
+		"maptouch [MiB] | contended realtime|inherit [MiB]\n",
 		argv[0]);
 	return 2;
 }
