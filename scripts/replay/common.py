@@ -70,8 +70,10 @@ COHORT_SETTINGS = {"offload-lazy": {"critical_resident": False},
 # dirty tracking off (every restored page RESIDENT, no write-protect
 # faults; every offload writes every resident page).
 COHORT_ENV = {"offload-notrack": {"VMNAPD_DIRTY_TRACKING": "none"}}
-# The phases of a resume in vmnapd's "resume" events (ns fields), in order.
-RESUME_PHASES = ("pre_resume", "vmm", "resumed", "ack", "total")
+# The phases of a resume in vmnapd's "resume" events (ns fields), in order,
+# then two figures inside them: the faults' service time and the guest's
+# own unquiesce (null without a RESUME_ACK: left out).
+RESUME_PHASES = ("pre_resume", "vmm", "resumed", "ack", "total", "fault", "guest_unquiesce")
 
 AGENT_PORT = 1234
 REQ_MAGIC, ACK_MAGIC, RSP_MAGIC = b"VXRQ", b"VXAK", b"VXRS"

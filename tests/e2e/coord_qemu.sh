@@ -167,6 +167,10 @@ res = next(e for e in ev[first + 1:] if e["type"] == "resume")
 # the probe ran with the wake path out: it faulted on it
 ok = len(probes) == 1 and res is probes[0] and res["reason"] == "timer" and \
      res["offloaded"] and res["acked"] and res["faults"] > 0 and res["restore"] == "lazy"
+# and its breakdown says what the faults took and what the guest's own
+# unquiesce (from its RESUME_ACK) took
+ok = ok and res.get("fault_ns", 0) > 0 and 0 <= res.get("fault_read_ns", -1) <= res["fault_ns"] \
+     and isinstance(res.get("guest_unquiesce_ns"), int) and res["guest_unquiesce_ns"] >= 0
 sys.exit(0 if ok and sys.argv[2] == "1" else 1)
 PY
 

@@ -354,13 +354,17 @@ def _():
         evs.append({"type": "resume", "vm": "a", "restore": "lazy" if i == 1 else "working-set",
                     "probe": i == 1,
                     "pre_resume_ns": 0, "vmm_ns": i * 1000000, "resumed_ns": 1000,
-                    "ack_ns": 2 * i * 1000000, "total_ns": 3 * i * 1000000, "faults": i})
+                    "ack_ns": 2 * i * 1000000, "total_ns": 3 * i * 1000000, "faults": i,
+                    "fault_ns": i * 100000,
+                    "guest_unquiesce_ns": None if i == 10 else i * 10000})
     r = event_figures(evs, "not json\n")
     assert r["resumes"] == 10 and r["resumes_lazy"] == 1 and r["resumes_probe"] == 1, r
     assert r["offloads"] == 1 and r["offloaded_bytes"] == 200
     assert r["offload_decisions"] == {"offload:cheap": 1, "no:cost": 1}
     assert r["resume_vmm_p50_ms"] == 5.5 and r["resume_ack_p50_ms"] == 11.0, r
     assert abs(r["resume_total_p99_ms"] - 29.73) < 1e-6, r
+    assert r["resume_fault_p50_ms"] == 0.55, r
+    assert r["resume_guest_unquiesce_p50_ms"] == 0.05, r  # the unacked one left out
     assert r["resume_faults_p50"] == 5.5 and r["vmnapd_delivery_p50_ms"] is None
     assert r["command_faults"] == 0
     assert r["data_delivery_faults_p50"] is None and r["data_delivery_fault_p50_ms"] is None

@@ -671,6 +671,16 @@ static void ctl_resume_breakdown(void *arg, const struct coord_resume_breakdown 
 		      "faults", (json_int_t)(st.faults - vm->control->resume_st0.faults),
 		      "fault_pages",
 		      (json_int_t)(st.fault_pages - vm->control->resume_st0.fault_pages));
+	/* the faults' service time in it, and the guest's own unquiesce
+	 * (this RESUME_ACK's): what of ack_ns was neither is the guest's
+	 * way from its thaw to the link and back */
+	json_object_set_new(f, "fault_ns", json_integer((json_int_t)
+		(st.fault_lat_ns_sum - vm->control->resume_st0.fault_lat_ns_sum)));
+	json_object_set_new(f, "fault_read_ns", json_integer((json_int_t)
+		(st.fault_read_ns_sum - vm->control->resume_st0.fault_read_ns_sum)));
+	json_object_set_new(f, "guest_unquiesce_ns", b->acked ?
+			    json_integer((json_int_t)vm->control->last_unquiesce_ns) :
+			    json_null());
 	vm->control->faults_from = vm->pager && b->reason == COORD_RESUME_DATA_READY ?
 				   "resume" : NULL;
 	events_emit(vm->d, vm->name, "resume", f);
