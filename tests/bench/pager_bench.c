@@ -360,18 +360,6 @@ static void *contend_main(void *arg)
 	return NULL;
 }
 
-static void data_window_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_data_window(the_pager(h));
-}
-
-static void delivered_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_resume_delivered(the_pager(h));
-}
-
 /*
  * Fault latency while other I/O shares the store's device, from a resume
  * to its delivery: the I/O class of the fault thread's reads there

@@ -61,7 +61,7 @@ static void resume_cb(struct harness *h, void *arg)
 	*restored = pager_resume_prepare(the_pager(h));
 }
 
-static void delivered_cb(struct harness *h, void *arg)
+static void deliver_and_resume_cb(struct harness *h, void *arg)
 {
 	(void)arg;
 	pager_resume_delivered(the_pager(h));
@@ -127,7 +127,7 @@ int main(int argc, char **argv)
 			}
 			on_loop(&h, resume_cb, &restored);
 			kill(v->p.pid, SIGCONT);		/* resume */
-			on_loop(&h, delivered_cb, NULL);
+			on_loop(&h, deliver_and_resume_cb, NULL);
 			vmm_cmd(&h, ans, "verify %u 2", v->round);
 			digests++;
 			if (strcmp(ans, "ok")) {

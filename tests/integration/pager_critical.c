@@ -126,18 +126,6 @@ static void budget_cb(struct harness *h, void *arg)
 	pager_set_critical_budget(the_pager(h), *(const uint64_t *)arg);
 }
 
-static void delivered_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_resume_delivered(the_pager(h));
-}
-
-static void data_window_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_data_window(the_pager(h));
-}
-
 /* Is page @pg in the memfd (allocated, not a hole)? */
 struct page_resident_call {
 	uint64_t pg;

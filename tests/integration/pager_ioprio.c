@@ -86,18 +86,6 @@ static int drop_caps(void)
 	return syscall(SYS_capset, &hdr, data) ? -errno : 0;
 }
 
-static void data_window_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_data_window(the_pager(h));
-}
-
-static void delivered_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_resume_delivered(the_pager(h));
-}
-
 /* Read page @pg through the VMM (a fault when it is out): its word is
  * round 1's. */
 static bool read_right(struct harness *h, uint64_t pg)

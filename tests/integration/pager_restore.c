@@ -116,12 +116,6 @@ static void no_budget_cb(struct harness *h, void *arg)
 	pager_set_critical_budget(the_pager(h), UINT64_MAX);
 }
 
-static void delivered_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_resume_delivered(the_pager(h));
-}
-
 static void data_arrived_cb(struct harness *h, void *arg)
 {
 	(void)arg;

@@ -116,12 +116,6 @@ static void prepare_cb(struct harness *h, void *arg)
 	pager_resume_prepare(the_pager(h));
 }
 
-static void delivered_cb(struct harness *h, void *arg)
-{
-	(void)arg;
-	pager_resume_delivered(the_pager(h));
-}
-
 /* The host page faults a "touchset" answer counts ("ok N"). */
 static unsigned long host_faults(const char *ans)
 {

@@ -1198,6 +1198,18 @@ void resumed_cb(struct harness *h, void *arg)
 	pager_resumed(the_pager(h));
 }
 
+void data_window_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_data_window(the_pager(h));
+}
+
+void delivered_cb(struct harness *h, void *arg)
+{
+	(void)arg;
+	pager_resume_delivered(the_pager(h));
+}
+
 int wait_vmm_exit(struct harness *h)
 {
 	int status = 0;

@@ -185,6 +185,10 @@ int vmm_quit(struct harness *h);
 /* Loop thread only: */
 struct pager *the_pager(struct harness *h);
 void resumed_cb(struct harness *h, void *arg);
+/* pager_data_window / pager_resume_delivered on the loop: a delivery
+ * window opens (data taken in running) and ends (the guest has it). */
+void data_window_cb(struct harness *h, void *arg);
+void delivered_cb(struct harness *h, void *arg);
 struct offload_call {
 	int err;
 };
