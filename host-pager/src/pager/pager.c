@@ -1228,17 +1228,17 @@ static const char *const restore_names[PAGER_RESTORES] = {
 
 const char *pager_restore_name(enum pager_restore r)
 {
-	return (unsigned int)r < PAGER_RESTORES ? restore_names[r] : "?";
+	return pager_name_of(restore_names, PAGER_RESTORES, (unsigned int)r);
 }
 
 int pager_restore_parse(const char *s, enum pager_restore *out)
 {
-	for (unsigned int i = 0; s && i < PAGER_RESTORES; i++)
-		if (!strcmp(s, restore_names[i])) {
-			*out = (enum pager_restore)i;
-			return 0;
-		}
-	return -EINVAL;
+	int i = pager_name_index(restore_names, PAGER_RESTORES, s);
+
+	if (i < 0)
+		return i;
+	*out = (enum pager_restore)i;
+	return 0;
 }
 
 static const char *const io_class_names[PAGER_IO_CLASSES] = {
@@ -1248,17 +1248,17 @@ static const char *const io_class_names[PAGER_IO_CLASSES] = {
 
 const char *pager_io_class_name(enum pager_io_class c)
 {
-	return (unsigned int)c < PAGER_IO_CLASSES ? io_class_names[c] : "?";
+	return pager_name_of(io_class_names, PAGER_IO_CLASSES, (unsigned int)c);
 }
 
 int pager_io_class_parse(const char *s, enum pager_io_class *out)
 {
-	for (unsigned int i = 0; s && i < PAGER_IO_CLASSES; i++)
-		if (!strcmp(s, io_class_names[i])) {
-			*out = (enum pager_io_class)i;
-			return 0;
-		}
-	return -EINVAL;
+	int i = pager_name_index(io_class_names, PAGER_IO_CLASSES, s);
+
+	if (i < 0)
+		return i;
+	*out = (enum pager_io_class)i;
+	return 0;
 }
 
 void pager_set_restore(struct pager *p, enum pager_restore how)

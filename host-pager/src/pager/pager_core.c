@@ -705,26 +705,41 @@ void pager_ioprio_init(struct pager_ioprio *io)
 
 bool pager_ioprio_for(struct pager *p, struct pager_ioprio *io, bool urgent)
 {
-	bool rt = urgent && atomic_load(&p->dlv_io_class) == PAGER_IO_REALTIME;
+	bool rt = pager_ioprio_rt(p, urgent);
 	int want = rt ? PAGER_IO_RT_PRIO : io->base;
 
-	if (want == io->now)
-		return io->now == PAGER_IO_RT_PRIO;
-	if (!pager_ioprio_set(want)) {
-		io->now = want;
-		return rt;
-	}
-	if (rt) {
-		log_warn(p->subject, "realtime I/O refused (%s): a delivery's store reads "
-			 "queue behind other I/O", strerror(errno));
-		atomic_store(&p->dlv_io_reason, "realtime refused by the kernel");
-		atomic_store(&p->dlv_io_class, PAGER_IO_INHERIT);
+	if (want != io->now && pager_ioprio_set(want)) {
+		if (rt) {
+			log_warn(p->subject, "realtime I/O refused (%s): a delivery's store "
+				 "reads queue behind other I/O", strerror(errno));
+			atomic_store(&p->dlv_io_reason, "realtime refused by the kernel");
+			atomic_store(&p->dlv_io_class, PAGER_IO_INHERIT);
+		} else {
+			log_warn(p->subject, "I/O priority back to 0x%x refused (%s): this "
+				 "thread's store reads stay realtime", (unsigned int)want,
+				 strerror(errno));
+			io->base = io->now;
+		}
 	} else {
-		log_warn(p->subject, "I/O priority back to 0x%x refused (%s): this thread's "
-			 "store reads stay realtime", (unsigned int)want, strerror(errno));
-		io->base = io->now;
+		io->now = want;
 	}
-	return io->now == PAGER_IO_RT_PRIO;
+	if (io->now != PAGER_IO_RT_PRIO)
+		return false;
+	atomic_fetch_add(&p->dlv_io_reads, 1);
+	return true;
+}
+
+const char *pager_name_of(const char *const *names, unsigned int n, unsigned int i)
+{
+	return i < n ? names[i] : "?";
+}
+
+int pager_name_index(const char *const *names, unsigned int n, const char *s)
+{
+	for (unsigned int i = 0; s && i < n; i++)
+		if (!strcmp(s, names[i]))
+			return (int)i;
+	return -EINVAL;
 }
 
 int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf)

@@ -464,8 +464,7 @@ static int serve_offloaded(struct fault_ctx *fc, struct pager_mapper *m,
 	urgent = p->crit_recording;
 	pthread_mutex_unlock(&p->lock);
 	host = m->host_addr[ri] + (start - r->first_page) * PAGER_PAGE_SIZE;
-	if (pager_ioprio_for(p, &fc->io, urgent))
-		atomic_fetch_add(&p->dlv_io_reads, 1);
+	pager_ioprio_for(p, &fc->io, urgent);
 	t_read = now_ns();
 	err = store_read(&p->store, fc->buf, n * PAGER_PAGE_SIZE, pg_store_off(start));
 	t_read = now_ns() - t_read;

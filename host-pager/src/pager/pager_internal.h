@@ -544,12 +544,17 @@ int pager_gpa_chunk_locked(struct pager *p, uint64_t gpa, uint64_t len,
  * 0 or -errno of the first failed read. */
 int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf);
 
+/* A name table indexed by an enum of @n values: the name of @i ("?" out
+ * of range), and the index of name @s (-EINVAL if none). */
+const char *pager_name_of(const char *const *names, unsigned int n, unsigned int i);
+int pager_name_index(const char *const *names, unsigned int n, const char *s);
+
 /*
  * A store-reading thread's I/O priority (enum pager_io_class): as it ran
  * (base), and now.  pager_ioprio_for() before each read: realtime when
  * @urgent (a resume's delivery waits on the read) and the VM's delivery
- * reads may be (p->dlv_io_class), else back as the thread ran; true if
- * the read goes realtime.  A refusal is logged once: realtime refused,
+ * reads may be (p->dlv_io_class), else back as the thread ran; true (and
+ * counted in p->dlv_io_reads) if the read goes realtime.  A refusal is logged once: realtime refused,
  * the VM's delivery reads go as the rest from then on; the way back
  * refused, the thread stays realtime.  pager_ioprio_set(): this thread's
  * I/O priority, -1 and errno if refused.
@@ -557,6 +562,11 @@ int pager_restore_gpa(struct pager *p, uint64_t gpa, uint64_t len, void *buf);
 struct pager_ioprio {
 	int base, now;
 };
+/* Is a read @urgent (a delivery waits on it) one to make realtime? */
+static inline bool pager_ioprio_rt(struct pager *p, bool urgent)
+{
+	return urgent && atomic_load(&p->dlv_io_class) == PAGER_IO_REALTIME;
+}
 void pager_ioprio_init(struct pager_ioprio *io);
 int pager_ioprio_set(int ioprio);
 bool pager_ioprio_for(struct pager *p, struct pager_ioprio *io, bool urgent);

@@ -303,8 +303,7 @@ static void prefetch_run(struct pf *f, bool ws, enum pager_restore mode)
 		/* a fault's read-ahead or fault-order run before a delivery:
 		 * in the fault thread's class (enum pager_io_class), or the
 		 * fault that waits for it would wait behind its own reads */
-		if (urgent && window &&
-		    atomic_load(&p->dlv_io_class) == PAGER_IO_REALTIME) {
+		if (pager_ioprio_rt(p, urgent && window)) {
 			sqe->ioprio = PAGER_IO_RT_PRIO;
 			atomic_fetch_add(&p->dlv_io_reads, 1);
 		}

@@ -93,8 +93,7 @@ static void *resident_main(void *arg)
 		r = p->rq[0];
 		urgent = p->crit_recording;	/* a resume's delivery waits */
 		pthread_mutex_unlock(&p->lock);
-		if (pager_ioprio_for(p, &io, urgent))
-			atomic_fetch_add(&p->dlv_io_reads, 1);
+		pager_ioprio_for(p, &io, urgent);
 		r.err = buf ? pager_restore_gpa(p, r.gpa, r.len, buf) : -ENOMEM;
 		if (r.err)
 			log_warn(p->subject, "cannot make %#llx+%#llx resident: %s",

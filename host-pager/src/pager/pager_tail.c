@@ -81,17 +81,17 @@ static const char *const tail_names[PAGER_TAILS] = {
 
 const char *pager_tail_name(enum pager_tail t)
 {
-	return (unsigned int)t < PAGER_TAILS ? tail_names[t] : "?";
+	return pager_name_of(tail_names, PAGER_TAILS, (unsigned int)t);
 }
 
 int pager_tail_parse(const char *s, enum pager_tail *out)
 {
-	for (unsigned int i = 0; s && i < PAGER_TAILS; i++)
-		if (!strcmp(s, tail_names[i])) {
-			*out = (enum pager_tail)i;
-			return 0;
-		}
-	return -EINVAL;
+	int i = pager_name_index(tail_names, PAGER_TAILS, s);
+
+	if (i < 0)
+		return i;
+	*out = (enum pager_tail)i;
+	return 0;
 }
 
 void pager_tail_command(struct pager *p, bool on, uint64_t until_ns)

@@ -134,12 +134,10 @@ json_t *pager_stats_json(struct pager *p)
 				"resident", (json_int_t)st.recovered_resident,
 				"discarded", (json_int_t)st.recovered_discarded));
 		json_object_set_new(o, "store_id", json_string(st.store_id ? st.store_id : ""));
-		json_object_set_new(o, "delivery_io", json_pack("{s:s,s:I}",
+		json_object_set_new(o, "delivery_io", json_pack("{s:s,s:I,s:s*}",
 			"class", pager_io_class_name(st.delivery_io_class),
-			"reads", (json_int_t)st.delivery_io_reads));
-		if (st.delivery_io_class_reason)
-			json_object_set_new(json_object_get(o, "delivery_io"), "reason",
-					    json_string(st.delivery_io_class_reason));
+			"reads", (json_int_t)st.delivery_io_reads,
+			"reason", st.delivery_io_class_reason));
 		json_object_set_new(o, "dirty_tracking",
 				    json_string(pager_dirty_tracking_name(st.dirty_tracking)));
 		if (st.dirty_tracking_reason)
