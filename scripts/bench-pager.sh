@@ -120,10 +120,32 @@ echo "bench-pager: $MIB MiB, store file system $fs ($DIR)" >&2
 pager=$(PAGER_STORE_DIR=$DIR/store "$HARNESS" bench "$MIB") || die "pager run failed"
 echo "bench-pager: pager $pager" >&2
 
+# alternate WHAT N RUN A B: N pairs of "RUN A" and "RUN B" (one run's JSON
+# each), each pair's order the other way round from the last's (A/B,
+# B/A, ...) so that drift over the pairs cancels: one pair's ratio is
+# this machine's drift as much as what differs.  The runs as JSON lists
+# in $pairs_a and $pairs_b.
+alternate() {
+	local what=$1 n=$2 run=$3 a=$4 b=$5 i ja jb
+	pairs_a= pairs_b=
+	for ((i = 0; i < n; i++)); do
+		if ((i % 2)); then
+			jb=$("$run" "$b")
+			ja=$("$run" "$a")
+		else
+			ja=$("$run" "$a")
+			jb=$("$run" "$b")
+		fi
+		echo "bench-pager: $what pair $((i + 1))/$n: $a $ja, $b $jb" >&2
+		pairs_a=${pairs_a:+$pairs_a,}$ja
+		pairs_b=${pairs_b:+$pairs_b,}$jb
+	done
+	pairs_a="[$pairs_a]" pairs_b="[$pairs_b]"
+}
+
 # 1b. dirty tracking's cost to the VMM: a write-heavy loop (8 passes, a word
-# per page) over RAM restored by faults, tracking on vs off, in pairs whose
-# order alternates (on/off, off/on, ...): one pair's ratio is this machine's
-# drift as much as tracking's cost
+# per page) over RAM restored by faults, tracking on vs off, in alternating
+# pairs
 writeloop() {	# writeloop on|off: one run's JSON
 	if [ "$1" = on ]; then
 		PAGER_STORE_DIR=$DIR/store "$HARNESS" writeloop "$WL_MIB" 8 "$WL_CYCLES"
@@ -132,41 +154,17 @@ writeloop() {	# writeloop on|off: one run's JSON
 			"$HARNESS" writeloop "$WL_MIB" 8 "$WL_CYCLES"
 	fi || die "writeloop run (tracking $1) failed"
 }
-wl_on= wl_off=
-for ((i = 0; i < WL_PAIRS; i++)); do
-	if ((i % 2)); then
-		off=$(writeloop off)
-		on=$(writeloop on)
-	else
-		on=$(writeloop on)
-		off=$(writeloop off)
-	fi
-	echo "bench-pager: writeloop pair $((i + 1))/$WL_PAIRS: tracking on $on, off $off" >&2
-	wl_on=${wl_on:+$wl_on,}$on
-	wl_off=${wl_off:+$wl_off,}$off
-done
-wl_on="[$wl_on]" wl_off="[$wl_off]"
+alternate writeloop "$WL_PAIRS" writeloop on off
+wl_on=$pairs_a wl_off=$pairs_b
 
 # 1c. a delivery's faults under other I/O: realtime reads against inherit,
-# in pairs whose order alternates as the writeloop's
+# in alternating pairs
 contended() {	# contended realtime|inherit: one run's JSON
 	PAGER_STORE_DIR=$DIR/store "$HARNESS" contended "$1" "$CT_MIB" ||
 		die "contended run ($1) failed"
 }
-ct_rt= ct_in=
-for ((i = 0; i < CT_PAIRS; i++)); do
-	if ((i % 2)); then
-		in=$(contended inherit)
-		rt=$(contended realtime)
-	else
-		rt=$(contended realtime)
-		in=$(contended inherit)
-	fi
-	echo "bench-pager: contended pair $((i + 1))/$CT_PAIRS: realtime $rt, inherit $in" >&2
-	ct_rt=${ct_rt:+$ct_rt,}$rt
-	ct_in=${ct_in:+$ct_in,}$in
-done
-ct_rt="[$ct_rt]" ct_in="[$ct_in]"
+alternate contended "$CT_PAIRS" contended realtime inherit
+ct_rt=$pairs_a ct_in=$pairs_b
 
 # 1d. the host's own cost of mapping a page again
 host=$("$HARNESS" maptouch "$MIB") || die "maptouch run failed"
