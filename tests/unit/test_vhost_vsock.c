@@ -7,9 +7,11 @@
  * Covers what QEMU and a well-behaved guest never do: malformed vhost-user
  * messages, descriptors outside guest RAM, a guest exceeding its credit;
  * and the rules that are hard to observe from outside: no guest RAM is
- * written while the device is paused, and every guest buffer is made
- * resident through the pager before it is written (pager_make_resident_async is
- * wrapped at link time, -Wl,--wrap, see scripts/vsock-tests.mk).
+ * written while the device is paused, every guest buffer is made
+ * resident through the pager before it is written, and the pager is told
+ * the next RX buffers whenever they change while the VM runs
+ * (pager_make_resident_async and pager_set_device_pages are wrapped at link
+ * time, -Wl,--wrap, see scripts/vsock-tests.mk).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -81,6 +83,35 @@ int __wrap_pager_make_resident_async(struct pager *p, uint64_t gpa, uint64_t len
 	if (wrap.again_from && gpa >= wrap.again_from)
 		return -EAGAIN;
 	return wrap.fail;
+}
+
+/* ---- pager_set_device_pages, wrapped ---- */
+
+static struct {
+	unsigned int calls;
+	uint64_t gpa[64], len[64];	/* the last call's ranges */
+	unsigned int n;
+} dev;
+
+void __wrap_pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t *len,
+				   unsigned int nr);
+void __wrap_pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t *len,
+				   unsigned int nr)
+{
+	(void)p;
+	dev.calls++;
+	dev.n = nr < 64 ? nr : 64;
+	memcpy(dev.gpa, gpa, dev.n * sizeof(*gpa));
+	memcpy(dev.len, len, dev.n * sizeof(*len));
+}
+
+/* Did the last pager_set_device_pages name RX buffer @b whole? */
+static bool dev_named_rx_buf(unsigned int b)
+{
+	for (unsigned int i = 0; i < dev.n; i++)
+		if (dev.gpa[i] == RX_BUF_OFF + b * RX_BUF_SIZE && dev.len[i] == RX_BUF_SIZE)
+			return true;
+	return false;
 }
 
 /* ---- the fake front-end and guest ---- */
@@ -244,6 +275,7 @@ static int setup(void **state)
 	assert_true(f->ram != MAP_FAILED);
 	memset(f->ram + RX_BUF_OFF, PATTERN, TX_BUF_OFF - RX_BUF_OFF);
 	wrap.ram = f->ram;
+	memset(&dev, 0, sizeof(dev));
 	wrap.n = 0;
 	wrap.fail = 0;
 	wrap.again_from = 0;
@@ -829,6 +861,69 @@ static void test_not_yet_resident_buffers_wait(void **state)
 	close(lfd);
 }
 
+/*
+ * The buffers the next packets land in follow the ring while the VM runs:
+ * once the device filled one, and once the guest posted more, the pager
+ * hears the next RX chains (so one posted since the last offload is read
+ * back before a resume needs it, not on its way); never while paused, and
+ * not without a pager.
+ */
+static void test_next_rx_buffers_told_to_pager(void **state)
+{
+	struct fe *f = *state;
+	struct virtio_vsock_hdr h;
+	struct vhost_vsock_stats st;
+	int lfd = host_listen(f, HOST_PORT), cfd = guest_connect(f, lfd);
+	unsigned int calls, first;
+
+	/* no pager: nothing to tell */
+	assert_int_equal(send(cfd, "a", 1, 0), 1);
+	pump(f);
+	assert_true(rx_get(f, &h, NULL));
+	assert_int_equal(dev.calls, 0);
+
+	f->vm->pager = (struct pager *)&wrap;	/* any non-NULL: calls are wrapped */
+	first = f->used_seen[RXQ];	/* the chain the next packet takes */
+	assert_int_equal(send(cfd, "b", 1, 0), 1);
+	pump(f);
+	assert_true(rx_get(f, &h, NULL));
+	assert_true(dev.calls > 0);
+	/* the chains after the one just filled, not that one */
+	assert_false(dev_named_rx_buf(first % QSZ));
+	assert_true(dev_named_rx_buf((first + 1) % QSZ));
+	assert_true(dev.n <= 9 + 2 * VHOST_VSOCK_RESUME_RX_CHAINS);
+
+	/* paused: neither a filled chain nor the guest's kick is told ... */
+	vhost_vsock_set_paused(f->vm->vsock, true);
+	calls = dev.calls;
+	rx_post(f, 2);
+	assert_int_equal(send(cfd, "c", 1, 0), 1);
+	pump(f);
+	assert_int_equal(dev.calls, calls);
+	/* ... until it runs again */
+	vhost_vsock_set_paused(f->vm->vsock, false);
+	pump(f);
+	assert_true(dev.calls > calls);
+	assert_true(rx_get(f, &h, NULL));
+
+	/* the guest posting buffers alone is told too */
+	calls = dev.calls;
+	rx_post(f, 1);
+	pump(f);
+	assert_true(dev.calls > calls);
+	vhost_vsock_get_stats(f->vm->vsock, &st);
+	/* the device counts what it told its owner: also without a pager */
+	assert_true(st.rx_ahead_calls > dev.calls);
+
+	/* nothing changed: nothing told */
+	calls = dev.calls;
+	pump(f);
+	assert_int_equal(dev.calls, calls);
+	f->vm->pager = NULL;
+	close(cfd);
+	close(lfd);
+}
+
 static void test_hostile_descriptors_and_credit(void **state)
 {
 	struct fe *f = *state;
@@ -1067,6 +1162,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_paused_device_does_not_touch_guest_ram, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_buffers_made_resident_before_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_yet_resident_buffers_wait, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_next_rx_buffers_told_to_pager, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_descriptors_and_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tx_not_stalled_by_full_rx, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_connect_line, setup, teardown),

@@ -216,6 +216,9 @@ static void pager_metrics(FILE *f, struct vmnapd *d)
 	GAUGE("vmnap_device_ranges_refused_total", "counter",
 	      "ranges of vmnapd's own devices to keep resident left out: outside guest RAM",
 	      st.device_ranges_refused);
+	GAUGE("vmnap_device_read_back_total", "counter",
+	      "ranges of vmnapd's own devices found out when named, read back from the store",
+	      st.device_read_back);
 	GAUGE("vmnap_critical_window_faults_total", "counter",
 	      "faults between a resume and its delivery (what the critical set avoids)",
 	      st.critical_window_faults);

@@ -919,8 +919,13 @@ void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t
 		}
 		/* out already (posted since the last offload): read back now,
 		 * while the VM is paused, not before its next cont */
-		if (!range_resident_locked(p, g, l))
-			pager_resident_ask_locked(p, g, l, &queued);
+		if (!range_resident_locked(p, g, l)) {
+			bool asked = false;
+
+			pager_resident_ask_locked(p, g, l, &asked);
+			p->dev_read_back += asked;
+			queued |= asked;
+		}
 		while (l && p->dev_nr < PAGER_DEVICE_MAX_PAGES &&
 		       !pager_gpa_chunk_locked(p, g, l, &pg, &n) && n) {
 			for (uint64_t k = 0; k < n && p->dev_nr < PAGER_DEVICE_MAX_PAGES; k++)
@@ -1418,6 +1423,7 @@ void pager_get_stats(struct pager *p, struct pager_stats *st)
 		st->kept_dirty_pages = p->count[PAGE_RESIDENT];
 	st->device_pages = p->dev_nr;
 	st->device_ranges_refused = p->dev_refused;
+	st->device_read_back = p->dev_read_back;
 	st->critical_kept_pages = p->crit_kept_pages;
 	st->tail_pages = p->tail_nr;
 	st->tail_ticks = p->tail_ticks;

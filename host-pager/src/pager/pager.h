@@ -402,6 +402,8 @@ struct pager_stats {
 	uint64_t device_pages;			/* of vmnapd's devices, kept
 						 * with it (pager_set_device_pages) */
 	uint64_t device_ranges_refused;		/* device ranges outside guest RAM */
+	uint64_t device_read_back;		/* device ranges out when named,
+						 * asked back from the store */
 	uint64_t kept_dirty_pages;		/* RESIDENT pages of the set and
 						 * the devices': an offload keeps
 						 * them, so it will not write them
@@ -650,8 +652,10 @@ int pager_offload_start(struct pager *p,
  * Replaces the last call's set; at most PAGER_DEVICE_MAX_PAGES pages are
  * taken, in order.  The ranges may be guest-written: one outside guest RAM
  * (or any, while the guest-physical map is only guessed) is left out and
- * counted (device_ranges_refused).  Loop thread, before
- * pager_offload_start.
+ * counted (device_ranges_refused).  Loop thread: before
+ * pager_offload_start, and while the VM runs whenever the device's ranges
+ * moved (its next RX buffers), which reads back early a buffer posted
+ * since the last offload (device_read_back counts the ranges so asked).
  */
 void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t *len,
 			    unsigned int nr);

@@ -364,6 +364,7 @@ struct pager {
 	uint64_t dev_pg[PAGER_DEVICE_MAX_PAGES];
 	unsigned int dev_nr;
 	uint64_t dev_refused;		/* ranges left out: outside guest RAM */
+	uint64_t dev_read_back;		/* ranges out when named: read back */
 	unsigned int crit_window_nr;	/* of them noted in this window */
 	bool crit_recording;		/* resume .. delivered */
 	struct io_uring crit_ring;	/* loop thread only */

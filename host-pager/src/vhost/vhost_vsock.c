@@ -22,6 +22,9 @@
  * re-enter the ring code.  While paused the timer does nothing;
  * set_paused(false) schedules it.  A queue whose next chain is not
  * resident yet stops there and is not rescheduled until memory_ready.
+ * A turn that filled RX chains, or followed the guest's RX kick (more
+ * buffers posted), ends by telling the owner (ops.rx_ahead), which can
+ * have the next chains' buffers read back before a packet needs them.
  */
 #include <endian.h>
 #include <errno.h>
@@ -146,6 +149,7 @@ struct vhost_vsock {
 	uint64_t guest_cid;
 	int listen_fd;
 	bool paused;
+	bool rx_ahead_due;	/* the next RX chains changed: tell the owner */
 	struct loop_timer work;
 	uint64_t turn_end_ns;		/* the current turn's time budget */
 
@@ -1160,6 +1164,7 @@ static void process_rx(struct vhost_vsock *vs)
 		if (ch->in_len < VSOCK_HDR_SIZE || ch->nout) {
 			vs->stats.bad_packets++;
 			virtq_push(vq, ch->head, 0);
+			vs->rx_ahead_due = true;
 			continue;
 		}
 		if (!c) {
@@ -1171,6 +1176,7 @@ static void process_rx(struct vhost_vsock *vs)
 			vs->rstq_head = (vs->rstq_head + 1) % VSOCK_RSTQ_MAX;
 			vs->rstq_len--;
 			virtq_push(vq, ch->head, VSOCK_HDR_SIZE);
+			vs->rx_ahead_due = true;
 			vs->stats.rx_packets++;
 			continue;
 		}
@@ -1188,6 +1194,7 @@ static void process_rx(struct vhost_vsock *vs)
 			continue;
 		}
 		virtq_push(vq, ch->head, (uint32_t)n);
+		vs->rx_ahead_due = true;
 		vs->stats.rx_packets++;
 		if (c->link_blocked && c->link && fifo_space(&c->linkq)) {
 			c->link_blocked = false;
@@ -1224,6 +1231,11 @@ static void vsock_work(struct loop *l, struct loop_timer *t, void *arg)
 	vs->turn_end_ns = now_ns() + VSOCK_TURN_NS;
 	process_tx(vs);
 	process_rx(vs);
+	if (vs->rx_ahead_due && vs->ops.rx_ahead) {
+		vs->rx_ahead_due = false;
+		vs->stats.rx_ahead_calls++;
+		vs->ops.rx_ahead(vs->opaque);
+	}
 }
 
 /* ---- vhost-user device ops --------------------------------------------- */
@@ -1258,6 +1270,8 @@ static void vsock_queue_kick(void *opaque, unsigned int qidx)
 {
 	struct vhost_vsock *vs = opaque;
 
+	if (qidx == VSOCK_RXQ)	/* the guest posted buffers */
+		vs->rx_ahead_due = true;
 	if (qidx != VSOCK_EVQ)
 		schedule(vs);
 }

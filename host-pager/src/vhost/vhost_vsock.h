@@ -92,6 +92,7 @@ struct vhost_vsock_stats {
 	uint64_t residency_waits;	/* a queue waited for RAM to come back */
 	uint64_t paused_deferrals;	/* work held back while paused */
 	uint64_t turn_yields;		/* turns cut short by their time budget */
+	uint64_t rx_ahead_calls;	/* owner told the next RX chains changed */
 	uint64_t frontend_resets;	/* QEMU went away with connections */
 	/* from the vhost-user layer (vhost_user.h, virtq.h), summed */
 	uint64_t frontend_connections;	/* QEMU (re)connections accepted */
@@ -130,6 +131,16 @@ struct vhost_vsock_ops {
 			const struct vhost_user_mem_region *t, unsigned int n);
 	/* The front-end went away (its connections are reset already). */
 	void (*disconnected)(void *opaque);
+	/*
+	 * The chains the guest posted next on the RX queue changed while the
+	 * VM runs: the device filled some, or the guest kicked the queue
+	 * after posting more.  The owner may take vhost_vsock_resume_ranges
+	 * again and have what of them is out read back now, rather than when
+	 * the next packet (the guest link's RESUMED after a resume) is to
+	 * land there.  Called at the end of a turn of the device's work,
+	 * never while paused.  NULL: nothing to do.
+	 */
+	void (*rx_ahead)(void *opaque);
 };
 
 /*

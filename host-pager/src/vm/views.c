@@ -87,6 +87,8 @@ json_t *pager_stats_json(struct pager *p)
 				    json_integer((json_int_t)st.device_pages));
 		json_object_set_new(o, "device_ranges_refused",
 				    json_integer((json_int_t)st.device_ranges_refused));
+		json_object_set_new(o, "device_read_back",
+				    json_integer((json_int_t)st.device_read_back));
 		json_object_set_new(o, "kept_dirty_pages",
 				    json_integer((json_int_t)st.kept_dirty_pages));
 		json_object_set_new(o, "critical_restored_pages",

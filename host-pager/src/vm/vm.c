@@ -160,10 +160,16 @@ static struct guest_link *vsock_guest_link(void *opaque)
 	return vm->link;
 }
 
+static void vsock_rx_ahead(void *opaque)
+{
+	vm_device_pages_update(opaque);
+}
+
 static const struct vhost_vsock_ops vm_vsock_ops = {
 	.make_resident = vsock_make_resident,
 	.mem_table = vsock_mem_table,
 	.guest_link = vsock_guest_link,
+	.rx_ahead = vsock_rx_ahead,
 };
 
 int vm_vsock_attach(struct vm *vm, const struct vhost_vsock_config *cfg)

@@ -278,6 +278,17 @@ static void offload_done(struct pager *p, int err, void *arg)
 	coord_offload_done(vm->coord, err);
 }
 
+void vm_device_pages_update(struct vm *vm)
+{
+	uint64_t gpa[VM_DEVICE_RANGES], len[VM_DEVICE_RANGES];
+	unsigned int n;
+
+	if (!vm->pager || !vm->vsock)
+		return;
+	n = vhost_vsock_resume_ranges(vm->vsock, gpa, len, VM_DEVICE_RANGES);
+	pager_set_device_pages(vm->pager, gpa, len, n);
+}
+
 static int ctl_offload(void *arg)
 {
 	struct vm *vm = arg;
@@ -286,12 +297,7 @@ static int ctl_offload(void *arg)
 	if (!vm->pager)
 		return -ENODEV;
 	vm->control->offload_running = true;
-	if (vm->vsock) {	/* what the device touches first on resume */
-		uint64_t gpa[VM_DEVICE_RANGES], len[VM_DEVICE_RANGES];
-		unsigned int n = vhost_vsock_resume_ranges(vm->vsock, gpa, len, VM_DEVICE_RANGES);
-
-		pager_set_device_pages(vm->pager, gpa, len, n);
-	}
+	vm_device_pages_update(vm);	/* what the device touches first on resume */
 	err = pager_offload_start(vm->pager, offload_done, vm);
 	if (err)
 		vm->control->offload_running = false;
@@ -1324,9 +1330,15 @@ json_t *vm_control_json(struct vm *vm)
 		}
 		json_object_set_new(o, "vmm", m);
 	}
-	if (vm->vsock)
-		json_object_set_new(o, "vsock", json_pack("{s:b,s:i}",
+	if (vm->vsock) {
+		struct vhost_vsock_stats vs;
+
+		vhost_vsock_get_stats(vm->vsock, &vs);
+		json_object_set_new(o, "vsock", json_pack("{s:b,s:i,s:I,s:I}",
 			"front_end_connected", vhost_vsock_front_end_connected(vm->vsock),
-			"connections", (int)vhost_vsock_nr_conns(vm->vsock)));
+			"connections", (int)vhost_vsock_nr_conns(vm->vsock),
+			"residency_waits", (json_int_t)vs.residency_waits,
+			"rx_ahead", (json_int_t)vs.rx_ahead_calls));
+	}
 	return o;
 }

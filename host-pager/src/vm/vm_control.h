@@ -77,6 +77,15 @@ void vm_control_pager_attached(struct vm *vm);
  * where that can change outside a transition: a mapper handed in, the VM
  * managed or not any more. */
 void vm_control_tail_sync(struct vm *vm);
+/*
+ * Tell the pager which guest RAM the vsock device touches first when the
+ * VM runs again (vhost_vsock_resume_ranges): kept through offloads, and
+ * what of it is out read back now.  At every offload's start, and
+ * whenever the device's next RX chains changed while the VM runs (its
+ * rx_ahead), so the buffer a RESUMED lands in after a pause that left
+ * pages out is back before the resume, not read on its way.
+ */
+void vm_device_pages_update(struct vm *vm);
 /* The VMM's pid for PSS and cgroup memory (0: from the pause backend). */
 void vm_control_set_vmm_pid(struct vm *vm, pid_t pid);
 pid_t vm_control_vmm_pid(struct vm *vm);
