@@ -23,6 +23,7 @@ PACKAGES=(
 	debootstrap
 	# tests, demo and benchmarks
 	curl jq socat fio gnuplot-nox util-linux procps iproute2
+	linux-perf	# replay --sched-trace: the host's context switches
 	# api/openapi.yaml and examples/ checks (tests/api/openapi.py, tests/examples)
 	python3-yaml python3-jsonschema
 	# packaging: make install / make deb (man pages, .debs, DKMS, lintian)

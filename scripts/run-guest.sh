@@ -253,7 +253,7 @@ if [ "$accel" = tcg ] && [ -n "${VMNAP_TCG_THREAD:-}" ]; then
 fi
 
 args=(
-	-name "guest=$name" -machine q35 -accel "$accel_opt" -cpu "$cpu_model"
+	-name "guest=$name,debug-threads=on" -machine q35 -accel "$accel_opt" -cpu "$cpu_model"
 	-smp "$cpus" -m "${mem}M"
 	-object "$ram_backend"
 	-numa "node,memdev=mem"

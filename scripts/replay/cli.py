@@ -87,6 +87,7 @@ from .capacity import CAPACITY_COHORTS, capacity_table, cmd_capacity
 from .guest import Guest
 from .host import Cgroups
 from .runner import Bench
+from . import schedtrace
 from .trajectory import load_trajectory
 from .vmnapd import Vmnapd, vmnap_missing, vmnapd_bridges
 
@@ -230,6 +231,18 @@ def cmd_table(args):
               "(guest RAM memory×time; completion window):")
         for c, by in paired:
             print(f"- {c}: {ratio_line(by)}")
+    sched = [(c, agg) for c, agg in s["cohorts"].items() if agg.get("sched_ack_resumes")]
+    if sched:
+        print("\nRESUMED→RESUME_ACK by the host scheduler (--sched-trace; ms p50 / p99; "
+              f"slow: ≥ {schedtrace.SLOW_ACK_MS:g} ms, and of those how many had "
+              f"≥ {schedtrace.MARK_MS:g} ms of each):")
+        for c, agg in sched:
+            parts = ", ".join(
+                f"{n.replace('_', ' ')} {agg[f'sched_ack_{n}_p50_ms']:.2f} / "
+                f"{agg[f'sched_ack_{n}_p99_ms']:.2f} ({agg[f'sched_ack_slow_{n}']:g})"
+                for n in schedtrace.PARTS)
+            print(f"- {c}: {agg['sched_ack_resumes']:g} resumes, {agg['sched_ack_slow']:g} slow; "
+                  f"{parts}")
     by = s["cohorts"].get("offload", {}).get("ratio_to_alt_by_rep")
     if by:
         builds = s.get("builds") or {}
@@ -290,6 +303,10 @@ def parse_args(argv):
                         "each ratio to baseline is then taken between runs that shared "
                         "the machine's every moment (needs the CPUs for all of them)")
     r.add_argument("--out", default=os.path.join(BUILD, "bench/replay"))
+    r.add_argument("--sched-trace", action="store_true",
+                   help="record the host's context switches (perf) and break every "
+                        "resume's RESUMED->RESUME_ACK down by what QEMU's vCPU and main "
+                        "threads did (summary.json sched_ack_*)")
     r.add_argument("--alt-build", metavar="DIR",
                    help="the offload-alt cohort's vmnapd and libvmnap-preload.so "
                         "(scripts/build-rev.sh REV makes DIR from a git revision)")
@@ -365,6 +382,8 @@ def parse_args(argv):
             args.alt_build = os.path.abspath(args.alt_build)
         if args.via == "gateway" and args.gw_calib < 1:
             ap.error("--gw-calib must be positive")
+        if args.sched_trace and schedtrace.missing():
+            ap.error(f"--sched-trace: {schedtrace.missing()}")
     return args
 
 

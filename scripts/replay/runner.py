@@ -25,6 +25,7 @@ from .sampler import Sampler
 from .summary import write_outputs
 from .trajectory import load_trajectory
 from .vmnapd import Vmnapd, vmnap_missing, vmnapd_bridges, vmnapd_event_figures
+from . import schedtrace
 
 
 def git_head():
@@ -348,6 +349,10 @@ class CohortRun:
                                       COHORT_POLICY[self.cohort],
                                       freezer=b.cgroups.freezer_dir(g.cg_dirs),
                                       restore=COHORT_RESTORE.get(self.cohort))
+                    if b.sched:
+                        vcpus, main = schedtrace.vm_threads(g.qemu_pid)
+                        b.sched_targets.append((self, g.name, vcpus, main,
+                                                self.vmnapd.events_path))
                 elif self.via_gateway:
                     self.api.register_unmanaged(g.name)
             t0 = now_ns()
@@ -508,6 +513,10 @@ class Bench:
         self.outdir = os.path.join(ROOT, args.out, self.run_id)
         self.swapfile = SwapFile(os.path.join(args.store_dir, f"replay-swapfile-{self.run_id}"),
                                  args.vms * args.mem + SWAPFILE_MARGIN_MIB)
+        # --sched-trace: the recording, and per managed VM (its run,
+        # name, vCPU thread ids, main thread id, vmnapd's events file)
+        self.sched = None
+        self.sched_targets = []
 
     def build_rootfs(self):
         p = subprocess.run([os.path.join(ROOT, "scripts/guest-rootfs.sh")], cwd=ROOT,
@@ -652,6 +661,21 @@ class Bench:
             t.join()
         return done
 
+    def sched_breakdown(self):
+        """Each managed run's sched_ack_* figures from the recording (one
+        pass over it for every VM's threads)."""
+        tids = {t for _, _, vcpus, main, _ in self.sched_targets for t in vcpus + [main]}
+        states = schedtrace.thread_states(self.sched.lines(), tids)
+        rows = {}
+        for cr, name, vcpus, main, events in self.sched_targets:
+            if os.path.exists(events):
+                rows.setdefault(cr, []).extend(schedtrace.ack_rows(
+                    states, vcpus, main, schedtrace.resume_windows(events, name)))
+        for cr, r in rows.items():
+            cr.result.update(schedtrace.breakdown(r))
+        log(f"sched trace: {sum(len(r) for r in rows.values())} resume(s) broken down "
+            f"({self.sched.data})")
+
     def run(self):
         os.makedirs(self.outdir, exist_ok=True)
         for link in ("latest", f"latest-{self.args.vms}vm"):
@@ -691,13 +715,21 @@ class Bench:
                     checks.append({"run": "calibration", "name": "gateway-calibration",
                                    "passed": False, "error": str(e)})
                     log(f"gateway calibration FAILED: {e}")
+            if getattr(self.args, "sched_trace", False):
+                self.sched = schedtrace.SchedTrace(self.outdir)
+                self.sched.start()
             for batch in self.plan():
                 for cr, result in self.run_batch(batch):
                     runs.append(result)
                     checks += cr.checks
                     samples += getattr(cr, "samples", [])
                     self.vmnapd_lost += cr.vmnapd_lost
+            if self.sched:
+                self.sched.stop()
+                self.sched_breakdown()
         finally:
+            if self.sched:
+                self.sched.stop()
             shutil.rmtree(self.sockdir, ignore_errors=True)
             self.swapfile.remove()
             self.cgroups.remove_run(self.run_id)

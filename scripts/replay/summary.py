@@ -9,6 +9,7 @@ import sys
 from .common import ALT_COHORT, COHORTS, OPTIONAL_COHORTS, RESUME_PHASES, ROOT, SAMPLE_GAP_LIMIT_FACTOR, log, runs_accel
 from .events import event_seq_gaps
 from .plot import plot
+from .schedtrace import FIELDS as SCHED_FIELDS
 
 
 def validate(bench, checks, skipped, runs, max_gap):
@@ -81,7 +82,7 @@ def write_outputs(bench, runs, checks, samples, skipped):
               "command_vmm_user_s",
               "command_vmm_sys_s", "command_vmm_minflt", "command_vmm_majflt",
               "link_up_ms") + tuple(
-                  f"resume_{p}_p{q}_ms" for p in RESUME_PHASES for q in (50, 99))
+                  f"resume_{p}_p{q}_ms" for p in RESUME_PHASES for q in (50, 99)) + SCHED_FIELDS
     for c in COHORTS:
         if c in OPTIONAL_COHORTS and c not in skipped and all(r["cohort"] != c for r in runs):
             continue    # not asked for

@@ -11,6 +11,7 @@ import json
 import mmap
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import threading
@@ -19,7 +20,7 @@ import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from replay import cli, common, events, host, runner, summary, trajectory  # noqa: E402
+from replay import cli, common, events, host, runner, schedtrace, summary, trajectory  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import tap  # noqa: E402
 
@@ -664,6 +665,58 @@ def _():
     assert [off[col[k]] for k in col] == ["17", "12.8", "1", "17.7"], off
     assert [base[col[k]] for k in col] == ["-"] * 4, base
     assert "skipped: not in --cohorts" in rows["swap"][1], rows["swap"]
+
+
+@t("sched trace: a resume's RESUMED->RESUME_ACK split by what QEMU's threads did")
+def _():
+    # perf script lines (comm pid/tid [cpu] time: event: fields) around one
+    # resume: RESUMED sent at 10.000 s, RESUME_ACK at 10.008 s.  The vCPU
+    # (tid 11) sleeps until the main thread (10), woken at 10.001 but
+    # runnable until 10.004, wakes it at 10.005; it runs to 10.006, is
+    # preempted (runnable) to 10.007 and runs on.
+    sw = ("{c} {p}/{t} [000] {ts}: sched:sched_switch: prev_comm=x prev_pid={a} "
+          "prev_prio=120 prev_state={st} ==> next_comm=y next_pid={b} next_prio=120")
+    wk = "{c} {p}/{t} [001] {ts}: sched:sched_wakeup: comm=z pid={a} prio=120 target_cpu=000"
+    lines = [
+        sw.format(c="q", p=10, t=11, ts="9.999000", a=11, st="S", b=0),
+        sw.format(c="q", p=10, t=10, ts="9.999500", a=10, st="S", b=0),
+        wk.format(c="python3", p=5, t=5, ts="10.001000", a=10),
+        sw.format(c="python3", p=5, t=5, ts="10.004000", a=5, st="S", b=10),
+        wk.format(c="q", p=10, t=10, ts="10.005000", a=11),
+        sw.format(c="swapper", p=0, t=0, ts="10.005000", a=0, st="R", b=11),
+        sw.format(c="q", p=10, t=10, ts="10.005500", a=10, st="S", b=0),
+        sw.format(c="q", p=10, t=11, ts="10.006000", a=11, st="R", b=7),
+        sw.format(c="w", p=7, t=7, ts="10.007000", a=7, st="S", b=11),
+        "garbage line",
+        sw.format(c="q", p=10, t=11, ts="10.009000", a=11, st="S", b=0),
+    ]
+    states = schedtrace.thread_states(lines, {10, 11})
+    assert states[11][0] == (9999000000, "sleep"), states[11]
+    d = tempfile.mkdtemp()
+    try:
+        ev = os.path.join(d, "events.jsonl")
+        with open(ev, "w") as f:
+            for vm, acked in (("vm0", True), ("vm0", False), ("vm1", True)):
+                f.write(json.dumps({"type": "resume", "vm": vm, "acked": acked, "reason": "timer",
+                                    "t_ns": 10_008_000_000 + 500_000, "total_ns": 9_000_000,
+                                    "pre_resume_ns": 100_000, "vmm_ns": 300_000,
+                                    "resumed_ns": 100_000, "ack_ns": 8_000_000}) + "\n")
+            f.write(json.dumps({"type": "delivered", "vm": "vm0"}) + "\n")
+        wins = schedtrace.resume_windows(ev, "vm0")
+    finally:
+        shutil.rmtree(d)
+    assert wins == [("timer", 10_000_000_000, 10_008_000_000)], wins
+    rows = schedtrace.ack_rows(states, [11], 10, wins)
+    ack, run, runnable, sleep, main_runnable = rows[0]
+    assert abs(ack - 8) < 1e-9 and abs(run - 2) < 1e-9, rows
+    assert abs(runnable - 1) < 1e-9 and abs(sleep - 5) < 1e-9, rows
+    assert abs(main_runnable - 3) < 1e-9, rows
+    b = schedtrace.breakdown(rows + [(1.0, 0.5, 0.0, 0.5, 0.0)])
+    assert b["sched_ack_resumes"] == 2 and b["sched_ack_slow"] == 1, b
+    assert (b["sched_ack_slow_vcpu_sleep"], b["sched_ack_slow_main_runnable"],
+            b["sched_ack_slow_vcpu_runnable"], b["sched_ack_slow_vcpu_run"]) == (1, 1, 1, 1), b
+    assert set(b) == set(schedtrace.FIELDS), set(b) ^ set(schedtrace.FIELDS)
+    assert schedtrace.breakdown([])["sched_ack_vcpu_run_p99_ms"] is None
 
 
 sys.exit(tap.done())
