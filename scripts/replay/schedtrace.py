@@ -9,8 +9,9 @@ host's sched_switch and sched_wakeup events for the whole run (`perf
 record -a`, CLOCK_MONOTONIC, the clock of vmnapd's events) and, for every
 acknowledged resume of a managed VM, splits its RESUMED -> RESUME_ACK into
 the vCPU thread's time running, runnable (waiting for a CPU: preempted, or
-its cgroup's CPU quota spent) and asleep (the guest halted, or the thread
-blocked, on a userfaultfd fault among others), and the QEMU main thread's
+its cgroup's CPU quota spent) and asleep (blocked on a userfaultfd fault,
+or the guest halted: "halt" is the sleep beyond the resume's faults'
+service time), and the QEMU main thread's
 time runnable: under TCG QEMU has no irqfd, so the main thread injects
 the interrupt that tells the guest about RESUMED, and a main thread that
 waits for a CPU leaves the guest asleep.  run-guest.sh names QEMU's
@@ -29,7 +30,7 @@ from .common import percentile
 
 SLOW_ACK_MS = 5.0       # a RESUMED -> RESUME_ACK this long counts as slow
 MARK_MS = 1.0           # ... and is put down to what took this long in it
-PARTS = ("vcpu_run", "vcpu_runnable", "vcpu_sleep", "main_runnable")
+PARTS = ("vcpu_run", "vcpu_runnable", "vcpu_sleep", "vcpu_halt", "main_runnable")
 # breakdown()'s keys: per-run figures, cohort medians in summary.json
 FIELDS = (("sched_ack_resumes", "sched_ack_slow")
           + tuple(f"sched_ack_{n}_p{q}_ms" for n in PARTS for q in (50, 99))
@@ -140,8 +141,9 @@ def occupancy(states, a, b):
 
 
 def resume_windows(events_path, vm):
-    """(reason, RESUMED sent ns, RESUME_ACK ns) of every acknowledged resume
-    of VM @vm in vmnapd's events (a resume event is written when it ends)."""
+    """(reason, RESUMED sent ns, RESUME_ACK ns, faults' service ns) of every
+    acknowledged resume of VM @vm in vmnapd's events (a resume event is
+    written when it ends; its faults are those from the request on)."""
     out = []
     with open(events_path) as f:
         for line in f:
@@ -150,15 +152,17 @@ def resume_windows(events_path, vm):
                 continue
             start = e["t_ns"] - e["total_ns"]
             sent = start + e["pre_resume_ns"] + e["vmm_ns"] + e["resumed_ns"]
-            out.append((e.get("reason"), sent, sent + e["ack_ns"]))
+            out.append((e.get("reason"), sent, sent + e["ack_ns"], e.get("fault_ns") or 0))
     return out
 
 
 def ack_rows(states, vcpus, main, windows):
     """Per resume window, in ms: (RESUMED -> RESUME_ACK, the vCPU threads'
-    time running, runnable, asleep, the main thread's time runnable)."""
+    time running, runnable, asleep, asleep beyond the resume's faults'
+    service time (the guest halted: waiting for an interrupt), the main
+    thread's time runnable)."""
     rows = []
-    for _, a, b in windows:
+    for _, a, b, fault_ns in windows:
         v = {"run": 0, "runnable": 0, "sleep": 0}
         for tid in vcpus:
             o = occupancy(states.get(tid, []), a, b)
@@ -166,14 +170,13 @@ def ack_rows(states, vcpus, main, windows):
                 v[k] += o[k]
         m = occupancy(states.get(main, []), a, b)
         rows.append(((b - a) / 1e6, v["run"] / 1e6, v["runnable"] / 1e6, v["sleep"] / 1e6,
-                     m["runnable"] / 1e6))
+                     max(0, v["sleep"] - fault_ns) / 1e6, m["runnable"] / 1e6))
     return rows
 
 
 def breakdown(rows):
     """summary.json's sched_ack_* figures of one run from its ack_rows:
-    p50/p99 (ms) over its resumes of the vCPU threads' time running,
-    runnable and asleep and of the main thread's time runnable within
+    p50/p99 (ms) over its resumes of each of PARTS (ack_rows) within
     RESUMED -> RESUME_ACK; of the slow ones (>= SLOW_ACK_MS), how many had
     MARK_MS or more of each."""
     out = {"sched_ack_resumes": len(rows)}

@@ -700,21 +700,23 @@ def _():
                 f.write(json.dumps({"type": "resume", "vm": vm, "acked": acked, "reason": "timer",
                                     "t_ns": 10_008_000_000 + 500_000, "total_ns": 9_000_000,
                                     "pre_resume_ns": 100_000, "vmm_ns": 300_000,
-                                    "resumed_ns": 100_000, "ack_ns": 8_000_000}) + "\n")
+                                    "resumed_ns": 100_000, "ack_ns": 8_000_000,
+                                    "fault_ns": 1_500_000}) + "\n")
             f.write(json.dumps({"type": "delivered", "vm": "vm0"}) + "\n")
         wins = schedtrace.resume_windows(ev, "vm0")
     finally:
         shutil.rmtree(d)
-    assert wins == [("timer", 10_000_000_000, 10_008_000_000)], wins
+    assert wins == [("timer", 10_000_000_000, 10_008_000_000, 1_500_000)], wins
     rows = schedtrace.ack_rows(states, [11], 10, wins)
-    ack, run, runnable, sleep, main_runnable = rows[0]
+    ack, run, runnable, sleep, halt, main_runnable = rows[0]
     assert abs(ack - 8) < 1e-9 and abs(run - 2) < 1e-9, rows
     assert abs(runnable - 1) < 1e-9 and abs(sleep - 5) < 1e-9, rows
-    assert abs(main_runnable - 3) < 1e-9, rows
-    b = schedtrace.breakdown(rows + [(1.0, 0.5, 0.0, 0.5, 0.0)])
+    assert abs(halt - 3.5) < 1e-9 and abs(main_runnable - 3) < 1e-9, rows
+    b = schedtrace.breakdown(rows + [(1.0, 0.5, 0.0, 0.5, 0.0, 0.0)])
     assert b["sched_ack_resumes"] == 2 and b["sched_ack_slow"] == 1, b
-    assert (b["sched_ack_slow_vcpu_sleep"], b["sched_ack_slow_main_runnable"],
-            b["sched_ack_slow_vcpu_runnable"], b["sched_ack_slow_vcpu_run"]) == (1, 1, 1, 1), b
+    assert (b["sched_ack_slow_vcpu_sleep"], b["sched_ack_slow_vcpu_halt"],
+            b["sched_ack_slow_main_runnable"], b["sched_ack_slow_vcpu_runnable"],
+            b["sched_ack_slow_vcpu_run"]) == (1, 1, 1, 1, 1), b
     assert set(b) == set(schedtrace.FIELDS), set(b) ^ set(schedtrace.FIELDS)
     assert schedtrace.breakdown([])["sched_ack_vcpu_run_p99_ms"] is None
 
