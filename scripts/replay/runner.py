@@ -726,7 +726,10 @@ class Bench:
                     self.vmnapd_lost += cr.vmnapd_lost
             if self.sched:
                 self.sched.stop()
-                self.sched_breakdown()
+                try:
+                    self.sched_breakdown()
+                except (OSError, RuntimeError, ValueError, KeyError) as e:
+                    log(f"sched trace: not broken down ({e}); the run's figures stand")
         finally:
             if self.sched:
                 self.sched.stop()

@@ -917,8 +917,9 @@ void pager_set_device_pages(struct pager *p, const uint64_t *gpa, const uint64_t
 			}
 			continue;
 		}
-		/* out already (posted since the last offload): read back now,
-		 * while the VM is paused, not before its next cont */
+		/* out already (posted since the last offload): read back now
+		 * (the VM paused at an offload's start, or running), not on
+		 * the way of the next resume */
 		if (!range_resident_locked(p, g, l)) {
 			bool asked = false;
 
