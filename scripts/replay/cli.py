@@ -382,8 +382,9 @@ def parse_args(argv):
             args.alt_build = os.path.abspath(args.alt_build)
         if args.via == "gateway" and args.gw_calib < 1:
             ap.error("--gw-calib must be positive")
-        if args.sched_trace and schedtrace.missing():
-            ap.error(f"--sched-trace: {schedtrace.missing()}")
+        why = schedtrace.missing() if args.sched_trace else None
+        if why:
+            ap.error(f"--sched-trace: {why}")
     return args
 
 

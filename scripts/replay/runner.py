@@ -351,8 +351,12 @@ class CohortRun:
                                       restore=COHORT_RESTORE.get(self.cohort))
                     if b.sched:
                         vcpus, main = schedtrace.vm_threads(g.qemu_pid)
-                        b.sched_targets.append((self, g.name, vcpus, main,
-                                                self.vmnapd.events_path))
+                        if vcpus:
+                            b.sched_targets.append((self, g.name, vcpus, main,
+                                                    self.vmnapd.events_path))
+                        else:   # zeros for the vCPU would read as "no vCPU time"
+                            log(f"sched trace: {g.name}: no thread of QEMU "
+                                f"{g.qemu_pid} is named as a vCPU (CPU n/...): left out")
                 elif self.via_gateway:
                     self.api.register_unmanaged(g.name)
             t0 = now_ns()
